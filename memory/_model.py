@@ -1,0 +1,100 @@
+"""Plain data the store hands out: immutable, cheap, safe to pass to pure code."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .errors import InvalidScope
+
+__all__ = ["CallRecord", "Message", "NewMessage", "Usage", "validate_scope"]
+
+_SCOPE_RE = re.compile(r"^(user|group):[^\s:][^\s]{0,199}$")
+
+
+def validate_scope(scope: str) -> str:
+    """Return ``scope`` unchanged if it is ``user:<id>`` or ``group:<id>``, else raise."""
+    if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
+        raise InvalidScope(
+            f"invalid scope {scope!r}: expected 'user:<id>' (one customer) or 'group:<id>' (one group)"
+        )
+    return scope
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One stored message with its route (the tag)."""
+
+    id: int
+    scope: str
+    role: str  # "user" or "agent"
+    text: str
+    ts: float  # unix seconds, UTC
+    agent: str | None = None  # the route's agent (the tag); for agent replies, the author
+    also_sees: tuple[str, ...] = ()
+    via: str | None = None  # how it was routed: explicit, reply, local, sticky, llm, import...
+    sender: str | None = None
+    chat: str | None = None
+    reply_to: int | None = None
+    ext_id: str | None = None
+    needs: tuple[str, ...] = ()  # eval annotation: ext ids of the messages an answer needs
+
+    def visible_to(self, agents: frozenset[str] | set[str]) -> bool:
+        """Whether a message tagged like this one belongs to any of ``agents``."""
+        return self.agent is not None and self.agent in agents
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message about to be stored (the store assigns ``id``)."""
+
+    scope: str
+    role: str
+    text: str
+    ts: float | None = None
+    agent: str | None = None
+    also_sees: tuple[str, ...] = ()
+    via: str | None = None
+    sender: str | None = None
+    chat: str | None = None
+    reply_to: int | None = None
+    ext_id: str | None = None
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """Token accounting for one agent call: every section counted, plus the full-history cost."""
+
+    scope: str
+    agent: str
+    message_id: int | None
+    via: str | None
+    also_sees: tuple[str, ...]
+    tokens: dict[str, int]  # persona, rules, tools, facts, history, message, total
+    full_history_tokens: int
+    model: str | None = None
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None  # as the provider reported them
+    completion_tokens: int | None = None
+    ok: bool = True
+    ts: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one scope has cost so far, against what full history would have cost."""
+
+    scope: str
+    messages: int
+    agent_calls: int
+    tokens_sent: int
+    full_history_tokens: int
+
+    @property
+    def saving(self) -> float:
+        """Share of tokens scoping saved (0.0 when nothing was sent yet)."""
+        if self.full_history_tokens <= 0:
+            return 0.0
+        return 1.0 - self.tokens_sent / self.full_history_tokens

@@ -1,0 +1,157 @@
+"""Versioned schema: each migration moves ``PRAGMA user_version`` up by one.
+
+A later release appends migrations; opening an older database runs the missing ones
+in order, each inside its own transaction. Never edit a migration that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlite_utils
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+
+def _v1_core(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE scopes (
+            scope TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            created REAL NOT NULL
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL REFERENCES scopes(scope),
+            ext_id TEXT,
+            chat TEXT,
+            sender TEXT,
+            role TEXT NOT NULL CHECK (role IN ('user', 'agent')),
+            text TEXT NOT NULL,
+            ts REAL NOT NULL,
+            reply_to INTEGER,
+            agent TEXT,
+            also_sees TEXT NOT NULL DEFAULT '[]',
+            via TEXT,
+            needs TEXT NOT NULL DEFAULT '[]'
+        )"""
+    )
+    db.execute("CREATE UNIQUE INDEX messages_scope_ext ON messages(scope, ext_id)")
+    db.execute("CREATE INDEX messages_scope_id ON messages(scope, id)")
+    db.execute(
+        """
+        CREATE TABLE calls (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            message_id INTEGER,
+            via TEXT,
+            also_sees TEXT NOT NULL DEFAULT '[]',
+            model TEXT,
+            persona INTEGER NOT NULL DEFAULT 0,
+            rules INTEGER NOT NULL DEFAULT 0,
+            tools INTEGER NOT NULL DEFAULT 0,
+            facts INTEGER NOT NULL DEFAULT 0,
+            history INTEGER NOT NULL DEFAULT 0,
+            message INTEGER NOT NULL DEFAULT 0,
+            total INTEGER NOT NULL DEFAULT 0,
+            full_history_tokens INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            latency_ms REAL,
+            ok INTEGER NOT NULL DEFAULT 1,
+            ts REAL NOT NULL,
+            extra TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    db.execute("CREATE INDEX calls_scope ON calls(scope)")
+    db.execute(
+        """
+        CREATE TABLE facts (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            text TEXT NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'other',
+            key TEXT,
+            confidence TEXT NOT NULL DEFAULT 'derived' CHECK (confidence IN ('explicit', 'derived')),
+            source_message INTEGER,
+            valid_from REAL NOT NULL,
+            invalid_at REAL,
+            superseded_by INTEGER
+        )"""
+    )
+    db.execute("CREATE INDEX facts_scope_current ON facts(scope, invalid_at)")
+    db.execute(
+        """
+        CREATE TABLE vault (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            body TEXT NOT NULL,
+            meta TEXT NOT NULL DEFAULT '{}',
+            agent TEXT,
+            source_message INTEGER,
+            created REAL NOT NULL,
+            updated REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX vault_scope ON vault(scope, kind, id)")
+    db.execute(
+        """
+        CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            title TEXT NOT NULL,
+            due TEXT,
+            done INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL,
+            completed REAL
+        )"""
+    )
+    db.execute("CREATE INDEX tasks_scope ON tasks(scope, done, id)")
+    db.execute(
+        """
+        CREATE TABLE reminders (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            chat TEXT,
+            text TEXT NOT NULL,
+            due REAL NOT NULL,
+            every_seconds INTEGER,
+            active INTEGER NOT NULL DEFAULT 1,
+            last_sent REAL,
+            created REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX reminders_due ON reminders(active, due)")
+    db.execute("CREATE INDEX reminders_scope ON reminders(scope)")
+
+
+# Append only. Index i holds the migration from version i to i + 1.
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core]
+
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite_utils.Database) -> int:
+    """Bring ``db`` to the newest schema; return the version it is at."""
+    conn = db.conn
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > len(MIGRATIONS):
+        from .errors import StoreError
+
+        raise StoreError(
+            f"database schema version {current} is newer than this release knows ({len(MIGRATIONS)}); upgrade agents-hub"
+        )
+    for version in range(current, len(MIGRATIONS)):
+        with conn:  # one transaction per step: a crash leaves the last complete version
+            conn.execute("BEGIN IMMEDIATE")
+            MIGRATIONS[version](db)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+    return len(MIGRATIONS)

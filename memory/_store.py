@@ -1,0 +1,367 @@
+"""The SQLite store: one connection, WAL mode, short explicit transactions.
+
+Every write commits before it returns, so a message is durable before any LLM call.
+The interface stays narrow (append, window, route, calls, erase...) so another
+backend can serve several workers later without touching the hub.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from ._chatlog import ImportReport, LogRecord
+from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
+from ._schema import migrate
+from .errors import InvalidRecord, StoreError
+
+__all__ = ["Store"]
+
+_MESSAGE_COLUMNS = "id, scope, role, text, ts, agent, also_sees, via, sender, chat, reply_to, ext_id, needs"
+_SECTIONS = ("persona", "rules", "tools", "facts", "history", "message", "total")
+# Tables holding a scope's data, erased together. Search index rows follow through triggers.
+_SCOPED_TABLES = ("calls", "facts", "vault", "tasks", "reminders", "messages", "scopes")
+
+
+def _row_to_message(row: Sequence[Any]) -> Message:
+    return Message(
+        id=row[0],
+        scope=row[1],
+        role=row[2],
+        text=row[3],
+        ts=row[4],
+        agent=row[5],
+        also_sees=tuple(json.loads(row[6])) if row[6] and row[6] != "[]" else (),
+        via=row[7],
+        sender=row[8],
+        chat=row[9],
+        reply_to=row[10],
+        ext_id=row[11],
+        needs=tuple(json.loads(row[12])) if row[12] and row[12] != "[]" else (),
+    )
+
+
+class Store:
+    """The hub's memory: messages and routes, facts, vault, tasks, reminders, token records.
+
+    Thread-safe for use from one event loop plus worker threads: all access goes through
+    one lock, which also makes this process the single writer.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, busy_timeout_ms: int = 10_000) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout_ms / 1000)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open database {self.path}: {exc}") from exc
+        self._lock = threading.RLock()
+        self.db = sqlite_utils.Database(conn)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if self.path != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # Erased text must not linger in free pages of the file.
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            migrate(self.db)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"cannot use database {self.path}: {exc}") from exc
+
+    # -- plumbing -----------------------------------------------------------------
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self.db.conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction; rolled back on error."""
+        with self._lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
+        """Run a read query and return all rows."""
+        with self._lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ensure_scope(self, conn: sqlite3.Connection, scope: str) -> None:
+        conn.execute(
+            "INSERT OR IGNORE INTO scopes(scope, kind, created) VALUES (?, ?, ?)",
+            (scope, scope.split(":", 1)[0], time.time()),
+        )
+
+    # -- messages -------------------------------------------------------------------
+    def append(self, message: NewMessage) -> Message:
+        """Store a message and commit; returns it with its id."""
+        scope = validate_scope(message.scope)
+        if message.role not in ("user", "agent"):
+            raise InvalidRecord(f"role must be 'user' or 'agent', not {message.role!r}")
+        if not isinstance(message.text, str):
+            raise InvalidRecord("text must be a string")
+        ts = time.time() if message.ts is None else float(message.ts)
+        with self.transaction() as conn:
+            self._ensure_scope(conn, scope)
+            cursor = conn.execute(
+                "INSERT INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    scope,
+                    message.ext_id,
+                    message.chat,
+                    message.sender,
+                    message.role,
+                    message.text,
+                    ts,
+                    message.reply_to,
+                    message.agent,
+                    json.dumps(list(message.also_sees)),
+                    message.via,
+                    json.dumps(list(message.needs)),
+                ),
+            )
+            new_id = cursor.lastrowid
+        return Message(
+            id=new_id,
+            scope=scope,
+            role=message.role,
+            text=message.text,
+            ts=ts,
+            agent=message.agent,
+            also_sees=tuple(message.also_sees),
+            via=message.via,
+            sender=message.sender,
+            chat=message.chat,
+            reply_to=message.reply_to,
+            ext_id=message.ext_id,
+            needs=tuple(message.needs),
+        )
+
+    def set_route(self, message_id: int, agent: str, also_sees: Sequence[str], via: str) -> None:
+        """Tag a stored message with its route."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE messages SET agent = ?, also_sees = ?, via = ? WHERE id = ?",
+                (agent, json.dumps(list(also_sees)), via, message_id),
+            )
+
+    def get(self, message_id: int, scope: str | None = None) -> Message | None:
+        """One message by id (restricted to ``scope`` when given)."""
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?"
+        params: list[Any] = [message_id]
+        if scope is not None:
+            sql += " AND scope = ?"
+            params.append(scope)
+        rows = self.query(sql, params)
+        return _row_to_message(rows[0]) if rows else None
+
+    def find_ext(self, scope: str, ext_id: str) -> Message | None:
+        """A message by its external id (a chat-log or Telegram id) within a scope."""
+        rows = self.query(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND ext_id = ?", (scope, ext_id))
+        return _row_to_message(rows[0]) if rows else None
+
+    def window(self, scope: str, size: int, *, up_to: int | None = None) -> list[Message]:
+        """The scope's last ``size`` messages in time order (up to and including id ``up_to``)."""
+        if size <= 0:
+            return []
+        if up_to is None:
+            rows = self.query(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? ORDER BY id DESC LIMIT ?", (scope, size)
+            )
+        else:
+            rows = self.query(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id <= ? ORDER BY id DESC LIMIT ?",
+                (scope, up_to, size),
+            )
+        return [_row_to_message(row) for row in reversed(rows)]
+
+    def messages(self, scope: str, *, after: int = 0, limit: int | None = None) -> list[Message]:
+        """The scope's messages in time order, from id ``after`` on."""
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id > ? ORDER BY id"
+        params: list[Any] = [scope, after]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_row_to_message(row) for row in self.query(sql, params)]
+
+    def latest(self, scope: str) -> Message | None:
+        """The scope's newest message."""
+        window = self.window(scope, 1)
+        return window[0] if window else None
+
+    def count_messages(self, scope: str | None = None) -> int:
+        if scope is None:
+            return self.query("SELECT count(*) FROM messages")[0][0]
+        return self.query("SELECT count(*) FROM messages WHERE scope = ?", (scope,))[0][0]
+
+    def scopes(self) -> list[str]:
+        """Every scope that has data."""
+        return [row[0] for row in self.query("SELECT scope FROM scopes ORDER BY scope")]
+
+    # -- import ---------------------------------------------------------------------
+    def import_records(
+        self,
+        records: Iterable[LogRecord],
+        *,
+        default_scope: str | None = None,
+        batch_size: int = 2000,
+        report: ImportReport | None = None,
+    ) -> ImportReport:
+        """Import chat-log records, idempotent by (scope, id).
+
+        Batches commit one at a time, so a killed import keeps whole batches only and a
+        re-run skips what is there and adds the rest.
+        """
+        report = report if report is not None else ImportReport()
+        if default_scope is not None:
+            validate_scope(default_scope)
+        batch: list[LogRecord] = []
+        for record in records:
+            report.read += 1
+            scope = record.scope or default_scope
+            if scope is None:
+                report.invalid.append((report.read, f"message {record.id!r} has no scope and no --scope was given"))
+                continue
+            try:
+                validate_scope(scope)
+            except StoreError as exc:
+                report.invalid.append((report.read, str(exc)))
+                continue
+            batch.append(record if record.scope else record.model_copy(update={"scope": scope}))
+            if len(batch) >= batch_size:
+                self._import_batch(batch, report)
+                batch = []
+        if batch:
+            self._import_batch(batch, report)
+        return report
+
+    def _import_batch(self, batch: list[LogRecord], report: ImportReport) -> None:
+        with self.transaction() as conn:
+            for scope in {record.scope for record in batch}:
+                self._ensure_scope(conn, scope)
+                report.scopes.add(scope)
+            added = 0
+            for record in batch:
+                added += conn.execute(
+                    "INSERT OR IGNORE INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?,"
+                    " (SELECT id FROM messages WHERE scope = ? AND ext_id = ?), ?, ?, ?, ?)",
+                    (
+                        record.scope,
+                        record.id,
+                        record.chat,
+                        record.sender,
+                        record.role,
+                        record.text,
+                        record.ts,
+                        record.scope,
+                        record.reply_to,
+                        record.agent,
+                        json.dumps(list(record.also_sees)),
+                        "import" if record.agent else None,
+                        json.dumps(list(record.needs)),
+                    ),
+                ).rowcount  # 0 when (scope, id) is already there
+        report.added += added
+        report.skipped += len(batch) - added
+
+    # -- token accounting -------------------------------------------------------------
+    def record_call(self, call: CallRecord) -> int:
+        """Record one agent call's token accounting; returns its id."""
+        tokens = {name: int(call.tokens.get(name, 0)) for name in _SECTIONS}
+        with self.transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO calls(scope, agent, message_id, via, also_sees, model, persona, rules, tools, facts, history,"
+                " message, total, full_history_tokens, prompt_tokens, completion_tokens, latency_ms, ok, ts, extra)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    call.scope,
+                    call.agent,
+                    call.message_id,
+                    call.via,
+                    json.dumps(list(call.also_sees)),
+                    call.model,
+                    *(tokens[name] for name in _SECTIONS),
+                    int(call.full_history_tokens),
+                    call.prompt_tokens,
+                    call.completion_tokens,
+                    call.latency_ms,
+                    1 if call.ok else 0,
+                    call.ts if call.ts is not None else time.time(),
+                    json.dumps(call.extra, default=str),
+                ),
+            )
+            return cursor.lastrowid
+
+    def calls(self, scope: str) -> list[dict[str, Any]]:
+        """The scope's recorded agent calls, oldest first."""
+        with self._lock:
+            cursor = self.conn.execute("SELECT * FROM calls WHERE scope = ? ORDER BY id", (scope,))
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def usage(self, scope: str) -> Usage:
+        """Messages, agent calls and tokens of a scope, against full history."""
+        calls, sent, full = self.query(
+            "SELECT count(*), coalesce(sum(total), 0), coalesce(sum(full_history_tokens), 0) FROM calls WHERE scope = ?",
+            (scope,),
+        )[0]
+        return Usage(scope=scope, messages=self.count_messages(scope), agent_calls=calls, tokens_sent=sent, full_history_tokens=full)
+
+    # -- erasure --------------------------------------------------------------------
+    def erase(self, scope: str) -> dict[str, int]:
+        """Delete everything of a scope and scrub it from the file; returns rows removed per table."""
+        validate_scope(scope)
+        removed: dict[str, int] = {}
+        with self.transaction() as conn:
+            for table in _SCOPED_TABLES:
+                removed[table] = conn.execute(f"DELETE FROM {table} WHERE scope = ?", (scope,)).rowcount
+        self.scrub()
+        return removed
+
+    def scrub(self) -> None:
+        """Push deleted content out of the WAL and free pages (secure_delete zeroes them)."""
+        with self._lock:
+            if self.path == ":memory:":
+                return
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # FTS segment merges can leave stale copies in pages freed before secure_delete
+            # saw them; VACUUM rewrites the file from live rows only.
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def integrity_check(self) -> str:
+        """SQLite's own integrity check: 'ok' or the problems found."""
+        rows = self.query("PRAGMA integrity_check")
+        return "\n".join(str(row[0]) for row in rows)

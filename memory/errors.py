@@ -1,0 +1,21 @@
+"""Errors raised by the memory store.
+
+The hub's documented error tree (``hub.errors``) re-exports these; memory imports
+nothing of ours, so its errors live here.
+"""
+
+from __future__ import annotations
+
+__all__ = ["InvalidRecord", "InvalidScope", "StoreError"]
+
+
+class StoreError(Exception):
+    """Base class for everything the memory store raises."""
+
+
+class InvalidScope(StoreError, ValueError):
+    """A scope string is not ``user:<id>`` or ``group:<id>``."""
+
+
+class InvalidRecord(StoreError, ValueError):
+    """A chat-log line or a message could not be understood; the message says which and why."""

@@ -1,0 +1,34 @@
+"""Suite-wide guards: offline tokenizers, no network model calls, data location."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Before anything imports litellm or tiktoken: never reach for the network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HUB_TEST_GUARD", "1")  # hub.llm refuses non-loopback model calls
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("HUB_DATA_DIR", ROOT.parent / "shared" / "data"))
+
+
+def data_path(*parts: str) -> Path:
+    """A path under HUB_DATA_DIR, or skip the test with the reason when it is absent."""
+    path = DATA_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"dataset not found at {path} (set HUB_DATA_DIR to ../shared/data)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _clean_hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests never read the developer's .env or real keys, and run from a temp dir."""
+    for name in list(os.environ):
+        if name.startswith(("HUB_", "TELEGRAM_")) and name != "HUB_TEST_GUARD" and name != "HUB_DATA_DIR":
+            monkeypatch.delenv(name, raising=False)
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
