@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +104,8 @@ class Store:
             return self.conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
-        with self._lock:
-            try:
-                self.conn.close()
-            except sqlite3.Error:
-                pass
+        with self._lock, suppress(sqlite3.Error):
+            self.conn.close()
 
     def __enter__(self) -> Store:
         return self

@@ -1,0 +1,36 @@
+"""``search_memory``: offered to every agent, over the scope's archive."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, Field
+
+from ._spec import ToolContext, tool
+
+__all__ = ["search_memory"]
+
+log = logging.getLogger(__name__)
+
+
+class SearchMemoryArgs(BaseModel):
+    query: str = Field(description="words to look for")
+    k: int = Field(5, ge=1, le=20, description="how many results")
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
+
+
+@tool
+def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
+    """Search older messages, notes and emails of this chat."""
+    hits = ctx.store.search(ctx.scope, args.query, k=args.k)
+    if not hits:
+        return "no results"
+    lines = []
+    for hit in hits:
+        who = hit.agent or ("note" if hit.kind == "vault" else "user")
+        lines.append(f"#{hit.id} {_when(hit.ts)} [{who}] {hit.snippet}")
+    return "\n".join(lines)

@@ -1,0 +1,155 @@
+"""``AgentSpec`` and ``Tool``: an agent is a frozen, module-level declaration.
+
+A tool is a function ``(ctx: ToolContext, args: ArgsModel) -> str`` whose arguments
+are a pydantic model; its JSON schema is derived from that model and kept tight,
+because every schema is paid for on every call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memory import Store
+
+__all__ = ["AgentSpec", "Tool", "ToolContext", "tool"]
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{1,31}$")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may touch: the store, within one scope, at one moment."""
+
+    store: Store
+    scope: str
+    chat: str | None = None
+    message_id: int | None = None
+    clock: Callable[[], float] = time.time
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def now(self) -> float:
+        return self.clock()
+
+
+ToolFunction = Callable[[ToolContext, Any], "str | Awaitable[str]"]
+
+
+def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema without titles and other noise the model need not read."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            cleaned = {}
+            for key, value in node.items():
+                if key == "properties" and isinstance(value, dict):
+                    # Property names are data, not schema keywords: keep every one.
+                    cleaned[key] = {prop: strip(sub) for prop, sub in value.items()}
+                    continue
+                if key == "title":
+                    continue
+                if key == "anyOf" and isinstance(value, list):
+                    # Optional[X] -> X; a missing argument already means "not given".
+                    options = [v for v in value if v != {"type": "null"}]
+                    if len(options) == 1:
+                        cleaned.update(strip(options[0]))
+                        continue
+                if key == "default" and value is None:
+                    continue
+                cleaned[key] = strip(value)
+            return cleaned
+        if isinstance(node, list):
+            return [strip(item) for item in node]
+        return node
+
+    schema = strip(model.model_json_schema())
+    schema.pop("description", None)
+    schema.setdefault("properties", {})
+    schema["type"] = "object"
+    return schema
+
+
+class Tool(BaseModel):
+    """One tool: name, description, argument model, and the function that runs it."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    description: str
+    args: type[BaseModel]
+    func: Any  # ToolFunction; Any keeps pydantic from wrapping the callable
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$", value):
+            raise ValueError(f"tool name {value!r} must be a function-like identifier")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI-style function schema sent to the model."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": _compact_schema(self.args)},
+        }
+
+    async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> str:
+        """Validate arguments and run; raises on bad arguments or a failing tool."""
+        parsed = self.args.model_validate(arguments)
+        result = self.func(ctx, parsed)
+        if inspect.isawaitable(result):
+            result = await result
+        return result if isinstance(result, str) else str(result)
+
+
+def tool(func: ToolFunction | None = None, *, name: str | None = None, description: str | None = None) -> Any:
+    """Declare a tool from ``def f(ctx: ToolContext, args: SomeModel) -> str``.
+
+    The description is the docstring's first line; the argument schema comes from
+    ``SomeModel`` (its field descriptions included).
+    """
+
+    def wrap(function: ToolFunction) -> Tool:
+        hints = get_type_hints(function)
+        params = list(inspect.signature(function).parameters)
+        if len(params) != 2:
+            raise TypeError(f"tool {function.__name__} must take (ctx, args)")
+        args_model = hints.get(params[1])
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise TypeError(f"tool {function.__name__}: annotate its second parameter with a pydantic model")
+        doc = description or (inspect.getdoc(function) or "").strip().splitlines()[0:1]
+        text = doc if isinstance(doc, str) else (doc[0] if doc else function.__name__)
+        return Tool(name=name or function.__name__, description=text, args=args_model, func=function)
+
+    return wrap(func) if func is not None else wrap
+
+
+class AgentSpec(BaseModel):
+    """An agent: what the router reads (description, examples) and what the model gets."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = Field(description="one or two sentences the router reads")
+    instructions: str = Field(description="the agent's persona and rules, kept short: paid on every call")
+    examples: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()  # domain nouns that name this agent ("email", "mail")
+    tools: tuple[Tool, ...] = ()
+    model: str | None = None
+    also_sees: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(f"agent name {value!r}: use 2-32 lower-case letters, digits or _ starting with a letter")
+        return value
+
+    def tool_named(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)

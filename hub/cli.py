@@ -1,0 +1,250 @@
+"""``agents-hub``: a thin click layer over the library.
+
+Library code raises typed errors; :func:`main` turns them into one short line on
+stderr and exit code 2 (no traceback for people).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memory import ImportReport, Store, StoreError, read_chatlog
+
+from .errors import HubError
+from .settings import Settings, load_settings
+
+__all__ = ["cli", "main"]
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _settings(ctx: click.Context) -> Settings:
+    obj = ctx.ensure_object(dict)
+    if "settings" not in obj:
+        overrides: dict[str, Any] = {}
+        if obj.get("db"):
+            overrides["db"] = obj["db"]
+        obj["settings"] = load_settings(**overrides)
+        logging.basicConfig(level=obj["settings"].log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return obj["settings"]
+
+
+def _store(ctx: click.Context) -> Store:
+    obj = ctx.ensure_object(dict)
+    if "store" not in obj:
+        obj["store"] = Store(Path(_settings(ctx).db))
+        ctx.call_on_close(obj["store"].close)
+    return obj["store"]
+
+
+def _hub(ctx: click.Context, *, model_required: bool = False):
+    from .app import build_hub
+
+    return build_hub(_settings(ctx), store=_store(ctx), model_required=model_required)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+scope_option = click.option("--scope", "-s", required=True, help="user:<id> (one customer) or group:<id> (one group)")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", type=click.Path(dir_okay=False), default=None, help="SQLite database (default: HUB_DB or agents-hub.db)")
+@click.version_option(package_name="agents-hub")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """A team of specialist agents behind one hub, each sent only the memory it needs."""
+    ctx.ensure_object(dict)["db"] = db
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--scope", "-s", default=None, help="scope for lines that carry none")
+@click.option("--batch", default=2000, show_default=True, help="messages per transaction")
+@click.pass_context
+def import_command(ctx: click.Context, file: str, scope: str | None, batch: int) -> None:
+    """Import a canonical JSONL chat log (idempotent by scope and id; safe to re-run)."""
+    store = _store(ctx)
+    report = ImportReport()
+    source = click.get_text_stream("stdin") if file == "-" else file
+    store.import_records(read_chatlog(source, report), default_scope=scope, batch_size=batch, report=report)
+    click.echo(f"read {report.read + len(report.invalid)} lines: {report.added} added, {report.skipped} already present, {len(report.invalid)} invalid")
+    for line, reason in report.invalid[:20]:
+        click.echo(f"  line {line}: {reason}", err=True)
+    if len(report.invalid) > 20:
+        click.echo(f"  ... and {len(report.invalid) - 20} more", err=True)
+    if report.invalid:
+        ctx.exit(1)
+
+
+@cli.command("context")
+@scope_option
+@click.option("--agent", "-a", required=True, help="the agent whose context to show")
+@click.option("--also", default="", help="comma-separated also_sees agents")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.pass_context
+def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_json: bool) -> None:
+    """Print exactly what AGENT would be sent for the scope's newest message."""
+    hub = _hub(ctx)
+    if agent not in hub.registry:
+        raise click.BadParameter(f"unknown agent {agent!r}; agents: {', '.join(hub.registry.names)}", param_hint="--agent")
+    also_sees = tuple(name.strip() for name in also.split(",") if name.strip())
+    unknown = [name for name in also_sees if name not in hub.registry]
+    if unknown:
+        raise click.BadParameter(f"unknown agent(s) {', '.join(unknown)}", param_hint="--also")
+    latest = hub.store.latest(scope)
+    if latest is None:
+        raise click.ClickException(f"scope {scope} has no messages")
+    built = hub.context_for(agent, scope, latest, also_sees)
+    history = [{"id": m.id, "role": m.role, "agent": m.agent, "text": m.text} for m in built.history]
+    current = {"id": latest.id, "role": latest.role, "agent": latest.agent, "text": latest.text}
+    if as_json:
+        _echo_json(
+            {
+                "agent": agent,
+                "also_sees": list(also_sees),
+                "messages": [*history, current],
+                "tokens": built.tokens,
+                "full_history_tokens": built.full_history_tokens,
+            }
+        )
+        return
+    click.echo(f"agent {agent}, also_sees [{', '.join(also_sees)}], scope {scope}")
+    for item in built.messages:
+        click.echo(f"--- {item['role']}")
+        click.echo(item["content"])
+    tokens = built.tokens
+    click.echo("--- tokens: " + ", ".join(f"{k} {v}" for k, v in tokens.items()))
+    click.echo(f"--- full history would be {built.full_history_tokens} tokens")
+
+
+@cli.command("usage")
+@scope_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.pass_context
+def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
+    """Messages, agent calls, tokens sent and the saving against full history."""
+    from .commands import format_usage
+
+    usage = _store(ctx).usage(scope)
+    if as_json:
+        _echo_json(
+            {
+                "scope": scope,
+                "messages": usage.messages,
+                "agent_calls": usage.agent_calls,
+                "tokens_sent": usage.tokens_sent,
+                "full_history_tokens": usage.full_history_tokens,
+                "saving": round(usage.saving, 4),
+            }
+        )
+        return
+    click.echo(format_usage(usage.messages, usage.agent_calls, usage.tokens_sent, usage.full_history_tokens))
+
+
+@cli.command("agents")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.pass_context
+def agents_command(ctx: click.Context, as_json: bool) -> None:
+    """List every agent: name, description, tools, fixed tokens per call."""
+    from agents import discover_agents
+
+    from .hub import agent_prompt
+    from .tokens import get_tokenizer
+
+    registry = discover_agents()
+    tokenizer = get_tokenizer()
+    rows = []
+    for spec in registry:
+        prompt = agent_prompt(spec)
+        fixed = tokenizer.count(prompt.persona) + tokenizer.count(prompt.rules) + tokenizer.count(
+            json.dumps(list(prompt.tools), separators=(",", ":"))
+        )
+        rows.append(
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "tools": [t.name for t in spec.tools] + ["search_memory"],
+                "fixed_tokens": fixed,
+            }
+        )
+    if as_json:
+        _echo_json(rows)
+    else:
+        for row in rows:
+            click.echo(f"{row['name']:<12} {row['fixed_tokens']:>4} tokens  {row['description']}")
+            click.echo(f"{'':<12}      tools: {', '.join(row['tools'])}")
+    for module, reason in registry.errors.items():
+        click.echo(f"warning: agent module {module} not loaded: {reason}", err=True)
+
+
+@cli.group("eval")
+def eval_group() -> None:
+    """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
+
+
+@cli.group("bench")
+def bench_group() -> None:
+    """Benchmarks that print figures."""
+
+
+def _mount_optional() -> None:
+    """Mount commands that live beside the features they drive."""
+    import importlib
+
+    mounts = [
+        (cli, "hub.cli_facts", "facts_group"),
+        (cli, "hub.cli_facts", "forget_command"),
+        (cli, "hub.cli_search", "search_command"),
+        (cli, "hub.terminal", "chat_command"),
+        (cli, "hub.telegram", "telegram_command"),
+        (eval_group, "eval.replay", "tokens_command"),
+        (eval_group, "eval.routing", "routing_command"),
+        (eval_group, "eval.simulate", "simulate_command"),
+        (eval_group, "eval.search", "search_eval_command"),
+        (eval_group, "eval.faults", "faults_command"),
+        (bench_group, "eval.search", "search_bench_command"),
+    ]
+    for group, module_name, attribute in mounts:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # not built yet
+            raise
+        group.add_command(getattr(module, attribute))
+
+
+_mount_optional()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: typed errors become one line and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="agents-hub", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except (HubError, StoreError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""The model behind a one-method protocol, the litellm adapter, and fakes for tests.
+
+``ChatModel.complete`` takes provider messages and tool schemas and returns one
+assistant turn. The production adapter wraps ``litellm.acompletion`` with retries;
+``ScriptedModel`` plays back steps and records calls; ``FunctionModel`` answers with a
+function. With ``HUB_TEST_GUARD`` set (the test suite sets it), a request to anything
+but a loopback server raises :class:`ModelRequestBlocked`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from .errors import ModelError, ModelRequestBlocked, ModelUnavailable
+
+__all__ = [
+    "ChatModel",
+    "FunctionModel",
+    "LiteLLMModel",
+    "ModelResponse",
+    "ScriptedModel",
+    "ToolCall",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the model asked for; ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """Arguments as a dict; raises ValueError on JSON that is not an object."""
+        if not self.arguments or not self.arguments.strip():
+            return {}
+        value = json.loads(self.arguments)
+        if not isinstance(value, dict):
+            raise ValueError("tool arguments must be a JSON object")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """One assistant turn: text, tool calls, and the provider's usage."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    model: str | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation for the next step."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                for call in self.tool_calls
+            ]
+        return message
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that can answer one chat turn."""
+
+    name: str
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        model: str | None = None,
+        json_mode: bool = False,
+        timeout: float | None = None,
+    ) -> ModelResponse: ...
+
+
+def _is_loopback(api_base: str | None) -> bool:
+    if not api_base:
+        return False
+    host = urlparse(api_base).hostname or ""
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def check_request_allowed(model: str, api_base: str | None) -> None:
+    """In tests, only loopback servers and litellm's offline mock may be reached."""
+    if os.environ.get("HUB_TEST_GUARD") and not _is_loopback(api_base):
+        raise ModelRequestBlocked(
+            f"real model request to {model!r} (api_base={api_base!r}) blocked in tests: use the fake server or ScriptedModel"
+        )
+
+
+# litellm exception classes that mean "try again later".
+_RETRYABLE_NAMES = {
+    "Timeout",
+    "APITimeoutError",
+    "RateLimitError",
+    "APIConnectionError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "BadGatewayError",
+    "APIError",
+}
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class LiteLLMModel:
+    """The production adapter: ``litellm.acompletion`` with retries and backoff."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+    ) -> None:
+        self.name = model
+        self.api_base = api_base or None
+        self.api_key = api_key or None
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        model: str | None = None,
+        json_mode: bool = False,
+        timeout: float | None = None,
+    ) -> ModelResponse:
+        model_name = model or self.name
+        check_request_allowed(model_name, self.api_base)
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        kwargs: dict[str, Any] = {
+            "model": model_name,
+            "messages": list(messages),
+            "timeout": timeout or self.timeout,
+            "num_retries": 0,  # we retry ourselves, with Retry-After honoured and a bound
+        }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+            kwargs["api_key"] = self.api_key or "sk-no-key"
+        elif self.api_key:
+            kwargs["api_key"] = self.api_key
+        if tools:
+            kwargs["tools"] = list(tools)
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        attempt = 0
+        while True:
+            try:
+                response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=(timeout or self.timeout) + 5)
+                return _from_litellm(response, model_name)
+            except TimeoutError as exc:
+                error: BaseException = exc
+                retryable = True
+            except Exception as exc:
+                error = exc
+                retryable = type(exc).__name__ in _RETRYABLE_NAMES or any(
+                    cls.__name__ in _RETRYABLE_NAMES for cls in type(exc).__mro__
+                )
+                if not retryable:
+                    raise ModelError(f"model {model_name} failed: {type(exc).__name__}: {_short(exc)}") from exc
+            if attempt >= self.retries:
+                raise ModelUnavailable(
+                    f"model {model_name} unavailable after {attempt + 1} attempts: {type(error).__name__}: {_short(error)}"
+                ) from error
+            delay = _retry_after(error)
+            if delay is None:
+                delay = self.backoff * (2**attempt) * (0.75 + random.random() / 2)
+            delay = min(delay, self.max_backoff)
+            log.warning("model %s: %s; retrying in %.1fs", model_name, type(error).__name__, delay)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().replace("\n", " ")
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def _from_litellm(response: Any, model_name: str) -> ModelResponse:
+    try:
+        choice = response.choices[0]
+        message = choice.message
+    except (AttributeError, IndexError, TypeError) as exc:
+        raise ModelUnavailable(f"model {model_name} returned no choices") from exc
+    calls = []
+    for index, call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None) or ""
+        arguments = getattr(function, "arguments", None) or "{}"
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(ToolCall(id=getattr(call, "id", None) or f"call_{index}", name=name, arguments=arguments))
+    usage = getattr(response, "usage", None)
+    return ModelResponse(
+        content=getattr(message, "content", None),
+        tool_calls=tuple(calls),
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        model=getattr(response, "model", None) or model_name,
+    )
+
+
+Step = ModelResponse | BaseException | str | Callable[..., Any]
+
+
+@dataclass
+class RecordedCall:
+    """What a fake model was asked."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    model: str | None
+    json_mode: bool
+
+
+@dataclass
+class ScriptedModel:
+    """Plays back steps in order and records every call.
+
+    A step is a ``ModelResponse``, a plain string (a text reply), an exception to
+    raise, or a callable ``(messages, tools) -> step``. When the script runs out,
+    ``default`` answers (``None`` raises, so tests notice unexpected calls).
+    """
+
+    steps: list[Step] = field(default_factory=list)
+    name: str = "scripted"
+    default: Step | None = None
+    calls: list[RecordedCall] = field(default_factory=list)
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        model: str | None = None,
+        json_mode: bool = False,
+        timeout: float | None = None,
+    ) -> ModelResponse:
+        self.calls.append(RecordedCall([dict(m) for m in messages], list(tools or []), model, json_mode))
+        if self.steps:
+            step = self.steps.pop(0)
+        elif self.default is not None:
+            step = self.default
+        else:
+            raise ModelError("ScriptedModel: no scripted step left")
+        return await _play(step, messages, tools)
+
+
+async def _play(step: Step, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> ModelResponse:
+    if callable(step) and not isinstance(step, ModelResponse | BaseException):
+        result = step(list(messages), list(tools or []))
+        if inspect.isawaitable(result):
+            result = await result
+        step = result
+    if isinstance(step, BaseException):
+        raise step
+    if isinstance(step, str):
+        return ModelResponse(content=step)
+    if isinstance(step, ModelResponse):
+        return step
+    raise TypeError(f"unsupported scripted step {step!r}")
+
+
+class FunctionModel:
+    """Answers every call with ``func(messages, tools)`` (sync or async)."""
+
+    def __init__(self, func: Callable[[list[dict[str, Any]], list[dict[str, Any]]], Step | Awaitable[Step]], name: str = "function") -> None:
+        self.func = func
+        self.name = name
+        self.calls: list[RecordedCall] = []
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        model: str | None = None,
+        json_mode: bool = False,
+        timeout: float | None = None,
+    ) -> ModelResponse:
+        self.calls.append(RecordedCall([dict(m) for m in messages], list(tools or []), model, json_mode))
+        return await _play(self.func, messages, tools)

@@ -1,0 +1,95 @@
+"""The optional LLM router: sees the recent window with tags, answers ``{agent, also_sees}``.
+
+Its answer is validated with pydantic; malformed JSON, an unknown agent, a timeout or
+any other error raises :class:`RouterError`, and the hub keeps the local decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ValidationError, field_validator
+
+from memory import Message
+
+from .errors import RouterError
+from .llm import ChatModel
+from .router import AgentProfile, Route
+
+__all__ = ["RouterAnswer", "build_router_messages", "llm_route"]
+
+_SNIPPET_CHARS = 160
+
+
+class RouterAnswer(BaseModel):
+    """The JSON the router model must answer."""
+
+    agent: str
+    also_sees: list[str] = []
+
+    @field_validator("agent")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip().lstrip("@/").lower()
+
+
+def build_router_messages(text: str, profiles: Sequence[AgentProfile], window: Sequence[Message], *, recent: int = 12) -> list[dict[str, str]]:
+    """A compact routing prompt: agents, the last ``recent`` tagged messages, the new message."""
+    agents = "\n".join(f"- {p.name}: {p.description}" for p in profiles)
+    lines = []
+    for message in window[-recent:]:
+        tag = message.agent or "-"
+        who = "user" if message.role == "user" else "agent"
+        snippet = message.text.replace("\n", " ")[:_SNIPPET_CHARS]
+        lines.append(f"[{tag}] {who}: {snippet}")
+    system = (
+        "Route the new message to one agent. Reply with JSON only: "
+        '{"agent": "<name>", "also_sees": ["<other agents whose recent messages it refers to>"]}.\n'
+        f"Agents:\n{agents}"
+    )
+    user = "Recent messages ([agent] role: text):\n" + ("\n".join(lines) or "(none)") + f"\n\nNew message: {text[:2000]}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def parse_router_answer(raw: str | None, agents: Sequence[str]) -> RouterAnswer:
+    """Validate the model's JSON; raise RouterError when it cannot be used."""
+    if not raw:
+        raise RouterError("empty router answer")
+    match = re.search(r"\{.*\}", raw, re.S)  # tolerate prose or code fences around the JSON
+    if match is None:
+        raise RouterError(f"router answer is not JSON: {raw[:100]!r}")
+    try:
+        answer = RouterAnswer.model_validate(json.loads(match.group(0)))
+    except (ValueError, ValidationError) as exc:
+        raise RouterError(f"router answer invalid: {exc}") from exc
+    if answer.agent not in agents:
+        raise RouterError(f"router chose unknown agent {answer.agent!r}")
+    answer.also_sees = [name for name in dict.fromkeys(a.strip().lower() for a in answer.also_sees) if name in agents and name != answer.agent]
+    return answer
+
+
+async def llm_route(
+    text: str,
+    *,
+    model: ChatModel,
+    profiles: Sequence[AgentProfile],
+    window: Sequence[Message],
+    timeout: float = 8.0,
+    model_name: str | None = None,
+) -> tuple[Route, int, int]:
+    """Ask the router model; returns the route and the prompt/completion tokens it used."""
+    messages = build_router_messages(text, profiles, window)
+    try:
+        response = await asyncio.wait_for(model.complete(messages, json_mode=True, model=model_name, timeout=timeout), timeout)
+    except TimeoutError as exc:
+        raise RouterError("router model timed out") from exc
+    except RouterError:
+        raise
+    except Exception as exc:
+        raise RouterError(f"router model failed: {type(exc).__name__}: {exc}") from exc
+    answer = parse_router_answer(response.content, [p.name for p in profiles])
+    route = Route(agent=answer.agent, also_sees=tuple(answer.also_sees), via="llm")
+    return route, response.prompt_tokens or 0, response.completion_tokens or 0

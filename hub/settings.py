@@ -1,0 +1,106 @@
+"""Settings from the environment and ``.env`` (pydantic-settings).
+
+Every setting is listed, with a comment, in ``.env.example``. A bad value fails at start
+with a :class:`ConfigError` that names the variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import ConfigError
+
+__all__ = ["Settings", "load_settings"]
+
+
+class Settings(BaseSettings):
+    """The hub's configuration. Field ``x`` is read from ``HUB_X`` unless aliased."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HUB_", env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    )
+
+    db: Path = Field(default=Path("agents-hub.db"), description="SQLite database path")
+    model: str = Field(default="", description="the agents' model, any litellm model string; empty = embedded local model")
+    router_model: str = Field(default="", description="optional LLM router model; empty = local router only")
+    api_base: str = Field(default="", description="optional OpenAI-compatible base URL")
+    api_key: str = Field(default="", description="API key passed to the provider (else the provider's own env var)")
+    window: int = Field(default=40, ge=1, le=10_000, description="recent messages considered before the per-agent filter")
+    tail: int = Field(default=4, ge=0, le=100, description="last messages every agent sees whatever their tag")
+    facts_tokens: int = Field(default=300, ge=0, le=20_000, description="token budget of the facts block")
+    message_tokens: int = Field(default=4000, ge=50, le=200_000, description="the current message is trimmed to this many tokens for the model")
+    max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
+    model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")
+    model_retries: int = Field(default=2, ge=0, le=10, description="retries after a timeout, rate limit or provider error")
+    router_timeout: float = Field(default=8.0, gt=0, le=600, description="seconds for the LLM router before the local router decides")
+    search_half_life_days: float = Field(default=30.0, gt=0, description="recency half-life of archive search")
+    allowed_users: str = Field(default="", description="comma-separated Telegram user ids allowed; empty = everyone")
+    allowed_chats: str = Field(default="", description="comma-separated Telegram chat ids allowed; empty = everyone")
+    log_level: str = Field(default="INFO", description="logging level")
+    timezone: str = Field(default="UTC", description="IANA time zone for due dates and reminders, e.g. Europe/Berlin")
+
+    telegram_bot_token: str = Field(default="", alias="TELEGRAM_BOT_TOKEN", description="bot token from @BotFather")
+    telegram_base_url: str = Field(default="", alias="TELEGRAM_BASE_URL", description="self-hosted Bot API server URL")
+
+    @field_validator("allowed_users", "allowed_chats")
+    @classmethod
+    def _ids(cls, value: str) -> str:
+        for part in value.split(","):
+            part = part.strip()
+            if part and not part.lstrip("-").isdigit():
+                raise ValueError(f"expected comma-separated numeric ids, got {part!r}")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        value = value.upper()
+        if value not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError("expected DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @staticmethod
+    def _id_set(value: str) -> frozenset[int]:
+        return frozenset(int(part) for part in value.split(",") if part.strip())
+
+    @property
+    def allowed_user_ids(self) -> frozenset[int]:
+        return self._id_set(self.allowed_users)
+
+    @property
+    def allowed_chat_ids(self) -> frozenset[int]:
+        return self._id_set(self.allowed_chats)
+
+
+def _variable(field_name: str) -> str:
+    info = Settings.model_fields.get(field_name)
+    if info is not None and info.alias:
+        return info.alias
+    return f"HUB_{field_name.upper()}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings; raise :class:`ConfigError` naming each bad variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = error.get("loc") or ("?",)
+            name = _variable(str(loc[0]))
+            problems.append(f"{name}: {error.get('msg')} (got {error.get('input')!r})")
+        raise ConfigError("invalid configuration: " + "; ".join(problems)) from exc

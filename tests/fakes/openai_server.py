@@ -1,0 +1,461 @@
+"""A loopback OpenAI-compatible chat-completions server for tests.
+
+Usage (sync or async callers alike)::
+
+    from tests.fakes.openai_server import FakeOpenAI, text, tool_call, error
+
+    with FakeOpenAI() as llm:
+        llm.script(tool_call("search", {"q": "cats"}), text("Found cats."))
+        resp = await litellm.acompletion(
+            model="openai/fake", api_base=llm.base_url, api_key="sk-fake",
+            messages=[...], tools=[...], num_retries=0, max_retries=0,
+        )
+        assert llm.requests[0]["tools"][0]["function"]["name"] == "search"
+
+Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/embeddings``
+(and ``/embeddings``; deterministic unit vectors of `embedding_dim` floats). Every chat
+request body is recorded in `requests`, every embeddings body in `embedding_requests`.
+Scripted steps are consumed in order, one per chat request; when the script is empty the
+`default` responder ``(request_json) -> Step | str`` answers (default: text "ok").
+Only ``stream: false`` is supported: ``stream: true`` gets a 400 and consumes no step.
+
+What the real litellm client (1.110.2, openai SDK 1.x underneath) raises; all classes
+live in ``litellm.exceptions``, are re-exported as ``litellm.<Name>``, subclass
+``openai.APIError`` and carry ``.status_code``:
+
+- 429 -> ``litellm.RateLimitError`` (status 429); the Retry-After value is readable at
+  ``exc.response.headers["retry-after"]``.
+- 500 -> ``litellm.InternalServerError`` (status 500).
+  503 -> ``litellm.ServiceUnavailableError``; 400 -> ``litellm.BadRequestError``.
+- client timeout (a `delay` longer than ``timeout=``) -> ``litellm.Timeout``
+  (subclass of ``openai.APITimeoutError``; status 408).
+- HTTP 200 whose body is not JSON -> ``litellm.InternalServerError`` (status 500,
+  message "Expecting value: line 1 column 1"); valid JSON that is not a completion
+  (e.g. ``{"foo": 1}``) -> ``litellm.InternalServerError`` too ("provider returned a
+  response with no 'choices'").
+
+Retries: with no retry arguments the openai SDK retries twice (3 requests, honouring
+Retry-After, consuming 3 scripted steps). ``num_retries=0`` alone or ``max_retries=0``
+alone each bring it down to exactly one request in this version; pass both to be safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from aiohttp import web
+
+from tests.fakes import LoopbackServer
+
+__all__ = [
+    "Delay",
+    "Error",
+    "FakeOpenAI",
+    "Malformed",
+    "Raw",
+    "Step",
+    "Text",
+    "ToolCall",
+    "ToolCalls",
+    "delay",
+    "error",
+    "malformed",
+    "raw",
+    "text",
+    "tool_call",
+    "tool_calls",
+]
+
+
+# -- steps ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Text:
+    """An assistant message with plain content."""
+
+    content: str
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call inside an assistant message (`arguments` is a JSON string)."""
+
+    name: str
+    arguments: str
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """An assistant message carrying one or more tool calls (and optional content)."""
+
+    calls: tuple[ToolCall, ...]
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class Error:
+    """An HTTP error response (OpenAI-style error body unless `body` is given)."""
+
+    status: int
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Sleep `seconds`, then answer with `then` (to trigger client timeouts)."""
+
+    seconds: float
+    then: Step | None = None
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A response whose body is `raw_text` verbatim (not valid JSON / not a completion)."""
+
+    raw_text: str
+    status: int = 200
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A JSON body sent as is with status 200 (a hand-made completion)."""
+
+    body: Any
+
+
+Step: TypeAlias = Text | ToolCalls | Error | Delay | Malformed | Raw
+Responder: TypeAlias = Callable[[dict[str, Any]], "Step | str"]
+ScriptItem: TypeAlias = "Step | str | Responder"
+
+
+def text(content: str, *, finish_reason: str = "stop") -> Text:
+    """An assistant text reply."""
+    return Text(content, finish_reason)
+
+
+def tool_call(
+    name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None
+) -> ToolCalls:
+    """An assistant message with a single tool call (dict arguments are JSON-encoded)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+    return ToolCalls((ToolCall(name, args, call_id),))
+
+
+def tool_calls(
+    calls: Iterable[ToolCalls | ToolCall | tuple[str, Mapping[str, Any] | str]],
+    *,
+    content: str | None = None,
+) -> ToolCalls:
+    """Several tool calls in one assistant message.
+
+    Items may be `tool_call(...)` results, `ToolCall`s or ``(name, arguments)`` tuples.
+    """
+    merged: list[ToolCall] = []
+    for item in calls:
+        if isinstance(item, ToolCalls):
+            merged.extend(item.calls)
+        elif isinstance(item, ToolCall):
+            merged.append(item)
+        else:
+            merged.extend(tool_call(item[0], item[1]).calls)
+    return ToolCalls(tuple(merged), content)
+
+
+def error(status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> Error:
+    """An HTTP error, e.g. ``error(429, headers={"Retry-After": "1"})`` or ``error(500)``."""
+    return Error(status, body, dict(headers or {}))
+
+
+def delay(seconds: float, then: Step | str | None = None) -> Delay:
+    """Answer after `seconds` with `then` (default: text "ok")."""
+    return Delay(seconds, _as_step(then) if then is not None else None)
+
+
+def malformed(
+    raw_text: str, *, status: int = 200, content_type: str = "application/json"
+) -> Malformed:
+    """HTTP `status` (200) with `raw_text` as the body."""
+    return Malformed(raw_text, status, content_type)
+
+
+def raw(body: Any) -> Raw:
+    """HTTP 200 with an arbitrary JSON body."""
+    return Raw(body)
+
+
+def _as_step(item: Step | str) -> Step:
+    return Text(item) if isinstance(item, str) else item
+
+
+def _default_responder(_request: dict[str, Any]) -> Step:
+    return Text("ok")
+
+
+def _rough_tokens(value: Any) -> int:
+    """About one token per four characters of the JSON, at least 1."""
+    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_exceeded",
+    500: "server_error",
+    503: "service_unavailable",
+}
+
+
+# -- server ---------------------------------------------------------------------------
+
+
+class FakeOpenAI(LoopbackServer):
+    """A scripted OpenAI-compatible server on 127.0.0.1; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        default: Responder | None = None,
+        embedding_dim: int = 8,
+        port: int = 0,
+    ) -> None:
+        super().__init__(port=port)
+        self.default: Responder = default or _default_responder
+        self.embedding_dim = embedding_dim
+        self._script: deque[ScriptItem] = deque()
+        self._requests: list[dict[str, Any]] = []
+        self._embedding_requests: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._cond = threading.Condition(self._lock)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` - pass as litellm's ``api_base``."""
+        return f"{self.root_url}/v1"
+
+    # -- test-side API ------------------------------------------------------------
+
+    def script(self, *steps: ScriptItem) -> None:
+        """Append steps (a `Step`, a plain string for text, or a responder callable)."""
+        with self._lock:
+            self._script.extend(steps)
+
+    @property
+    def remaining(self) -> int:
+        """Number of scripted steps not consumed yet."""
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A snapshot of every chat-completions request body received, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        """A snapshot of every embeddings request body received, in order."""
+        with self._lock:
+            return list(self._embedding_requests)
+
+    @property
+    def last_request(self) -> dict[str, Any]:
+        """The most recent chat request body (AssertionError when there is none)."""
+        with self._lock:
+            if not self._requests:
+                raise AssertionError("the fake model received no request")
+            return self._requests[-1]
+
+    def wait_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Block until at least `count` chat requests arrived; return them."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._requests) >= count, timeout):
+                raise AssertionError(
+                    f"expected {count} model requests within {timeout} s, got {len(self._requests)}"
+                )
+            return list(self._requests)
+
+    def reset(self) -> None:
+        """Forget recorded requests and any unconsumed script."""
+        with self._lock:
+            self._script.clear()
+            self._requests.clear()
+            self._embedding_requests.clear()
+
+    # -- app ----------------------------------------------------------------------
+
+    def build_app(self) -> web.Application:
+        app = web.Application()
+        for prefix in ("/v1", ""):
+            app.router.add_post(f"{prefix}/chat/completions", self._chat)
+            app.router.add_post(f"{prefix}/embeddings", self._embeddings)
+        return app
+
+    async def _read_json(self, request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error_response(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error_response(400, "request body must be a JSON object")
+        return body
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await self._read_json(request)
+        if isinstance(body, web.Response):
+            return body
+        with self._cond:
+            self._requests.append(body)
+            self._cond.notify_all()
+            if body.get("stream"):
+                item: ScriptItem | None = None
+            else:
+                item = self._script.popleft() if self._script else self.default
+        if body.get("stream"):
+            return _error_response(
+                400, "stream=true is not supported by the fake OpenAI server; send stream=false"
+            )
+        step = self._resolve(item, body)
+        return await self._respond(step, body)
+
+    def _resolve(self, item: ScriptItem | None, body: dict[str, Any]) -> Step:
+        if callable(item):
+            item = item(body)
+        if item is None:
+            return Text("ok")
+        return _as_step(item)
+
+    async def _respond(self, step: Step, body: dict[str, Any]) -> web.StreamResponse:
+        if isinstance(step, Delay):
+            await asyncio.sleep(step.seconds)
+            return await self._respond(step.then or Text("ok"), body)
+        if isinstance(step, Error):
+            payload = step.body
+            if payload is None:
+                payload = {
+                    "error": {
+                        "message": f"fake error {step.status}",
+                        "type": _ERROR_TYPES.get(step.status, "api_error"),
+                        "param": None,
+                        "code": str(step.status),
+                    }
+                }
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            return web.Response(
+                status=step.status,
+                text=data,
+                content_type="application/json",
+                headers=dict(step.headers),
+            )
+        if isinstance(step, Malformed):
+            return web.Response(
+                status=step.status, text=step.raw_text, content_type=step.content_type
+            )
+        if isinstance(step, Raw):
+            return web.json_response(step.body)
+        return web.json_response(self._completion(step, body))
+
+    def _completion(self, step: Text | ToolCalls, body: dict[str, Any]) -> dict[str, Any]:
+        n = next(self._ids)
+        if isinstance(step, Text):
+            message: dict[str, Any] = {"role": "assistant", "content": step.content}
+            finish = step.finish_reason
+            completion_tokens = _rough_tokens(step.content)
+        else:
+            calls = [
+                {
+                    "id": c.call_id or f"call_{n}_{i}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for i, c in enumerate(step.calls)
+            ]
+            message = {"role": "assistant", "content": step.content, "tool_calls": calls}
+            finish = "tool_calls"
+            completion_tokens = _rough_tokens(calls)
+        prompt_tokens = _rough_tokens(
+            {"messages": body.get("messages", []), "tools": body.get("tools", [])}
+        )
+        return {
+            "id": f"chatcmpl-fake-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "system_fingerprint": "fp_fake",
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        body = await self._read_json(request)
+        if isinstance(body, web.Response):
+            return body
+        with self._lock:
+            self._embedding_requests.append(body)
+        inputs = body.get("input", [])
+        if isinstance(inputs, str) or (inputs and isinstance(inputs[0], int)):
+            inputs = [inputs]
+        data = [
+            {"object": "embedding", "index": i, "embedding": self.embed(item)}
+            for i, item in enumerate(inputs)
+        ]
+        tokens = _rough_tokens(inputs)
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "fake-embedding"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+
+    def embed(self, item: str | Sequence[int]) -> list[float]:
+        """The deterministic unit vector the server returns for `item`."""
+        seed = item if isinstance(item, str) else json.dumps(list(item))
+        digest = b""
+        counter = 0
+        while len(digest) < self.embedding_dim * 2:
+            digest += hashlib.sha256(f"{counter}:{seed}".encode()).digest()
+            counter += 1
+        values = [
+            int.from_bytes(digest[2 * i : 2 * i + 2], "big") / 65535.0 - 0.5
+            for i in range(self.embedding_dim)
+        ]
+        norm = math.sqrt(sum(v * v for v in values)) or 1.0
+        return [v / norm for v in values]
+
+
+def _error_response(status: int, message: str) -> web.Response:
+    return web.json_response(
+        {
+            "error": {
+                "message": message,
+                "type": _ERROR_TYPES.get(status, "api_error"),
+                "param": None,
+                "code": None,
+            }
+        },
+        status=status,
+    )
