@@ -77,7 +77,7 @@ def import_command(ctx: click.Context, file: str, scope: str | None, batch: int)
     report = ImportReport()
     source = click.get_text_stream("stdin") if file == "-" else file
     store.import_records(read_chatlog(source, report), default_scope=scope, batch_size=batch, report=report)
-    click.echo(f"read {report.read + len(report.invalid)} lines: {report.added} added, {report.skipped} already present, {len(report.invalid)} invalid")
+    click.echo(f"{report.added} added, {report.skipped} already present, {len(report.invalid)} invalid")
     for line, reason in report.invalid[:20]:
         click.echo(f"  line {line}: {reason}", err=True)
     if len(report.invalid) > 20:

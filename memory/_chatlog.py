@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, field_validator
 
 from .errors import InvalidRecord
 
@@ -62,6 +62,12 @@ class LogRecord(BaseModel):
     needs: tuple[str, ...] = ()
     sender: str | None = None
     chat: str | None = None
+    _line: int | None = PrivateAttr(default=None)  # where it was read, for error reports
+
+    @property
+    def line(self) -> int | None:
+        """The line of the file this record came from (None when built in code)."""
+        return self._line
 
     @field_validator("id", "reply_to", mode="before")
     @classmethod
@@ -132,6 +138,7 @@ def read_chatlog(source: str | Path | IO[str], report: ImportReport | None = Non
             if not isinstance(data, dict):
                 raise ValueError("expected a JSON object")
             record = LogRecord.model_validate(data)
+            record._line = number
         except (ValueError, ValidationError) as exc:
             reason = _short_reason(exc)
             if report is None:

@@ -247,13 +247,14 @@ class Store:
         for record in records:
             report.read += 1
             scope = record.scope or default_scope
+            where = record.line if record.line is not None else report.read
             if scope is None:
-                report.invalid.append((report.read, f"message {record.id!r} has no scope and no --scope was given"))
+                report.invalid.append((where, f"message {record.id!r} has no scope and no --scope was given"))
                 continue
             try:
                 validate_scope(scope)
             except StoreError as exc:
-                report.invalid.append((report.read, str(exc)))
+                report.invalid.append((where, str(exc)))
                 continue
             batch.append(record if record.scope else record.model_copy(update={"scope": scope}))
             if len(batch) >= batch_size:
@@ -357,6 +358,9 @@ class Store:
             # saw them; VACUUM rewrites the file from live rows only.
             self.conn.execute("VACUUM")
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def journal_mode(self) -> str:
+        return self.query("PRAGMA journal_mode")[0][0]
 
     def integrity_check(self) -> str:
         """SQLite's own integrity check: 'ok' or the problems found."""

@@ -1,0 +1,17 @@
+"""Small builders shared by tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from memory import Message
+
+
+def msg(id: int, agent: str | None, text: str = "", role: str = "user", scope: str = "user:1") -> Message:
+    """A stored-looking message (ts follows id)."""
+    return Message(id=id, scope=scope, role=role, text=text or f"message {id} for {agent}", ts=float(id), agent=agent)
+
+
+def conversation(tags: Iterable[str | None], scope: str = "user:1") -> list[Message]:
+    """Messages 1..n tagged as given, alternating user/agent roles."""
+    return [msg(i, tag, role="user" if i % 2 else "agent", scope=scope) for i, tag in enumerate(tags, start=1)]

@@ -1,0 +1,212 @@
+"""The hub end to end with a scripted model: stored first, routed, scoped, recorded."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agents import AgentRegistry, AgentSpec
+from hub import Deps, Hub, Inbound, ScriptedModel, load_settings
+from hub.errors import ModelUnavailable
+from hub.hub import MODEL_DOWN_REPLY, NO_MODEL_REPLY
+from hub.llm import ModelResponse
+from memory import Store
+
+
+def registry() -> AgentRegistry:
+    reg = AgentRegistry()
+    reg.add(AgentSpec(name="general", description="small talk and help", instructions="Be nice.", examples=("hi", "how are you", "tell me a joke")), "t")
+    reg.add(
+        AgentSpec(
+            name="tasks",
+            description="to-do list: add, list and complete tasks",
+            instructions="Manage tasks.",
+            examples=("add buy milk to my tasks", "what is on my todo list"),
+            keywords=("task", "todo"),
+        ),
+        "t",
+    )
+    reg.add(
+        AgentSpec(
+            name="inbox",
+            description="emails: keep pasted emails, extract deadlines, draft replies",
+            instructions="Handle emails.",
+            examples=("here is an email from my boss", "draft a reply to this mail"),
+            keywords=("email", "mail"),
+        ),
+        "t",
+    )
+    return reg
+
+
+def make_hub(tmp_path, model=None, **settings) -> Hub:
+    store = Store(tmp_path / "hub.db")
+    return Hub(Deps(store=store, settings=load_settings(**settings), model=model), registry())
+
+
+def ask(hub: Hub, text: str, scope: str = "user:1", **kw):
+    return asyncio.run(hub.handle(Inbound(scope=scope, text=text, **kw)))
+
+
+def test_message_is_committed_before_the_model_is_called(tmp_path):
+    seen = {}
+
+    def model_step(messages, tools):
+        # Another connection sees the person's message while the model is working.
+        import sqlite3
+
+        conn = sqlite3.connect(tmp_path / "hub.db")
+        seen["rows"] = conn.execute("SELECT text, agent FROM messages").fetchall()
+        return "Added."
+
+    hub = make_hub(tmp_path, ScriptedModel([model_step]))
+    reply = ask(hub, "add buy milk to my tasks")
+    assert seen["rows"] == [("add buy milk to my tasks", "tasks")]  # stored and tagged
+    assert reply.text == "Added." and reply.agent == "tasks"
+
+
+def test_reply_is_stored_with_the_agent_tag_and_the_call_recorded(tmp_path):
+    hub = make_hub(tmp_path, ScriptedModel([ModelResponse(content="Done.", prompt_tokens=120, completion_tokens=3)]))
+    reply = ask(hub, "add buy milk to my tasks")
+    stored = hub.store.get(reply.reply_id)
+    assert (stored.role, stored.agent, stored.text, stored.reply_to) == ("agent", "tasks", "Done.", reply.message_id)
+    (call,) = hub.store.calls("user:1")
+    assert call["agent"] == "tasks" and call["via"] == "local"
+    assert call["total"] == reply.tokens["total"] > 0
+    assert call["history"] == 0 and call["prompt_tokens"] == 120 and call["completion_tokens"] == 3
+    assert call["full_history_tokens"] == reply.full_history_tokens
+
+
+def test_each_agent_is_sent_only_its_own_history_plus_the_tail(tmp_path):
+    model = ScriptedModel(default="ok")
+    hub = make_hub(tmp_path, model, tail=2)
+    ask(hub, "here is an email from my boss: the deadline for the Q3 report is Friday")
+    for _ in range(3):
+        ask(hub, "tell me a joke")
+    ask(hub, "add buy milk to my tasks")
+    sent = [m["content"] for m in model.calls[-1].messages[1:]]
+    assert not any("Q3 report" in text for text in sent)  # inbox content is outside the tail
+    assert sent[-1] == "add buy milk to my tasks"
+    assert sent[:-1] == ["tell me a joke", "[general agent] ok"]  # the tail of 2
+
+
+def test_also_sees_brings_the_referenced_email_into_the_tasks_call(tmp_path):
+    model = ScriptedModel(default="ok")
+    hub = make_hub(tmp_path, model, tail=2)
+    ask(hub, "here is an email from Ram: the deadline for the Q3 report is Friday")
+    for _ in range(3):
+        ask(hub, "tell me a joke")
+    reply = ask(hub, "put the deadline from that email on my tasks")
+    assert (reply.agent, reply.also_sees) == ("tasks", ("inbox",))
+    assert any("Q3 report" in m["content"] for m in model.calls[-1].messages)
+    stored = hub.store.get(reply.message_id)
+    assert (stored.agent, stored.also_sees) == ("tasks", ("inbox",))
+
+
+def test_window_before_filter_through_the_hub(tmp_path):
+    model = ScriptedModel(default="ok")
+    hub = make_hub(tmp_path, model, window=6, tail=2)
+    ask(hub, "add buy milk to my tasks")
+    for _ in range(5):
+        ask(hub, "tell me a joke")
+    ask(hub, "add eggs to my todo list")
+    sent = [m["content"] for m in model.calls[-1].messages[1:-1]]
+    assert "add buy milk to my tasks" not in sent  # older than the window of 6
+    assert len(sent) == 2
+
+
+def test_explicit_address_and_reply_routing(tmp_path):
+    model = ScriptedModel(default="ok")
+    hub = make_hub(tmp_path, model)
+    first = ask(hub, "/inbox anything new?", ext_id="10")
+    assert (first.agent, first.via) == ("inbox", "explicit")
+    assert model.calls[-1].messages[-1]["content"] == "anything new?"
+    # the transport records the id it gave the bot's reply; a reply to it goes to inbox
+    hub.store.conn.execute("UPDATE messages SET ext_id = '11' WHERE id = ?", (first.reply_id,))
+    followed = ask(hub, "add buy milk to my tasks", reply_to_ext="11")
+    assert (followed.agent, followed.via) == ("inbox", "reply")
+
+
+def test_a_failing_model_gives_a_clear_reply_and_loses_nothing(tmp_path):
+    hub = make_hub(tmp_path, ScriptedModel([ModelUnavailable("429 after retries")]))
+    reply = ask(hub, "add buy milk to my tasks")
+    assert reply.kind == "error" and reply.text == MODEL_DOWN_REPLY
+    assert [m.text for m in hub.store.window("user:1", 10)] == ["add buy milk to my tasks"]
+    (call,) = hub.store.calls("user:1")
+    assert call["ok"] == 0
+
+
+def test_no_model_configured_is_a_clear_reply(tmp_path):
+    reply = ask(make_hub(tmp_path, None), "hi")
+    assert reply.text == NO_MODEL_REPLY
+    assert reply.kind == "error"
+
+
+def test_unaddressed_group_chatter_is_stored_and_tagged_but_not_answered(tmp_path):
+    model = ScriptedModel()
+    hub = make_hub(tmp_path, model)
+    assert ask(hub, "add buy milk to my tasks", scope="group:-100", addressed=False) is None
+    assert model.calls == []
+    (stored,) = hub.store.window("group:-100", 5)
+    assert stored.agent == "tasks"
+
+
+def test_commands_answer_without_the_model(tmp_path):
+    model = ScriptedModel()
+    hub = make_hub(tmp_path, model)
+    assert "/tasks" in ask(hub, "/agents").text
+    assert "Tokens sent" in ask(hub, "/usage").text
+    assert model.calls == []
+
+
+def test_scopes_never_see_each_other(tmp_path):
+    model = ScriptedModel(default="ok")
+    hub = make_hub(tmp_path, model)
+    ask(hub, "add secret project zebra to my tasks", scope="user:1")
+    ask(hub, "what is on my todo list", scope="group:-7")
+    assert not any("zebra" in m["content"] for m in model.calls[-1].messages)
+
+
+def test_messages_of_one_scope_are_handled_in_order_while_scopes_run_concurrently(tmp_path):
+    order = []
+
+    async def slow(messages, tools):
+        text = messages[-1]["content"]
+        await asyncio.sleep(0.05 if text.endswith("0") else 0.0)
+        order.append(text)
+        return "ok"
+
+    hub = make_hub(tmp_path, ScriptedModel(default=slow))
+
+    async def main():
+        await asyncio.gather(*(hub.handle(Inbound(scope=f"user:{s}", text=f"note {s}-{i}")) for i in range(3) for s in (1, 2)))
+
+    asyncio.run(main())
+    for s in (1, 2):
+        assert [t for t in order if t.startswith(f"note {s}-")] == [f"note {s}-{i}" for i in range(3)]
+        assert [m.text for m in hub.store.window(f"user:{s}", 10) if m.role == "user"] == [f"note {s}-{i}" for i in range(3)]
+
+
+def test_llm_router_is_used_when_configured_and_falls_back_on_junk(tmp_path):
+    router = ScriptedModel(['{"agent": "inbox", "also_sees": []}', "junk"])
+    store = Store(tmp_path / "hub.db")
+    hub = Hub(Deps(store=store, settings=load_settings(router_model="openai/router"), model=ScriptedModel(default="ok"), router_model=router), registry())
+    assert ask(hub, "hmm, what about this one").via == "llm"
+    fallback = ask(hub, "add buy milk to my tasks")
+    assert (fallback.agent, fallback.via) == ("tasks", "local")
+
+
+@pytest.mark.parametrize("name,value", [("HUB_WINDOW", "many"), ("HUB_TAIL", "-1"), ("HUB_TIMEZONE", "Mars/Base")])
+def test_bad_settings_name_the_variable(monkeypatch, name, value):
+    from hub.errors import ConfigError
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=name):
+        load_settings()
+
+
+def test_settings_are_read_from_a_dotenv_file(tmp_path):
+    (tmp_path / ".env").write_text("HUB_WINDOW=12\nHUB_TAIL=3\n")
+    settings = load_settings()
+    assert (settings.window, settings.tail) == (12, 3)

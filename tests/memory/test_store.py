@@ -1,0 +1,178 @@
+"""The store: append, window, routes, import (idempotent, resumable after a kill), schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memory import SCHEMA_VERSION, CallRecord, InvalidRecord, InvalidScope, NewMessage, Store, read_chatlog
+from memory._schema import MIGRATIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_log(path: Path, n: int, scope: str | None = None) -> Path:
+    with path.open("w") as handle:
+        for i in range(1, n + 1):
+            line = {"id": f"m{i}", "role": "user" if i % 2 else "assistant", "text": f"message {i} about topic {i % 7}", "ts": 1_700_000_000 + i}
+            if i % 2 == 0:
+                line["agent"] = "tasks"
+                line["reply_to"] = f"m{i - 1}"
+            if scope:
+                line["scope"] = scope
+            handle.write(json.dumps(line) + "\n")
+    return path
+
+
+def test_append_commits_and_window_returns_the_newest_in_time_order(tmp_path):
+    store = Store(tmp_path / "hub.db")
+    for i in range(10):
+        store.append(NewMessage(scope="user:1", role="user", text=f"m{i}"))
+    store.append(NewMessage(scope="group:-5", role="user", text="other scope"))
+    # Durable for another connection at once: committed, not pending.
+    other = sqlite3.connect(tmp_path / "hub.db")
+    assert other.execute("SELECT count(*) FROM messages WHERE scope='user:1'").fetchone()[0] == 10
+    assert [m.text for m in store.window("user:1", 3)] == ["m7", "m8", "m9"]
+    assert store.journal_mode() == "wal"
+
+
+def test_routes_are_stored_on_the_message(tmp_path):
+    store = Store(tmp_path / "hub.db")
+    stored = store.append(NewMessage(scope="user:1", role="user", text="put it on my tasks"))
+    store.set_route(stored.id, "tasks", ["inbox"], "local")
+    again = store.get(stored.id)
+    assert (again.agent, again.also_sees, again.via) == ("tasks", ("inbox",), "local")
+
+
+@pytest.mark.parametrize("scope", ["", "user", "user:", "customer:1", "user:1 2", "group:a\nb", None])
+def test_invalid_scopes_are_refused(tmp_path, scope):
+    store = Store(tmp_path / "hub.db")
+    with pytest.raises(InvalidScope):
+        store.append(NewMessage(scope=scope, role="user", text="x"))
+
+
+def test_import_is_idempotent_and_resolves_replies(tmp_path):
+    store = Store(tmp_path / "hub.db")
+    log = write_log(tmp_path / "log.jsonl", 50)
+    first = store.import_records(read_chatlog(log), default_scope="user:7", batch_size=8)
+    second = store.import_records(read_chatlog(log), default_scope="user:7", batch_size=8)
+    assert (first.added, first.skipped) == (50, 0)
+    assert (second.added, second.skipped) == (0, 50)
+    assert store.count_messages("user:7") == 50
+    reply = store.find_ext("user:7", "m2")
+    assert reply.role == "agent" and reply.agent == "tasks"
+    assert store.get(reply.reply_to).ext_id == "m1"
+
+
+def test_lines_with_their_own_scope_keep_it_and_bad_lines_are_reported(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text(
+        '{"id": 1, "role": "user", "text": "a", "ts": 1, "scope": "group:9"}\n'
+        '{"id": 2, "role": "user", "text": "b", "ts": "2024-01-01T10:00:00Z"}\n'
+        "not json\n"
+        '{"id": 3, "role": "robot", "text": "c", "ts": 1}\n'
+        '{"id": 4, "role": "user", "text": "d", "ts": 4, "scope": "nowhere"}\n'
+    )
+    store = Store(tmp_path / "hub.db")
+    from memory import ImportReport
+
+    report = ImportReport()
+    store.import_records(read_chatlog(path, report), default_scope="user:1", report=report)
+    assert store.count_messages("group:9") == 1 and store.count_messages("user:1") == 1
+    assert [line for line, _ in report.invalid] == [3, 4, 5]  # json, role, scope
+    with pytest.raises(InvalidRecord, match="line 3"):
+        list(read_chatlog(path))
+
+
+IMPORT_SCRIPT = """
+import sys, time
+from memory import Store, read_chatlog
+store = Store(sys.argv[1])
+def slow(records):
+    for i, record in enumerate(records):
+        if i and i % 200 == 0:
+            print(i, flush=True)
+            time.sleep(0.02)
+        yield record
+store.import_records(slow(read_chatlog(sys.argv[2])), default_scope="user:1", batch_size=100)
+print("done", flush=True)
+"""
+
+
+def test_import_killed_midway_leaves_a_consistent_db_and_a_rerun_completes(tmp_path):
+    db = tmp_path / "hub.db"
+    log = write_log(tmp_path / "log.jsonl", 3000)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", IMPORT_SCRIPT, str(db), str(log)], stdout=subprocess.PIPE, env=env, text=True)
+    for line in proc.stdout:  # wait until it is well into the import
+        if line.strip() == "1200":
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    store = Store(db)
+    assert store.integrity_check() == "ok"
+    partial = store.count_messages("user:1")
+    assert 0 < partial < 3000 and partial % 100 == 0  # whole batches only
+    report = store.import_records(read_chatlog(log), default_scope="user:1", batch_size=100)
+    assert report.added == 3000 - partial
+    assert store.count_messages("user:1") == 3000
+    ids = [row[0] for row in store.query("SELECT ext_id FROM messages WHERE scope='user:1'")]
+    assert len(ids) == len(set(ids)) == 3000
+
+
+def test_token_records_and_usage(tmp_path):
+    store = Store(tmp_path / "hub.db")
+    store.append(NewMessage(scope="user:1", role="user", text="x"))
+    for total, full in ((100, 300), (150, 350)):
+        store.record_call(CallRecord(scope="user:1", agent="tasks", message_id=1, via="local", also_sees=(), tokens={"history": 10, "total": total}, full_history_tokens=full))
+    usage = store.usage("user:1")
+    assert (usage.messages, usage.agent_calls, usage.tokens_sent, usage.full_history_tokens) == (1, 2, 250, 650)
+    assert usage.saving == pytest.approx(1 - 250 / 650)
+    assert store.usage("user:2").agent_calls == 0
+
+
+def test_schema_is_versioned_and_migrates_an_older_database(tmp_path):
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    import sqlite_utils
+
+    MIGRATIONS[0](sqlite_utils.Database(conn))  # a database left at version 1
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO scopes VALUES ('user:1', 'user', 0)")
+    conn.execute("INSERT INTO messages(scope, role, text, ts) VALUES ('user:1', 'user', 'kept', 0)")
+    conn.close()
+    store = Store(db)
+    assert store.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+    assert store.window("user:1", 5)[0].text == "kept"
+
+
+def test_a_database_from_a_newer_release_is_refused(tmp_path):
+    db = tmp_path / "new.db"
+    Store(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.commit()
+    conn.close()
+    from memory import StoreError
+
+    with pytest.raises(StoreError, match="newer"):
+        Store(db)
+
+
+def test_import_is_fast_enough_to_be_useful(tmp_path):
+    # Not a timing assertion: just that a batched import of 20k lines completes; the
+    # figure is printed by `agents-hub bench search`.
+    store = Store(tmp_path / "hub.db")
+    log = write_log(tmp_path / "log.jsonl", 20_000)
+    started = time.perf_counter()
+    store.import_records(read_chatlog(log), default_scope="user:1")
+    assert store.count_messages() == 20_000
+    print(f"import: {20_000 / (time.perf_counter() - started):.0f} messages/s")
