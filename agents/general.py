@@ -6,15 +6,24 @@ from ._spec import AgentSpec
 
 agent = AgentSpec(
     name="general",
-    description="Small talk, questions about the bot, anything no specialist covers.",
-    instructions="Answer friendly and short. If a specialist fits better, say which (/tasks, /notes, /inbox, /reminders).",
+    description="Small talk, help and questions about the bot, anything no specialist covers.",
+    instructions=(
+        "Answer friendly and short. You keep no lists yourself: for tasks, notes, emails and reminders "
+        "suggest /tasks, /notes, /inbox or /reminders."
+    ),
     examples=(
         "hi there",
+        "good morning",
         "how are you",
         "what can you do",
+        "help",
+        "who are you",
         "tell me a joke",
         "thanks for your help",
-        "who are you",
         "what is the capital of France",
+        "explain how photosynthesis works",
+        "what did we talk about last week",
+        "translate good night into Spanish",
     ),
+    keywords=("help", "hello", "joke", "chat", "bot", "question"),
 )

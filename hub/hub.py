@@ -282,7 +282,14 @@ class Hub:
         try:
             if model is None:
                 raise ModelNotConfigured("no model configured")
-            tool_ctx = ToolContext(store=self.store, scope=inbound.scope, chat=inbound.chat, message_id=message.id, clock=self.deps.clock)
+            tool_ctx = ToolContext(
+                store=self.store,
+                scope=inbound.scope,
+                chat=inbound.chat,
+                message_id=message.id,
+                clock=self.deps.clock,
+                extra={"timezone": self.settings.timezone},
+            )
             result = await run_agent(
                 context.messages,
                 (*spec.tools, search_memory),

@@ -3,6 +3,10 @@
 Tools run with the scope's ``ToolContext``; a tool's exception, bad arguments or an
 unknown tool name become text for the model, never a crash. Model failures propagate
 as :class:`ModelError` for the hub to turn into a reply the person understands.
+
+Bounds, so a confused model cannot run away with time or tokens: at most
+``max_steps`` tool rounds, at most ``MAX_CALLS_PER_STEP`` calls per round, each result
+cut to ``TOOL_RESULT_CHARS`` and all results of one reply to ``TOOL_OUTPUT_BUDGET``.
 """
 
 from __future__ import annotations
@@ -12,16 +16,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from agents import Tool, ToolContext
 
-from .llm import ChatModel, ModelResponse
+from .llm import ChatModel, ModelResponse, ToolCall
 
-__all__ = ["STEP_LIMIT_REPLY", "AgentResult", "run_agent"]
+__all__ = [
+    "FINAL_STEP_NOTE",
+    "MAX_CALLS_PER_STEP",
+    "STEP_LIMIT_REPLY",
+    "TOOL_OUTPUT_BUDGET",
+    "TOOL_RESULT_CHARS",
+    "AgentResult",
+    "run_agent",
+    "run_tool",
+]
 
 log = logging.getLogger(__name__)
 
 STEP_LIMIT_REPLY = "I could not finish that within my step limit. Could you narrow the request?"
-_TOOL_RESULT_CHARS = 4000  # a tool result is context too: keep it bounded
+# Sent before the last model call. The tools stay offered on that call: some providers
+# (Anthropic through litellm) reject a conversation holding tool calls when no tools are given.
+FINAL_STEP_NOTE = "[hub] Tool step limit reached: answer the person now in plain text, without calling tools."
+TOOL_RESULT_CHARS = 4000  # a tool result is context too: keep it bounded
+TOOL_OUTPUT_BUDGET = 16000  # all tool results of one reply together
+MAX_CALLS_PER_STEP = 8
 
 
 @dataclass
@@ -37,25 +57,36 @@ class AgentResult:
     hit_step_limit: bool = False
 
 
-async def run_tool(tools: dict[str, Tool], name: str, raw_arguments: str, ctx: ToolContext) -> tuple[str, bool]:
-    """Run one tool call; returns (result text for the model, ok)."""
+def _validation_text(name: str, exc: ValidationError) -> str:
+    """Pydantic's errors as one short line the model can act on."""
+    problems = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(part) for part in error.get("loc", ())) or "arguments"
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return f"error: bad arguments for {name}: " + "; ".join(problems)
+
+
+async def run_tool(
+    tools: dict[str, Tool], name: str, raw_arguments: str, ctx: ToolContext, *, limit: int = TOOL_RESULT_CHARS
+) -> tuple[str, bool]:
+    """Run one tool call; returns (result text for the model, ok). Never raises for tool failures."""
     selected = tools.get(name)
     if selected is None:
         return f"error: unknown tool {name!r}; available: {', '.join(sorted(tools))}", False
-    from .llm import ToolCall
-
     try:
         arguments = ToolCall(id="", name=name, arguments=raw_arguments).parsed_arguments()
-    except ValueError as exc:
-        return f"error: arguments are not a JSON object ({exc}); send valid JSON", False
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        return f"error: arguments of {name} are not a JSON object ({exc}); send valid JSON", False
     try:
         result = await selected.run(ctx, arguments)
+    except ValidationError as exc:
+        return _validation_text(name, exc), False
     except Exception as exc:  # the model gets the reason and may try again
         log.info("tool %s failed: %s", name, exc, exc_info=True)
         reason = str(exc).strip() or type(exc).__name__
-        return f"error: {reason[:500]}", False
-    if len(result) > _TOOL_RESULT_CHARS:
-        result = result[:_TOOL_RESULT_CHARS] + "\n[truncated]"
+        return f"error: {name} failed: {reason[:500]}", False
+    if len(result) > limit:
+        result = result[:limit] + "\n[truncated]"
     return result, True
 
 
@@ -69,31 +100,43 @@ async def run_agent(
     model_name: str | None = None,
     schemas: Sequence[dict[str, Any]] | None = None,
 ) -> AgentResult:
-    """Call the model, run the tools it asks for, repeat up to ``max_steps`` tool rounds."""
+    """Call the model, run the tools it asks for, repeat up to ``max_steps`` tool rounds.
+
+    At most ``max_steps + 1`` model calls: the last one is told to answer in words, and
+    if it still asks for tools the person gets :data:`STEP_LIMIT_REPLY`.
+    """
     conversation = [dict(message) for message in messages]
     by_name = {t.name: t for t in tools}
     tool_schemas = list(schemas) if schemas is not None else [t.schema() for t in tools]
     result = AgentResult(text="")
+    budget = TOOL_OUTPUT_BUDGET
     for step in range(max_steps + 1):
-        # The last round offers no tools, so the model has to answer in words.
-        offer = tool_schemas if step < max_steps else None
-        response: ModelResponse = await model.complete(conversation, tools=offer or None, model=model_name)
+        final = step == max_steps
+        if final and step > 0:
+            conversation.append({"role": "user", "content": FINAL_STEP_NOTE})
+        response: ModelResponse = await model.complete(conversation, tools=tool_schemas or None, model=model_name)
         result.steps = step + 1
         result.prompt_tokens += response.prompt_tokens or 0
         result.completion_tokens += response.completion_tokens or 0
         result.model = response.model or result.model
-        if not response.tool_calls or offer is None:
+        if not response.tool_calls or final:
             text = (response.content or "").strip()
-            if not text and response.tool_calls:
+            if response.tool_calls:
+                log.info("agent still asked for tools after %d rounds; stopping", max_steps)
                 result.hit_step_limit = True
-                text = STEP_LIMIT_REPLY
+                text = text or STEP_LIMIT_REPLY
             result.text = text
             return result
         conversation.append(response.as_message())
-        for call in response.tool_calls:
-            output, ok = await run_tool(by_name, call.name, call.arguments, ctx)
-            result.tool_calls.append({"name": call.name, "arguments": call.arguments, "ok": ok, "result": output[:200]})
+        for index, call in enumerate(response.tool_calls):
+            if index >= MAX_CALLS_PER_STEP:
+                # Every call still needs an answer: providers reject unanswered tool call ids.
+                output, ok = f"error: at most {MAX_CALLS_PER_STEP} tool calls per step; this one was skipped", False
+            elif budget <= 0:
+                output, ok = "error: tool output budget for this reply is spent; answer with what you have", False
+            else:
+                output, ok = await run_tool(by_name, call.name, call.arguments, ctx, limit=min(TOOL_RESULT_CHARS, budget))
+                budget -= len(output)
+            result.tool_calls.append({"name": call.name, "arguments": call.arguments[:500], "ok": ok, "result": output[:200]})
             conversation.append({"role": "tool", "tool_call_id": call.id, "content": output})
-    result.hit_step_limit = True
-    result.text = STEP_LIMIT_REPLY
-    return result
+    raise AssertionError("unreachable: the final step always returns")  # pragma: no cover

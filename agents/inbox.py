@@ -1,0 +1,287 @@
+"""``inbox``: keep pasted or forwarded emails, pull out what matters, draft replies (never send).
+
+Extraction is deterministic (header lines, date phrases, imperative lines) so the model
+gets the sender, subject, dates and action items without spending tokens on the body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from email.utils import parseaddr, parsedate_to_datetime
+
+from pydantic import BaseModel, Field
+
+import memory
+
+from ._dates import find_dates, format_date, local_now
+from ._spec import AgentSpec, ToolContext, tool
+
+EMAIL, DRAFT = "email", "draft"
+_READ_CHARS = 3000
+_MAX_ACTIONS = 8
+
+_HEADER_RE = re.compile(
+    r"^[>\s*]*(from|to|cc|subject|date|sent)\s*:\s*\**\s*(.*?)\s*$", re.IGNORECASE
+)
+_ADDRESS_RE = re.compile(r"^\s*/\w+(?:@\w+)?\s+")  # "/inbox ..." or "/inbox@bot ..."
+_FORWARD_RE = re.compile(r"^[-\s]*(?:forwarded message|original message|begin forwarded message)[-:\s]*$", re.IGNORECASE)
+# A salutation in front of a sentence ("Dear customer, your invoice is due...") is dropped.
+_SALUTATION_RE = re.compile(r"^(?:hi|hello|hey|dear|good (?:morning|afternoon|evening))\b[^,.!?]{0,40}[,!]\s*", re.IGNORECASE)
+_SIGN_OFF_RE = re.compile(
+    r"^(?:thanks|thank you|many thanks|best|regards|kind regards|best regards|cheers|sincerely|sent from)\b",
+    re.IGNORECASE,
+)
+_REQUEST_RE = re.compile(
+    r"\b(?:please|pls|kindly|could you|can you|would you|will you|make sure|don't forget|do not forget|remember to|"
+    r"need you to|needs? to be|action required|deadline|no later than|asap|let me know|rsvp)\b",
+    re.IGNORECASE,
+)
+_BY_DATE_RE = re.compile(r"\b(?:by|before|until|due)\s+(?:the\s+)?(?:end of|eod|eow|\w+day\b|\d|tomorrow|tonight|today|next|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE)
+# Lines that start with one of these verbs read as instructions ("Send the slides", "Sign here").
+_IMPERATIVE_VERBS = frozenset(
+    {
+        "send", "review", "sign", "confirm", "reply", "respond", "call", "book", "submit", "pay", "update",
+        "bring", "prepare", "schedule", "complete", "fill", "return", "check", "approve", "share", "read",
+        "forward", "print", "register", "renew", "finish", "email", "contact", "arrange", "order", "cancel",
+        "join", "attend", "upload", "install", "verify", "provide", "remember", "note",
+    }
+)
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+_BULLET_RE = re.compile(r"^\s*(?:[-*•·]|\d+[.)])\s+")
+
+
+@dataclass
+class ParsedEmail:
+    """What :func:`parse_email` pulls out of a pasted email."""
+
+    sender: str = ""
+    to: str = ""
+    subject: str = ""
+    date: date | None = None
+    date_text: str = ""
+    body: str = ""
+    dates: list[tuple[str, date]] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+
+def _email_date(value: str, today: date) -> date | None:
+    try:
+        return parsedate_to_datetime(value).date()  # RFC 2822: "Mon, 29 Apr 2024 10:15:00 +0200"
+    except (TypeError, ValueError, IndexError):
+        pass
+    try:
+        return datetime.fromisoformat(value.strip()).date()
+    except ValueError:
+        pass
+    # Mail clients' forward headers: "Mon, Apr 29, 2024 at 10:15 AM".
+    found = find_dates(value, today)
+    return found[0][1] if found else None
+
+
+def _actions(body: str) -> list[str]:
+    items: list[str] = []
+    for raw_line in body.splitlines():
+        line = _SALUTATION_RE.sub("", raw_line.strip().lstrip(">").strip())
+        if not line or (_SIGN_OFF_RE.match(line) and len(line) < 40) or (line.endswith(":") and len(line) < 40):
+            continue
+        line = _BULLET_RE.sub("", line)
+        for sentence in _SENTENCE_RE.split(line):
+            sentence = sentence.strip()
+            if len(sentence) < 6 or (_SIGN_OFF_RE.match(sentence) and len(sentence) < 40):
+                continue
+            first = re.sub(r"[^a-z]", "", sentence.split()[0].lower())
+            if _REQUEST_RE.search(sentence) or _BY_DATE_RE.search(sentence) or first in _IMPERATIVE_VERBS:
+                text = sentence if len(sentence) <= 200 else sentence[:199] + "…"
+                if text not in items:
+                    items.append(text)
+            if len(items) >= _MAX_ACTIONS:
+                return items
+    return items
+
+
+def parse_email(text: str, today: date) -> ParsedEmail:
+    """Sender, recipient, subject, date, body, date mentions and action items of a pasted email."""
+    parsed = ParsedEmail()
+    lines = text.splitlines()
+    header_end = -1
+    for index, line in enumerate(lines):
+        if _FORWARD_RE.match(line.strip()):
+            continue
+        match = _HEADER_RE.match(line)
+        if not match:
+            # The header block ends at the first blank line after a header.
+            if header_end >= 0 and not line.strip():
+                break
+            continue
+        name, value = match[1].lower(), match[2].strip("* ")
+        if name == "from" and not parsed.sender:
+            parsed.sender = value
+        elif name == "to" and not parsed.to:
+            parsed.to = value
+        elif name == "subject" and not parsed.subject:
+            parsed.subject = value
+        elif name in ("date", "sent") and not parsed.date_text:
+            parsed.date_text = value
+        header_end = index
+    body_lines = lines[header_end + 1 :] if header_end >= 0 else lines
+    parsed.body = "\n".join(line for line in body_lines if not _HEADER_RE.match(line)).strip()
+    if parsed.date_text:
+        parsed.date = _email_date(parsed.date_text, today)
+    # "Friday" in an email means the Friday after it was sent, not after it was pasted.
+    reference = parsed.date or today
+    parsed.dates = find_dates(parsed.body, reference)
+    parsed.actions = _actions(parsed.body)
+    return parsed
+
+
+def _sender_label(sender: str) -> str:
+    name, address = parseaddr(sender)
+    if name and address:
+        return f"{name} <{address}>"
+    return address or name or sender or "unknown sender"
+
+
+def _today(ctx: ToolContext) -> date:
+    return local_now(ctx.now(), ctx.extra.get("timezone", "UTC")).date()
+
+
+def _current_message_text(ctx: ToolContext) -> str:
+    message = ctx.store.get(ctx.message_id, ctx.scope) if ctx.message_id is not None else None
+    if message is None:
+        raise ValueError("no current message to keep; pass the email as text")
+    return _ADDRESS_RE.sub("", message.text, count=1)
+
+
+class KeepEmailArgs(BaseModel):
+    text: str | None = Field(None, description="the email; omit to keep the person's current message")
+
+
+class ListEmailsArgs(BaseModel):
+    limit: int = Field(10, ge=1, le=50)
+
+
+class EmailIdArgs(BaseModel):
+    id: int
+
+
+class DraftReplyArgs(BaseModel):
+    email_id: int | None = None
+    body: str
+
+
+@tool
+def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
+    """Keep an email and extract sender, subject, dates and action items."""
+    # Letting the tool read the stored message spares the model from copying a long email
+    # into its arguments (output tokens, and a chance to alter it).
+    text = args.text if args.text and args.text.strip() else _current_message_text(ctx)
+    parsed = parse_email(text, _today(ctx))
+    meta = {
+        "from": parsed.sender,
+        "to": parsed.to,
+        "date": parsed.date.isoformat() if parsed.date else parsed.date_text,
+        "dates": [[phrase, day.isoformat()] for phrase, day in parsed.dates],
+        "actions": parsed.actions,
+    }
+    item = memory.add_vault_item(
+        ctx.store,
+        ctx.scope,
+        EMAIL,
+        text.strip(),
+        title=parsed.subject or "(no subject)",
+        meta=meta,
+        agent="inbox",
+        source_message=ctx.message_id,
+        now=ctx.now(),
+    )
+    lines = [
+        f"Kept email #{item.id}.",
+        f"From: {_sender_label(parsed.sender)}",
+        f"Subject: {parsed.subject or '(none)'}",
+    ]
+    if parsed.date or parsed.date_text:
+        lines.append(f"Sent: {format_date(parsed.date) if parsed.date else parsed.date_text}")
+    if parsed.dates:
+        lines.append("Dates: " + "; ".join(f"{phrase} = {format_date(day)}" for phrase, day in parsed.dates))
+    lines.append("Action items:" if parsed.actions else "Action items: none found")
+    lines.extend(f"- {action}" for action in parsed.actions)
+    return "\n".join(lines)
+
+
+@tool
+def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
+    """List kept emails, newest first."""
+    items = memory.list_vault_items(ctx.store, ctx.scope, EMAIL, limit=args.limit)
+    if not items:
+        return "No emails kept."
+    return "\n".join(
+        f"#{item.id} {item.meta.get('date', '')} {_sender_label(item.meta.get('from', ''))}: {item.title}".replace("  ", " ")
+        for item in items
+    )
+
+
+@tool
+def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
+    """Read a kept email or draft."""
+    item = memory.get_vault_item(ctx.store, ctx.scope, args.id)
+    if item is None or item.kind not in (EMAIL, DRAFT):
+        return f"No email #{args.id}; call list_emails."
+    body = item.body if len(item.body) <= _READ_CHARS else item.body[:_READ_CHARS] + "\n[cut]"
+    label = "Draft (not sent)" if item.kind == DRAFT else "Email"
+    return f"{label} #{item.id}: {item.title}\n{body}"
+
+
+@tool
+def draft_reply(ctx: ToolContext, args: DraftReplyArgs) -> str:
+    """Save a reply draft for the person to send; nothing is sent."""
+    to, subject = "", "Re:"
+    if args.email_id is not None:
+        original = memory.get_vault_item(ctx.store, ctx.scope, args.email_id, EMAIL)
+        if original is None:
+            return f"No email #{args.email_id}; call list_emails."
+        to = original.meta.get("from", "")
+        subject = "Re: " + re.sub(r"^(?:(?:re|fwd?|aw|wg)\s*:\s*)+", "", original.title, flags=re.IGNORECASE)
+    item = memory.add_vault_item(
+        ctx.store,
+        ctx.scope,
+        DRAFT,
+        args.body.strip(),
+        title=subject,
+        meta={"reply_to": args.email_id, "to": to},
+        agent="inbox",
+        source_message=ctx.message_id,
+        now=ctx.now(),
+    )
+    head = f"Draft #{item.id} saved (not sent).\nTo: {_sender_label(to) if to else '(fill in)'}\nSubject: {subject}"
+    return f"{head}\n\n{item.body}"
+
+
+agent = AgentSpec(
+    name="inbox",
+    description="Email: keep pasted or forwarded emails, extract sender, dates and action items, draft replies.",
+    instructions=(
+        "When the person pastes or forwards an email, call keep_email without text, then summarise "
+        "sender, subject, dates and action items. Drafts are saved with draft_reply and shown in full; "
+        "you cannot send email, so never say you sent one."
+    ),
+    examples=(
+        "here is an email I got: From: Anna Subject: Q2 report",
+        "From: billing@example.com Subject: Invoice Date: Tue, 30 Apr Dear customer",
+        "Subject: Re: contract Dear Mr Smith, ... Kind regards",
+        "Fwd: meeting next week",
+        "---------- Forwarded message --------- From: HR",
+        "what did the last email say",
+        "show my emails",
+        "list the mails I forwarded",
+        "what does Anna want in her email",
+        "any action items in that email",
+        "draft a reply saying I'll send it friday",
+        "write a polite answer declining the invitation",
+        "reply to the landlord's email",
+        "when is the deadline in the email from HR",
+    ),
+    keywords=("email", "mail", "e-mail", "inbox", "reply", "forward", "fwd", "subject", "sender", "dear", "regards"),
+    tools=(keep_email, list_emails, read_email, draft_reply),
+)

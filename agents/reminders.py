@@ -1,0 +1,127 @@
+"""``reminders``: one-off and recurring reminders, persisted; the transport delivers them when due.
+
+The agent only writes rows; delivery belongs to the transports, which call
+``memory.due_reminders`` / ``memory.mark_reminder_sent`` / ``memory.pending_reminders``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, Field
+
+import memory
+
+from ._dates import format_datetime, local_now, parse_date, parse_repeat, parse_when
+from ._spec import AgentSpec, ToolContext, tool
+
+_EVERY_WEEKDAY_RE = re.compile(r"^\s*every\s+([a-z]+)\s*$", re.IGNORECASE)
+
+
+def _zone_name(ctx: ToolContext) -> str:
+    return ctx.extra.get("timezone", "UTC")
+
+
+def _repeat_label(seconds: int | None) -> str:
+    if not seconds:
+        return "once"
+    for unit, size in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"every {unit}" if count == 1 else f"every {count} {unit}s"
+    return f"every {seconds} seconds"
+
+
+def _line(ctx: ToolContext, reminder: memory.Reminder) -> str:
+    when = format_datetime(local_now(reminder.due, _zone_name(ctx)))
+    return f"#{reminder.id} {when} {reminder.text} ({_repeat_label(reminder.every_seconds)})"
+
+
+def _align_weekday(moment: datetime, repeat: str | None) -> datetime:
+    """'every monday' with a 'when' on another day starts on the next Monday at that time."""
+    match = _EVERY_WEEKDAY_RE.match(repeat or "")
+    if not match:
+        return moment
+    target = parse_date(match[1], moment.date() - timedelta(days=1))  # today counts
+    if target is None:
+        return moment
+    return moment.replace(year=target.year, month=target.month, day=target.day)
+
+
+class SetReminderArgs(BaseModel):
+    text: str = Field(description="what to remind of")
+    when: str = Field(description="ISO datetime or words: in 10 minutes, tomorrow 9am, at 18:00")
+    repeat: str = Field("none", description="none, hourly, daily, weekly or every N minutes/hours/days")
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class ReminderIdArgs(BaseModel):
+    id: int
+
+
+@tool
+def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
+    """Set a reminder."""
+    now = local_now(ctx.now(), _zone_name(ctx))
+    every = parse_repeat(args.repeat)
+    due = _align_weekday(parse_when(args.when, now), args.repeat)
+    if every and due <= now:
+        # A recurring reminder given a time that already passed today starts at its next turn.
+        due += timedelta(seconds=every * ((now - due).total_seconds() // every + 1))
+    if due <= now:
+        raise ValueError(f"{args.when!r} is {format_datetime(due)}, already past (now {format_datetime(now)})")
+    reminder = memory.add_reminder(
+        ctx.store, ctx.scope, args.text, due.timestamp(), every_seconds=every, chat=ctx.chat, now=ctx.now()
+    )
+    return f"Set {_line(ctx, reminder)}, {_zone_name(ctx)} time."
+
+
+@tool
+def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
+    """List active reminders, soonest first."""
+    reminders = memory.list_reminders(ctx.store, ctx.scope)
+    now = format_datetime(local_now(ctx.now(), _zone_name(ctx)))
+    if not reminders:
+        return f"Now {now}. No active reminders."
+    return "\n".join([f"Now {now}.", *(_line(ctx, reminder) for reminder in reminders)])
+
+
+@tool
+def cancel_reminder(ctx: ToolContext, args: ReminderIdArgs) -> str:
+    """Cancel a reminder."""
+    reminder = memory.cancel_reminder(ctx.store, ctx.scope, args.id)
+    if reminder is None:
+        return f"No active reminder #{args.id}; call list_reminders."
+    return f"Cancelled {_line(ctx, reminder)}"
+
+
+agent = AgentSpec(
+    name="reminders",
+    description="Reminders: remind the person at a time, once or repeating; list and cancel reminders.",
+    instructions=(
+        "Set, list and cancel reminders with your tools. Pass 'when' as the person said it "
+        "('in 10 minutes', 'tomorrow 9am') or as ISO time; confirm the time the tool returns. Reminders are messages "
+        "in this chat: nothing else."
+    ),
+    examples=(
+        "remind me to call mom in 10 minutes",
+        "remind me tomorrow at 9am to take the bins out",
+        "set a reminder for 18:00 to leave for the station",
+        "remind me every day at 8 to take my pills",
+        "every monday at 9 remind me about the team meeting",
+        "ping me in 2 hours to check the oven",
+        "what reminders do I have",
+        "list my reminders",
+        "cancel the pills reminder",
+        "stop reminding me about the meeting",
+        "don't let me forget to water the plants on friday",
+        "wake me up at 7",
+        "remind us every 30 minutes to stretch",
+    ),
+    keywords=("reminder", "remind", "alarm", "ping", "forget", "alert", "notify"),
+    tools=(set_reminder, list_reminders, cancel_reminder),
+)

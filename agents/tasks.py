@@ -1,0 +1,134 @@
+"""``tasks``: the scope's to-do list with due dates."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pydantic import BaseModel, Field
+
+import memory
+
+from ._dates import format_date, local_now, parse_date
+from ._spec import AgentSpec, ToolContext, tool
+
+_DUE_HELP = "YYYY-MM-DD or words: tomorrow, friday, in 3 days"
+_CLEAR = {"none", "no", "clear", "remove", "null", "-"}
+
+
+def _today(ctx: ToolContext) -> date:
+    return local_now(ctx.now(), ctx.extra.get("timezone", "UTC")).date()
+
+
+def _due(ctx: ToolContext, text: str | None) -> str | None:
+    """A due phrase as YYYY-MM-DD in the person's zone; raises with a hint the model can act on."""
+    if text is None or not text.strip():
+        return None
+    day = parse_date(text, _today(ctx))
+    if day is None:
+        raise ValueError(f"cannot read due date {text!r}; use {_DUE_HELP}")
+    return day.isoformat()
+
+
+def _line(task: memory.Task, today: date) -> str:
+    text = f"#{task.id} {task.title}"
+    if task.due:
+        day = date.fromisoformat(task.due)
+        text += f" (due {format_date(day)}"
+        if not task.done and day < today:
+            text += ", overdue"
+        elif not task.done and day == today:
+            text += ", today"
+        text += ")"
+    if task.done:
+        text += " [done]"
+    return text
+
+
+class AddTaskArgs(BaseModel):
+    title: str
+    due: str | None = Field(None, description=_DUE_HELP)
+
+
+class ListTasksArgs(BaseModel):
+    done: bool = Field(False, description="include done tasks")
+
+
+class TaskIdArgs(BaseModel):
+    id: int
+
+
+class EditTaskArgs(BaseModel):
+    id: int
+    title: str | None = None
+    due: str | None = Field(None, description="new due date; 'none' clears it")
+
+
+@tool
+def add_task(ctx: ToolContext, args: AddTaskArgs) -> str:
+    """Add a task."""
+    task = memory.add_task(ctx.store, ctx.scope, args.title, _due(ctx, args.due), now=ctx.now())
+    return "Added " + _line(task, _today(ctx))
+
+
+@tool
+def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> str:
+    """List open tasks by due date."""
+    today = _today(ctx)
+    tasks = memory.list_tasks(ctx.store, ctx.scope, include_done=args.done)
+    # Today's date lets the model answer "what is due this week" without guessing.
+    header = f"Today is {format_date(today)}."
+    if not tasks:
+        return f"{header} No tasks."
+    return "\n".join([header, *(_line(task, today) for task in tasks)])
+
+
+@tool
+def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:
+    """Mark a task done."""
+    task = memory.complete_task(ctx.store, ctx.scope, args.id, now=ctx.now())
+    if task is None:
+        return f"No task #{args.id}; call list_tasks to see the ids."
+    return "Done: " + _line(task, _today(ctx))
+
+
+@tool
+def edit_task(ctx: ToolContext, args: EditTaskArgs) -> str:
+    """Change a task's title or due date."""
+    changes: dict[str, object] = {}
+    if args.title:
+        changes["title"] = args.title
+    if args.due is not None:
+        changes["due"] = None if args.due.strip().lower() in _CLEAR else _due(ctx, args.due)
+    task = memory.edit_task(ctx.store, ctx.scope, args.id, now=ctx.now(), **changes)  # type: ignore[arg-type]
+    if task is None:
+        return f"No task #{args.id}; call list_tasks to see the ids."
+    return "Updated " + _line(task, _today(ctx))
+
+
+agent = AgentSpec(
+    name="tasks",
+    description="To-do list: add, list, complete and edit tasks with due dates.",
+    instructions=(
+        "Keep the person's to-do list with your tools; never claim a change you did not make. "
+        "Pass due dates as said ('friday', 'in 3 days') or YYYY-MM-DD. "
+        "Refer to tasks as #id; if unsure which one, list first."
+    ),
+    examples=(
+        "add buy milk to my todo list",
+        "new task: call the plumber",
+        "I need to finish the report by friday",
+        "what's on my to-do list",
+        "show my open tasks",
+        "what do I have due this week",
+        "mark the plumber task as done",
+        "I finished the report, tick it off",
+        "change the due date of task 3 to next monday",
+        "rename task 2 to pay the electricity bill",
+        "put renew passport on my list, due in 3 days",
+        "what's overdue",
+        "what do I have to do today",
+        "complete task 5",
+    ),
+    keywords=("task", "todo", "to-do", "list", "due", "deadline", "done", "finish"),
+    tools=(add_task, list_tasks, complete_task, edit_task),
+)

@@ -1,0 +1,381 @@
+"""Data access for the agents' own records: the vault (notes, emails, drafts), tasks, reminders.
+
+Every function that serves an agent takes the scope and only ever reads or writes that
+scope's rows; an id from another scope behaves as if it did not exist. The reminder
+functions for transports (:func:`due_reminders`, :func:`mark_reminder_sent`,
+:func:`pending_reminders`) work across scopes, because delivery is global.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._model import validate_scope
+from ._store import Store
+from .errors import InvalidRecord
+
+__all__ = [
+    "Reminder",
+    "Task",
+    "VaultItem",
+    "add_reminder",
+    "add_task",
+    "add_vault_item",
+    "cancel_reminder",
+    "complete_task",
+    "delete_vault_item",
+    "due_reminders",
+    "edit_task",
+    "get_reminder",
+    "get_task",
+    "get_vault_item",
+    "list_reminders",
+    "list_tasks",
+    "list_vault_items",
+    "mark_reminder_sent",
+    "pending_reminders",
+]
+
+_UNSET: Any = object()  # "leave as is", distinct from None ("clear")
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else float(now)
+
+
+def _ensure_scope(conn: Any, scope: str, now: float) -> None:
+    # The scopes table lists every scope with data; erase() walks it.
+    conn.execute("INSERT OR IGNORE INTO scopes(scope, kind, created) VALUES (?, ?, ?)", (scope, scope.split(":", 1)[0], now))
+
+
+# -- vault ------------------------------------------------------------------------------
+
+_VAULT_COLUMNS = "id, scope, kind, title, body, meta, agent, source_message, created, updated"
+
+
+@dataclass(frozen=True, slots=True)
+class VaultItem:
+    """A kept document: a note, an email, a draft reply."""
+
+    id: int
+    scope: str
+    kind: str
+    title: str
+    body: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    agent: str | None = None
+    source_message: int | None = None
+    created: float = 0.0
+    updated: float = 0.0
+
+
+def _vault_row(row: Sequence[Any]) -> VaultItem:
+    return VaultItem(
+        id=row[0],
+        scope=row[1],
+        kind=row[2],
+        title=row[3],
+        body=row[4],
+        meta=json.loads(row[5]) if row[5] else {},
+        agent=row[6],
+        source_message=row[7],
+        created=row[8],
+        updated=row[9],
+    )
+
+
+def add_vault_item(
+    store: Store,
+    scope: str,
+    kind: str,
+    body: str,
+    *,
+    title: str = "",
+    meta: dict[str, Any] | None = None,
+    agent: str | None = None,
+    source_message: int | None = None,
+    now: float | None = None,
+) -> VaultItem:
+    """Keep a document in the scope's vault (the archive search indexes it)."""
+    validate_scope(scope)
+    if not body.strip():
+        raise InvalidRecord("a vault item needs a body")
+    ts = _now(now)
+    meta_json = json.dumps(meta or {}, ensure_ascii=False, default=str)
+    with store.transaction() as conn:
+        _ensure_scope(conn, scope, ts)
+        cursor = conn.execute(
+            "INSERT INTO vault(scope, kind, title, body, meta, agent, source_message, created, updated)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (scope, kind, title, body, meta_json, agent, source_message, ts, ts),
+        )
+        new_id = cursor.lastrowid
+    return VaultItem(new_id, scope, kind, title, body, dict(meta or {}), agent, source_message, ts, ts)
+
+
+def get_vault_item(store: Store, scope: str, item_id: int, kind: str | None = None) -> VaultItem | None:
+    """One vault item of the scope (and of ``kind`` when given)."""
+    sql = f"SELECT {_VAULT_COLUMNS} FROM vault WHERE scope = ? AND id = ?"
+    params: list[Any] = [scope, item_id]
+    if kind is not None:
+        sql += " AND kind = ?"
+        params.append(kind)
+    rows = store.query(sql, params)
+    return _vault_row(rows[0]) if rows else None
+
+
+def list_vault_items(store: Store, scope: str, kind: str | None = None, *, limit: int = 20) -> list[VaultItem]:
+    """The scope's vault items, newest first."""
+    sql = f"SELECT {_VAULT_COLUMNS} FROM vault WHERE scope = ?"
+    params: list[Any] = [scope]
+    if kind is not None:
+        sql += " AND kind = ?"
+        params.append(kind)
+    sql += " ORDER BY id DESC LIMIT ?"
+    params.append(limit)
+    return [_vault_row(row) for row in store.query(sql, params)]
+
+
+def delete_vault_item(store: Store, scope: str, item_id: int, kind: str | None = None) -> bool:
+    """Delete one vault item of the scope; False when there is no such item."""
+    sql = "DELETE FROM vault WHERE scope = ? AND id = ?"
+    params: list[Any] = [scope, item_id]
+    if kind is not None:
+        sql += " AND kind = ?"
+        params.append(kind)
+    with store.transaction() as conn:
+        return conn.execute(sql, params).rowcount > 0
+
+
+# -- tasks ------------------------------------------------------------------------------
+
+_TASK_COLUMNS = "id, scope, title, due, done, created, completed"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A to-do item; ``due`` is a local calendar date ``YYYY-MM-DD`` or None."""
+
+    id: int
+    scope: str
+    title: str
+    due: str | None = None
+    done: bool = False
+    created: float = 0.0
+    completed: float | None = None
+
+
+def _task_row(row: Sequence[Any]) -> Task:
+    return Task(id=row[0], scope=row[1], title=row[2], due=row[3], done=bool(row[4]), created=row[5], completed=row[6])
+
+
+def add_task(store: Store, scope: str, title: str, due: str | None = None, *, now: float | None = None) -> Task:
+    """Add an open task to the scope."""
+    validate_scope(scope)
+    title = title.strip()
+    if not title:
+        raise InvalidRecord("a task needs a title")
+    ts = _now(now)
+    with store.transaction() as conn:
+        _ensure_scope(conn, scope, ts)
+        cursor = conn.execute("INSERT INTO tasks(scope, title, due, created) VALUES (?, ?, ?, ?)", (scope, title, due, ts))
+        new_id = cursor.lastrowid
+    return Task(new_id, scope, title, due, False, ts, None)
+
+
+def get_task(store: Store, scope: str, task_id: int) -> Task | None:
+    """One task of the scope."""
+    rows = store.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE scope = ? AND id = ?", (scope, task_id))
+    return _task_row(rows[0]) if rows else None
+
+
+def list_tasks(store: Store, scope: str, *, include_done: bool = False, limit: int = 50) -> list[Task]:
+    """The scope's tasks: open ones by due date (undated last), then done ones if asked."""
+    sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE scope = ?"
+    if not include_done:
+        sql += " AND done = 0"
+    sql += " ORDER BY done, due IS NULL, due, id LIMIT ?"
+    return [_task_row(row) for row in store.query(sql, (scope, limit))]
+
+
+def complete_task(store: Store, scope: str, task_id: int, *, now: float | None = None) -> Task | None:
+    """Mark a task of the scope done; None when there is no such task."""
+    with store.transaction() as conn:
+        updated = conn.execute(
+            "UPDATE tasks SET done = 1, completed = coalesce(completed, ?) WHERE scope = ? AND id = ?",
+            (_now(now), scope, task_id),
+        ).rowcount
+    return get_task(store, scope, task_id) if updated else None
+
+
+def edit_task(
+    store: Store,
+    scope: str,
+    task_id: int,
+    *,
+    title: str | None = None,
+    due: str | None = _UNSET,
+    done: bool | None = None,
+    now: float | None = None,
+) -> Task | None:
+    """Change a task's title, due date (None clears it) or done state; None when there is no such task."""
+    sets: list[str] = []
+    params: list[Any] = []
+    if title is not None:
+        if not title.strip():
+            raise InvalidRecord("a task needs a title")
+        sets.append("title = ?")
+        params.append(title.strip())
+    if due is not _UNSET:
+        sets.append("due = ?")
+        params.append(due)
+    if done is not None:
+        sets.append("done = ?")
+        params.append(1 if done else 0)
+        sets.append("completed = ?")
+        params.append(_now(now) if done else None)
+    if not sets:
+        return get_task(store, scope, task_id)
+    with store.transaction() as conn:
+        updated = conn.execute(
+            f"UPDATE tasks SET {', '.join(sets)} WHERE scope = ? AND id = ?", (*params, scope, task_id)
+        ).rowcount
+    return get_task(store, scope, task_id) if updated else None
+
+
+# -- reminders --------------------------------------------------------------------------
+
+_REMINDER_COLUMNS = "id, scope, chat, text, due, every_seconds, active, last_sent, created"
+
+
+@dataclass(frozen=True, slots=True)
+class Reminder:
+    """A reminder: fires at ``due`` (unix seconds), then every ``every_seconds`` if recurring."""
+
+    id: int
+    scope: str
+    chat: str | None
+    text: str
+    due: float
+    every_seconds: int | None = None
+    active: bool = True
+    last_sent: float | None = None
+    created: float = 0.0
+
+    @property
+    def recurring(self) -> bool:
+        return bool(self.every_seconds)
+
+
+def _reminder_row(row: Sequence[Any]) -> Reminder:
+    return Reminder(
+        id=row[0],
+        scope=row[1],
+        chat=row[2],
+        text=row[3],
+        due=row[4],
+        every_seconds=row[5],
+        active=bool(row[6]),
+        last_sent=row[7],
+        created=row[8],
+    )
+
+
+def add_reminder(
+    store: Store,
+    scope: str,
+    text: str,
+    due: float,
+    *,
+    every_seconds: int | None = None,
+    chat: str | None = None,
+    now: float | None = None,
+) -> Reminder:
+    """Persist a reminder for the scope (delivered to ``chat``, the chat it was set in)."""
+    validate_scope(scope)
+    text = text.strip()
+    if not text:
+        raise InvalidRecord("a reminder needs a text")
+    if every_seconds is not None and every_seconds < 60:
+        raise InvalidRecord("a recurring reminder repeats at most once a minute")
+    ts = _now(now)
+    with store.transaction() as conn:
+        _ensure_scope(conn, scope, ts)
+        cursor = conn.execute(
+            "INSERT INTO reminders(scope, chat, text, due, every_seconds, created) VALUES (?, ?, ?, ?, ?, ?)",
+            (scope, chat, text, float(due), every_seconds, ts),
+        )
+        new_id = cursor.lastrowid
+    return Reminder(new_id, scope, chat, text, float(due), every_seconds, True, None, ts)
+
+
+def get_reminder(store: Store, reminder_id: int, scope: str | None = None) -> Reminder | None:
+    """One reminder by id (restricted to ``scope`` when given)."""
+    sql = f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE id = ?"
+    params: list[Any] = [reminder_id]
+    if scope is not None:
+        sql += " AND scope = ?"
+        params.append(scope)
+    rows = store.query(sql, params)
+    return _reminder_row(rows[0]) if rows else None
+
+
+def list_reminders(store: Store, scope: str, *, include_inactive: bool = False, limit: int = 50) -> list[Reminder]:
+    """The scope's reminders, soonest first."""
+    sql = f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ?"
+    if not include_inactive:
+        sql += " AND active = 1"
+    sql += " ORDER BY active DESC, due, id LIMIT ?"
+    return [_reminder_row(row) for row in store.query(sql, (scope, limit))]
+
+
+def cancel_reminder(store: Store, scope: str, reminder_id: int) -> Reminder | None:
+    """Deactivate an active reminder of the scope; None when there is no such reminder."""
+    with store.transaction() as conn:
+        updated = conn.execute(
+            "UPDATE reminders SET active = 0 WHERE scope = ? AND id = ? AND active = 1", (scope, reminder_id)
+        ).rowcount
+    return get_reminder(store, reminder_id, scope) if updated else None
+
+
+def due_reminders(store: Store, now: float, *, limit: int = 500) -> list[Reminder]:
+    """Active reminders of every scope that are due at ``now``, oldest due first (for transports)."""
+    rows = store.query(
+        f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE active = 1 AND due <= ? ORDER BY due, id LIMIT ?",
+        (float(now), limit),
+    )
+    return [_reminder_row(row) for row in rows]
+
+
+def pending_reminders(store: Store) -> list[Reminder]:
+    """Every active reminder of every scope, soonest first (to reschedule after a restart)."""
+    rows = store.query(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE active = 1 ORDER BY due, id")
+    return [_reminder_row(row) for row in rows]
+
+
+def mark_reminder_sent(store: Store, reminder_id: int, now: float) -> Reminder | None:
+    """Record a delivery: a one-off is deactivated, a recurring one moves to its next due time after ``now``.
+
+    The next time stays on the reminder's own grid (due + k × every) and is strictly
+    after ``now``, so a bot that was down for a day sends one reminder, not a burst of
+    the ones it missed. Returns the updated reminder (None when unknown).
+    """
+    now = float(now)
+    with store.transaction() as conn:
+        row = conn.execute(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE id = ?", (reminder_id,)).fetchone()
+        if row is None:
+            return None
+        reminder = _reminder_row(row)
+        if reminder.every_seconds:
+            every = reminder.every_seconds
+            steps = max(1, math.floor((now - reminder.due) / every) + 1)
+            next_due = reminder.due + steps * every
+            conn.execute("UPDATE reminders SET due = ?, last_sent = ? WHERE id = ?", (next_due, now, reminder_id))
+        else:
+            conn.execute("UPDATE reminders SET active = 0, last_sent = ? WHERE id = ?", (now, reminder_id))
+    return get_reminder(store, reminder_id)

@@ -1,0 +1,74 @@
+"""Every discovered agent: declared completely and within the fixed-cost budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from agents import discover_agents
+from hub.cli import cli
+
+FIXED_TOKEN_BUDGET = 800  # persona + rules + tool schemas (incl. search_memory), per call
+EXPECTED_TOOLS = {
+    "general": ["search_memory"],
+    "tasks": ["add_task", "list_tasks", "complete_task", "edit_task", "search_memory"],
+    "notes": ["save_note", "list_notes", "read_note", "delete_note", "search_memory"],
+    "inbox": ["keep_email", "list_emails", "read_email", "draft_reply", "search_memory"],
+    "reminders": ["set_reminder", "list_reminders", "cancel_reminder", "search_memory"],
+}
+
+
+@pytest.fixture(scope="module")
+def listing() -> list[dict]:
+    result = CliRunner().invoke(cli, ["agents", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_the_five_agents_and_their_tools(listing: list[dict]) -> None:
+    by_name = {row["name"]: row for row in listing}
+    for name, tools in EXPECTED_TOOLS.items():
+        assert by_name[name]["tools"] == tools
+
+
+def test_every_agent_fits_the_fixed_token_budget(listing: list[dict]) -> None:
+    assert {row["name"] for row in listing} == set(discover_agents().names)
+    over = {row["name"]: row["fixed_tokens"] for row in listing if row["fixed_tokens"] > FIXED_TOKEN_BUDGET}
+    assert not over, f"agents over {FIXED_TOKEN_BUDGET} fixed tokens: {over}"
+
+
+def test_every_agent_gives_the_router_enough_to_go_on() -> None:
+    registry = discover_agents()
+    assert not registry.errors
+    for spec in registry:
+        assert spec.description and spec.instructions
+        assert len(spec.examples) >= 10, spec.name
+        assert spec.keywords, spec.name
+        for tool in spec.tools:
+            assert tool.description and len(tool.description) <= 80, (spec.name, tool.name)
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [
+        ("add buy milk to my todo list", "tasks"),
+        ("what's on my to-do list for friday", "tasks"),
+        ("take a note: the gate code is 4711", "notes"),
+        ("here is an email from my landlord, what does he want", "inbox"),
+        ("draft a reply to that mail", "inbox"),
+        ("From: billing@power.example\nSubject: Invoice 2291\n\nDear customer, your invoice is due 2024-05-15.", "inbox"),
+        ("remind me in 20 minutes to check the oven", "reminders"),
+        ("cancel my reminder about the dentist", "reminders"),
+        ("hello, what can you do?", "general"),
+    ],
+)
+def test_typical_wording_routes_to_the_right_agent(text: str, agent: str) -> None:
+    from hub.router import AgentProfile, LocalClassifier, route
+
+    profiles = [
+        AgentProfile(name=s.name, description=s.description, examples=s.examples, keywords=s.keywords)
+        for s in discover_agents()
+    ]
+    assert route(text, classifier=LocalClassifier(profiles)).agent == agent
