@@ -54,10 +54,42 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
+class LazyGroup(click.Group):
+    """A group whose subcommands live beside the features they drive and load on first use.
+
+    Keeps ``agents-hub import`` from importing python-telegram-bot, litellm or the eval code.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})  # command name -> "module:attribute"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            import importlib
+
+            module_name, attribute = self.lazy[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module_name), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
 scope_option = click.option("--scope", "-s", required=True, help="user:<id> (one customer) or group:<id> (one group)")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy={
+        "facts": "hub.cli_facts:facts_group",
+        "forget": "hub.cli_facts:forget_command",
+        "search": "hub.cli_search:search_command",
+        "chat": "hub.terminal:chat_command",
+        "telegram": "hub.telegram:telegram_command",
+    },
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option("--db", type=click.Path(dir_okay=False), default=None, help="SQLite database (default: HUB_DB or agents-hub.db)")
 @click.version_option(package_name="agents-hub")
 @click.pass_context
@@ -187,44 +219,24 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"warning: agent module {module} not loaded: {reason}", err=True)
 
 
-@cli.group("eval")
+@cli.group(
+    "eval",
+    cls=LazyGroup,
+    lazy={
+        "tokens": "eval.replay:tokens_command",
+        "routing": "eval.routing:routing_command",
+        "simulate": "eval.simulate:simulate_command",
+        "search": "eval.search:search_eval_command",
+        "faults": "eval.faults:faults_command",
+    },
+)
 def eval_group() -> None:
     """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
 
 
-@cli.group("bench")
+@cli.group("bench", cls=LazyGroup, lazy={"search": "eval.search:search_bench_command"})
 def bench_group() -> None:
     """Benchmarks that print figures."""
-
-
-def _mount_optional() -> None:
-    """Mount commands that live beside the features they drive."""
-    import importlib
-
-    mounts = [
-        (cli, "hub.cli_facts", "facts_group"),
-        (cli, "hub.cli_facts", "forget_command"),
-        (cli, "hub.cli_search", "search_command"),
-        (cli, "hub.terminal", "chat_command"),
-        (cli, "hub.telegram", "telegram_command"),
-        (eval_group, "eval.replay", "tokens_command"),
-        (eval_group, "eval.routing", "routing_command"),
-        (eval_group, "eval.simulate", "simulate_command"),
-        (eval_group, "eval.search", "search_eval_command"),
-        (eval_group, "eval.faults", "faults_command"),
-        (bench_group, "eval.search", "search_bench_command"),
-    ]
-    for group, module_name, attribute in mounts:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # not built yet
-            raise
-        group.add_command(getattr(module, attribute))
-
-
-_mount_optional()
 
 
 def main(argv: list[str] | None = None) -> None:

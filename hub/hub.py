@@ -194,7 +194,8 @@ class Hub:
                 reply_to=reply_to.id if reply_to else None,
             )
         )
-        command = self._command_of(inbound.text)
+        # Commands act only when addressed to us: "/forget@other_bot all" in a group must not erase.
+        command = self._command_of(inbound.text) if inbound.addressed else None
         if command is not None:
             name, argument = command
             store.set_route(message.id, "hub", (), "command")

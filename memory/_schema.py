@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import sqlite_utils
 
+from ._search import create_search_schema
+
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
 
@@ -75,7 +77,8 @@ def _v1_core(db: sqlite_utils.Database) -> None:
             id INTEGER PRIMARY KEY,
             scope TEXT NOT NULL,
             text TEXT NOT NULL,
-            kind TEXT NOT NULL DEFAULT 'other',
+            kind TEXT NOT NULL DEFAULT 'other'
+                CHECK (kind IN ('identity', 'contact', 'preference', 'constraint', 'relationship', 'other')),
             key TEXT,
             confidence TEXT NOT NULL DEFAULT 'derived' CHECK (confidence IN ('explicit', 'derived')),
             source_message INTEGER,
@@ -85,6 +88,7 @@ def _v1_core(db: sqlite_utils.Database) -> None:
         )"""
     )
     db.execute("CREATE INDEX facts_scope_current ON facts(scope, invalid_at)")
+    db.execute("CREATE INDEX facts_scope_key ON facts(scope, key, invalid_at)")
     db.execute(
         """
         CREATE TABLE vault (
@@ -133,7 +137,7 @@ def _v1_core(db: sqlite_utils.Database) -> None:
 
 
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core, create_search_schema]
 
 
 SCHEMA_VERSION = len(MIGRATIONS)

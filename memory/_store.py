@@ -173,6 +173,11 @@ class Store:
                 (agent, json.dumps(list(also_sees)), via, message_id),
             )
 
+    def set_ext_id(self, message_id: int, ext_id: str) -> None:
+        """Record the transport's id of a stored message (e.g. the Telegram id of a sent reply)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE messages SET ext_id = ? WHERE id = ?", (ext_id, message_id))
+
     def get(self, message_id: int, scope: str | None = None) -> Message | None:
         """One message by id (restricted to ``scope`` when given)."""
         sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?"
@@ -353,6 +358,12 @@ class Store:
         with self._lock:
             if self.path == ":memory:":
                 return
+            # FTS5 keeps deleted terms in older index segments until they are merged:
+            # compact every full-text index so erased words are really gone.
+            for (name,) in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5(%'"
+            ).fetchall():
+                self.conn.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'optimize\')')
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             # FTS segment merges can leave stale copies in pages freed before secure_delete
             # saw them; VACUUM rewrites the file from live rows only.
@@ -366,3 +377,23 @@ class Store:
         """SQLite's own integrity check: 'ok' or the problems found."""
         rows = self.query("PRAGMA integrity_check")
         return "\n".join(str(row[0]) for row in rows)
+
+    # -- archive search ---------------------------------------------------------------
+    def search(
+        self,
+        scope: str,
+        query: str,
+        k: int = 10,
+        *,
+        method: str = "hybrid",
+        before_id: int | None = None,
+        half_life_days: float | None = 30.0,
+        now: float | None = None,
+        embedder: Any = None,
+    ) -> list[Any]:
+        """Search a scope's archive (messages and vault): a list of ``SearchHit``, best first."""
+        from ._search import search_archive
+
+        return search_archive(
+            self, scope, query, k, method, before_id=before_id, half_life_days=half_life_days, now=now, embedder=embedder
+        )

@@ -1,0 +1,814 @@
+"""The Telegram transport: python-telegram-bot in front of the :class:`~hub.hub.Hub`.
+
+``build_application(hub, settings)`` returns a ready, not yet running, PTB ``Application``
+(the tests drive it against a loopback Bot API); ``agents-hub telegram`` runs it with
+long polling or a webhook.
+
+What it does with an update:
+
+* scope: a private chat is the customer's (``user:<user id>``), a group or supergroup
+  is its own (``group:<chat id>``); the Telegram id ``"<chat id>:<message id>"`` is the
+  message's ``ext_id``, so a later reply to one of the bot's messages routes to the agent
+  that wrote it;
+* groups: every text message is stored, but only a mention (``@bot``), a reply to the
+  bot, or a command gets an answer; the mention is stripped;
+* access: ``HUB_ALLOWED_USERS`` / ``HUB_ALLOWED_CHATS`` (both empty = everyone); a message
+  passes when its sender *or* its chat is listed; anyone else gets one polite refusal
+  per chat and process, and nothing of theirs is stored;
+* order: the updates of one scope are handled one after another, in arrival order,
+  different scopes concurrently (:class:`ScopeOrderedProcessor`);
+* replies: plain text (no parse mode, so no formatting error can lose one), the agent's
+  name on the first line, split under Telegram's 4,096-character limit, the typing
+  action while the agent works, RetryAfter and network errors retried with a bound;
+* reminders: delivered by the JobQueue at their due time (see :class:`ReminderScheduler`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import re
+import warnings
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import click
+from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram.constants import ChatAction, ChatType
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Forbidden,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    BaseUpdateProcessor,
+    ContextTypes,
+    Job,
+    JobQueue,
+    MessageHandler,
+    filters,
+)
+
+from memory import Store, due_reminders, get_reminder, mark_reminder_sent
+
+from .errors import ConfigError
+from .hub import Hub, Inbound, Reply
+from .settings import Settings
+
+__all__ = [
+    "APOLOGY",
+    "APOLOGY_SAVED",
+    "BOT_DATA_KEY",
+    "REFUSAL",
+    "TELEGRAM_LIMIT",
+    "ReminderScheduler",
+    "RetryPolicy",
+    "ScopeOrderedProcessor",
+    "TelegramBot",
+    "build_application",
+    "call_with_retry",
+    "is_allowed",
+    "scope_for",
+    "split_message",
+    "telegram_command",
+]
+
+log = logging.getLogger(__name__)
+
+TELEGRAM_LIMIT = 4096  # characters per message, counted in UTF-16 code units
+BOT_DATA_KEY = "agents_hub"  # application.bot_data[BOT_DATA_KEY] is the TelegramBot
+
+REFUSAL = "Sorry, this bot is private and you are not on its list of allowed users. Nothing you send here is stored."
+APOLOGY_SAVED = "Sorry, something went wrong; your message is saved."
+APOLOGY = "Sorry, something went wrong; please send your message again."
+TEXT_ONLY = "I can only read text messages for now."
+REMINDER_PREFIX = "⏰ Reminder: "
+
+# setMyCommands descriptions of the hub's own commands (agents bring their description).
+HUB_COMMANDS: dict[str, str] = {
+    "start": "Start: what I can do",
+    "help": "How to talk to me",
+    "agents": "Who is on the team",
+    "remember": "Keep a fact: /remember <fact>",
+    "facts": "What I keep about this chat",
+    "forget": "Drop a fact, or /forget all to erase this chat",
+    "search": "Search older messages: /search <words>",
+    "usage": "Tokens sent against full history",
+}
+_COMMAND_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
+_LEADING_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
+_SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+
+T = TypeVar("T")
+
+
+# -- pure helpers -----------------------------------------------------------------------
+
+
+def scope_for(chat_type: str, chat_id: int, user_id: int | None) -> str:
+    """``user:<id>`` for a private chat (the customer's memory), ``group:<chat id>`` otherwise."""
+    if chat_type == ChatType.PRIVATE:
+        return f"user:{user_id if user_id is not None else chat_id}"
+    return f"group:{chat_id}"
+
+
+def is_allowed(settings: Settings, user_id: int | None, chat_id: int) -> bool:
+    """Both lists empty: everyone. Otherwise the sender or the chat must be listed."""
+    users, chats = settings.allowed_user_ids, settings.allowed_chat_ids
+    if not users and not chats:
+        return True
+    return (user_id is not None and user_id in users) or chat_id in chats
+
+
+def _utf16_units(char: str) -> int:
+    return 2 if ord(char) > 0xFFFF else 1
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _fit(text: str, limit: int) -> int:
+    """The longest prefix length (in characters) of ``text`` within ``limit`` UTF-16 units."""
+    units = 0
+    for index, char in enumerate(text):
+        units += _utf16_units(char)
+        if units > limit:
+            return index
+    return len(text)
+
+
+def split_message(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
+    """Split ``text`` into chunks of at most ``limit`` UTF-16 units, in order.
+
+    Cuts at the last paragraph break that keeps a chunk at least half full, else a line
+    break, else a space, else hard. Only the whitespace at a cut is dropped.
+    """
+    if limit < 2:
+        raise ValueError("limit must be at least 2")
+    text = text.strip()
+    chunks: list[str] = []
+    while text and _utf16_len(text) > limit:
+        cut = _fit(text, limit)
+        window = text[:cut]
+        for separator in ("\n\n", "\n", " "):
+            at = window.rfind(separator)
+            if at >= cut // 2:
+                head, rest = text[:at], text[at + len(separator) :]
+                break
+        else:  # one long word: cut hard
+            head, rest = window, text[cut:]
+        head = head.rstrip()
+        if head:
+            chunks.append(head)
+        text = rest.lstrip()
+    if text:
+        chunks.append(text)
+    return chunks
+
+
+def _trim(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` UTF-16 units with a visible mark when cut."""
+    if _utf16_len(text) <= limit:
+        return text
+    mark = "\n[…trimmed]"
+    return text[: _fit(text, limit - len(mark))].rstrip() + mark
+
+
+def _bot_url(base_url: str) -> str:
+    """PTB wants ``<server>/bot`` (it appends the token); accept the server root too."""
+    base = base_url.rstrip("/")
+    if "{token}" in base or base.endswith("/bot"):
+        return base
+    return base + "/bot"
+
+
+def _file_url(base_url: str) -> str:
+    base = _bot_url(base_url)
+    if "{token}" in base:
+        return base.replace("/bot{token}", "/file/bot{token}")
+    return base[: -len("/bot")] + "/file/bot"
+
+
+def _retry_after_seconds(exc: RetryAfter) -> float:
+    # PTB 22 warns when reading retry_after as an int; both forms are accepted here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = exc.retry_after
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+# -- retries ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries of Bot API calls: RetryAfter waits as told, network errors back off."""
+
+    attempts: int = 4
+    max_wait: float = 60.0  # a longer RetryAfter gives up instead of blocking the chat
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+
+    def delay(self, attempt: int) -> float:
+        """Exponential backoff with jitter for network errors (attempt counts from 1)."""
+        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * (0.75 + random.random() / 2)
+
+
+async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy, what: str = "request") -> T:
+    """Run a Bot API call, retrying RetryAfter and network errors up to ``policy.attempts``.
+
+    BadRequest is a NetworkError subclass in PTB but retrying it cannot help, so it (and
+    every other TelegramError) is raised at once.
+    """
+    attempt = 1
+    while True:
+        try:
+            return await call()
+        except RetryAfter as exc:
+            delay = _retry_after_seconds(exc)
+            if attempt >= policy.attempts or delay > policy.max_wait:
+                raise
+            log.warning("%s: rate limited by Telegram; retrying in %.1fs", what, delay)
+        except BadRequest:
+            raise
+        except NetworkError as exc:  # TimedOut included
+            if attempt >= policy.attempts:
+                raise
+            delay = policy.delay(attempt)
+            log.warning("%s: %s; retrying in %.1fs", what, type(exc).__name__, delay)
+        await asyncio.sleep(delay)
+        attempt += 1
+
+
+# -- ordering -----------------------------------------------------------------------------
+
+
+def _order_key(update: object) -> str | None:
+    if not isinstance(update, Update) or update.effective_chat is None:
+        return None
+    chat = update.effective_chat
+    user = update.effective_user
+    return scope_for(chat.type, chat.id, user.id if user else None)
+
+
+class ScopeOrderedProcessor(BaseUpdateProcessor):
+    """Updates of one scope one after another in arrival order; different scopes concurrently.
+
+    PTB's ``concurrent_updates=True`` runs every update as its own task and does not keep
+    the order within a chat (the whole handler, reply sending included, must not
+    overtake the previous one). The order is fixed when an update enters
+    :meth:`do_process_update`, which PTB does in arrival order, before any wait. Waiting
+    updates hold no slot of ``max_active``, so a busy chat cannot starve the others.
+    """
+
+    def __init__(self, max_active: int = 32, max_queued: int = 4096) -> None:
+        # PTB's own semaphore only bounds queued updates; ours bounds the working ones.
+        super().__init__(max_concurrent_updates=max_queued)
+        self.max_active = max_active
+        self._active: asyncio.Semaphore | None = None
+        self._tails: dict[str, asyncio.Event] = {}
+
+    async def initialize(self) -> None:
+        self._active = asyncio.Semaphore(self.max_active)
+
+    async def shutdown(self) -> None:
+        self._tails.clear()
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        if self._active is None:
+            self._active = asyncio.Semaphore(self.max_active)
+        key = _order_key(update)
+        previous = self._tails.get(key) if key is not None else None
+        mine = asyncio.Event()
+        if key is not None:
+            self._tails[key] = mine
+        started = False
+        try:
+            if previous is not None:
+                await previous.wait()  # an Event: cancelling us never cancels the others
+            async with self._active:
+                started = True
+                await coroutine
+        finally:
+            if not started and hasattr(coroutine, "close"):
+                coroutine.close()  # cancelled while queued: no "never awaited" warning
+            mine.set()
+            if key is not None and self._tails.get(key) is mine:
+                del self._tails[key]
+
+
+# -- reminders ----------------------------------------------------------------------------
+
+
+class ReminderScheduler:
+    """Delivers the store's reminders through PTB's JobQueue.
+
+    A sweep runs at start (which reschedules everything after a restart) and then every
+    ``interval`` seconds. For every active reminder due before the next sweep it
+    adds a one-off job at the exact due time. The hub also triggers a sweep after each
+    answer, so a reminder set for "in 30 seconds" is not late by a sweep interval. Why a
+    sweep and not only one job per reminder: the reminders agent writes to the store, not
+    to us, and the sweep also picks up reminders added elsewhere (another process, the
+    CLI) and retries failed deliveries. A delivery marks the reminder sent only after
+    Telegram accepted it; a failure is retried on later sweeps with a growing delay.
+    """
+
+    def __init__(self, transport: TelegramBot, interval: float = 20.0) -> None:
+        self.transport = transport
+        self.interval = interval
+        self._scheduled: dict[int, Job[Any]] = {}
+        self._inflight: set[int] = set()
+        self._failures: dict[int, int] = {}
+        self._retry_at: dict[int, float] = {}
+        self._job_queue: JobQueue[Any] | None = None
+
+    @property
+    def store(self) -> Store:
+        return self.transport.hub.store
+
+    def _now(self) -> float:
+        return self.transport.hub.deps.clock()
+
+    def start(self, job_queue: JobQueue[Any]) -> None:
+        """Reschedule what is due soon (after a restart too) and start the periodic sweep."""
+        self._job_queue = job_queue
+        self.sweep()
+        job_queue.run_repeating(self._sweep_job, interval=self.interval, first=self.interval, name="reminders:sweep")
+
+    def scheduled(self) -> set[int]:
+        """Ids of reminders with a delivery job waiting."""
+        return set(self._scheduled)
+
+    async def _sweep_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
+        self.sweep()
+
+    def sweep(self) -> None:
+        """Add a delivery job for every reminder due before the next sweep."""
+        job_queue = self._job_queue
+        if job_queue is None:
+            return
+        now = self._now()
+        for rid, job in list(self._scheduled.items()):
+            if job_queue.scheduler.get_job(job.job.id) is None:  # gone without running (e.g. missed)
+                del self._scheduled[rid]
+        for reminder in due_reminders(self.store, now + self.interval * 1.5):
+            rid = reminder.id
+            if rid in self._scheduled or rid in self._inflight or self._retry_at.get(rid, 0.0) > now:
+                continue
+            self._scheduled[rid] = job_queue.run_once(
+                self._deliver_job,
+                when=max(0.0, reminder.due - now),
+                data=(rid, reminder.scope),
+                name=f"reminder:{rid}",
+                # APScheduler drops a one-off job that fires over 1 s late by default; late is better.
+                job_kwargs={"misfire_grace_time": None},
+            )
+
+    async def cancel_scope(self, scope: str) -> None:
+        """Drop the waiting jobs of ``scope`` (a hub erase hook: /forget all)."""
+        for rid, job in list(self._scheduled.items()):
+            if job.data[1] == scope:
+                job.schedule_removal()
+                del self._scheduled[rid]
+                self._failures.pop(rid, None)
+                self._retry_at.pop(rid, None)
+
+    async def _deliver_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
+        assert context.job is not None
+        rid, _scope = context.job.data
+        if self._scheduled.get(rid) is context.job:
+            del self._scheduled[rid]
+        await self.deliver(context.bot, rid)
+
+    async def deliver(self, bot: Bot, rid: int) -> bool:
+        """Send one reminder if it is still active and due; True when it was sent."""
+        reminder = get_reminder(self.store, rid)
+        # Erased, cancelled, or already moved to its next time since the job was made.
+        if reminder is None or not reminder.active or reminder.due > self._now() + 0.5 or rid in self._inflight:
+            return False
+        chat_id = _reminder_chat(reminder.chat, reminder.scope)
+        if chat_id is None:
+            log.error("reminder %s of %s has no chat to go to; dropping it", rid, reminder.scope)
+            mark_reminder_sent(self.store, rid, self._now())
+            return False
+        self._inflight.add(rid)
+        try:
+            sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + reminder.text, what=f"reminder {rid}")
+        finally:
+            self._inflight.discard(rid)
+        if sent is None:
+            failures = self._failures[rid] = self._failures.get(rid, 0) + 1
+            delay = min(3600.0, self.interval * 2 ** (failures - 1))
+            self._retry_at[rid] = self._now() + delay
+            log.warning("reminder %s not delivered (attempt %d); retrying in about %.0fs", rid, failures, delay)
+            return False
+        self._failures.pop(rid, None)
+        self._retry_at.pop(rid, None)
+        mark_reminder_sent(self.store, rid, self._now())
+        return True
+
+
+def _reminder_chat(chat: str | None, scope: str) -> int | None:
+    """The reminder's own chat, else the scope's (a private chat's id is the user's id)."""
+    for candidate in (chat, scope.split(":", 1)[1] if ":" in scope else None):
+        if candidate and candidate.lstrip("-").isdigit():
+            return int(candidate)
+    return None
+
+
+# -- the transport ------------------------------------------------------------------------
+
+
+class _ReplyOwed(Exception):
+    """Raised from the message handler when it failed before answering someone who is owed an answer."""
+
+    def __init__(self, chat_id: int, thread_id: int | None, saved: bool) -> None:
+        super().__init__(f"handling a message in chat {chat_id} failed")
+        self.chat_id = chat_id
+        self.thread_id = thread_id
+        self.saved = saved
+
+
+class TelegramBot:
+    """The handlers and state behind one Application (kept in ``bot_data[BOT_DATA_KEY]``)."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        settings: Settings,
+        *,
+        retry: RetryPolicy | None = None,
+        typing_interval: float = 4.0,
+        reminder_interval: float = 20.0,
+    ) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.retry = retry or RetryPolicy()
+        self.typing_interval = typing_interval
+        self.reminders = ReminderScheduler(self, reminder_interval)
+        self._refused: set[int] = set()  # chats that got their one refusal
+        # Telegram ids of the 2nd.. chunks of split replies -> the first chunk's id, so a
+        # reply to any chunk routes to the agent (bounded; lost on restart, then the router decides).
+        self._chunk_alias: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def post_init(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        """Register the commands, start the reminder sweep, hook /forget all."""
+        if self.reminders.cancel_scope not in self.hub.erase_hooks:
+            self.hub.erase_hooks.append(self.reminders.cancel_scope)
+        try:
+            await call_with_retry(
+                lambda: application.bot.set_my_commands(self.bot_commands()), self.retry, "setMyCommands"
+            )
+        except TelegramError as exc:  # the bot works without the command menu
+            log.warning("could not register the command list: %s", exc)
+        assert application.job_queue is not None
+        self.reminders.start(application.job_queue)
+
+    async def post_stop(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        """Unhook from the hub (the hub may outlive this Application)."""
+        if self.reminders.cancel_scope in self.hub.erase_hooks:
+            self.hub.erase_hooks.remove(self.reminders.cancel_scope)
+
+    def bot_commands(self) -> list[BotCommand]:
+        """The hub's commands and one ``/<agent>`` per agent, as Telegram accepts them."""
+        names: dict[str, str] = {}
+        for name in ("start", "help", "agents"):
+            if name in self.hub.commands:
+                names[name] = HUB_COMMANDS[name]
+        for spec in self.hub.registry:
+            if _COMMAND_NAME_RE.match(spec.name):
+                names[spec.name] = (spec.description or f"Ask the {spec.name} agent")[:256]
+            else:
+                log.warning("agent %r cannot be a Telegram command (a-z, 0-9, _ only); use @%s", spec.name, spec.name)
+        for name in self.hub.commands:
+            if name not in names and _COMMAND_NAME_RE.match(name):
+                names[name] = HUB_COMMANDS.get(name, f"/{name}")
+        return [BotCommand(name, description) for name, description in list(names.items())[:100]]
+
+    # -- addressing ---------------------------------------------------------------------
+    def addressing(self, message: Message, bot: Bot) -> tuple[bool | None, str]:
+        """``(addressed, text for the hub)``; ``addressed`` is None for a command meant for another bot."""
+        text = message.text or ""
+        username = (bot.username or "").lower()
+        command = _LEADING_COMMAND_RE.match(text)
+        if command is not None:
+            name, target = command.group(1).lower(), command.group(2)
+            if target is not None and target.lower() != username:
+                return None, text  # /cmd@otherbot: not ours at all
+            normalised = f"/{command.group(1)}{text[command.end():]}"  # drop our @username
+            if message.chat.type == ChatType.PRIVATE or target is not None:
+                return True, normalised
+            if name in self.hub.commands or name in self.hub.registry:
+                return True, normalised
+            # an unknown /word without @us in a group: ordinary text
+        if message.chat.type == ChatType.PRIVATE:
+            return True, text
+        mentioned = _mentions(message, bot.id, username)
+        if mentioned and username:
+            stripped = re.sub(rf"(?i)(?<![\w@])@{re.escape(username)}\b", " ", text)
+            stripped = re.sub(r"[ \t]{2,}", " ", stripped).strip().lstrip(",:;").strip()
+            text = stripped or text
+        parent = message.reply_to_message
+        replied = parent is not None and parent.from_user is not None and parent.from_user.id == bot.id
+        return mentioned or replied, text
+
+    # -- handlers -----------------------------------------------------------------------
+    async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """One text message: store it, answer it when addressed."""
+        message, chat, user = update.effective_message, update.effective_chat, update.effective_user
+        if message is None or chat is None or message.text is None:
+            return
+        bot = context.bot
+        addressed, text = self.addressing(message, bot)
+        if addressed is None:
+            return  # a command for another bot in the group: neither ours to store nor to run
+        user_id = user.id if user else None
+        private = chat.type == ChatType.PRIVATE
+        thread_id = message.message_thread_id if message.is_topic_message else None
+        if not is_allowed(self.settings, user_id, chat.id):
+            if private or addressed:
+                await self.refuse_once(bot, chat.id, thread_id)
+            return
+        scope = scope_for(chat.type, chat.id, user_id)
+        ext_id = f"{chat.id}:{message.message_id}"
+        if self.hub.store.find_ext(scope, ext_id) is not None:
+            log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
+            return
+        reply_to_ext = None
+        if message.reply_to_message is not None:
+            reply_to_ext = f"{chat.id}:{message.reply_to_message.message_id}"
+            reply_to_ext = self._chunk_alias.get((scope, reply_to_ext), reply_to_ext)
+        inbound = Inbound(
+            scope=scope,
+            text=text,
+            chat=str(chat.id),
+            sender=(user.full_name or user.username or str(user.id)) if user else None,
+            ext_id=ext_id,
+            reply_to_ext=reply_to_ext,
+            addressed=bool(addressed),
+        )
+        stop_typing = asyncio.Event()
+        typing = self._start_typing(bot, chat.id, thread_id, stop_typing) if addressed else None
+        try:
+            reply = await self.hub.handle(inbound)
+        except Exception as exc:
+            if addressed:
+                saved = self.hub.store.find_ext(scope, ext_id) is not None
+                raise _ReplyOwed(chat.id, thread_id, saved) from exc
+            raise
+        finally:
+            if typing is not None:
+                # Let an action already on its way land first, or it would show "typing…"
+                # again after the answer; a hung one is cut off.
+                stop_typing.set()
+                _, pending = await asyncio.wait([typing], timeout=1.0)
+                for task in pending:
+                    task.cancel()
+        if reply is None:
+            return
+        await self.deliver(bot, chat.id, reply, reply_to=None if private else message.message_id, thread_id=thread_id)
+        if reply.kind == "agent":
+            self.reminders.sweep()  # the answer may have set a reminder due before the next sweep
+
+    async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A private non-text message (photo, sticker, voice): say what we can read."""
+        chat, user = update.effective_chat, update.effective_user
+        if chat is None:
+            return
+        if not is_allowed(self.settings, user.id if user else None, chat.id):
+            await self.refuse_once(context.bot, chat.id, None)
+            return
+        await self.send_text(context.bot, chat.id, TEXT_ONLY, what="text-only note")
+
+    async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """The one error handler: log with the traceback, never show it in a chat."""
+        error = context.error
+        if update is None and isinstance(error, NetworkError):
+            log.warning("Telegram connection problem: %s", error)  # polling retries on its own
+            return
+        where = ""
+        if isinstance(update, Update):
+            chat = update.effective_chat
+            where = f" (update {update.update_id}, chat {chat.id if chat else '?'})"
+        log.error("error while handling an update%s", where, exc_info=error)
+        if isinstance(error, _ReplyOwed):
+            await self.send_text(
+                context.bot, error.chat_id, APOLOGY_SAVED if error.saved else APOLOGY, thread_id=error.thread_id, what="apology"
+            )
+
+    # -- sending ------------------------------------------------------------------------
+    async def refuse_once(self, bot: Bot, chat_id: int, thread_id: int | None) -> None:
+        """One polite refusal per chat and process (not one per message)."""
+        if chat_id in self._refused:
+            return
+        self._refused.add(chat_id)
+        log.info("refused chat %s (not in HUB_ALLOWED_USERS / HUB_ALLOWED_CHATS)", chat_id)
+        await self.send_text(bot, chat_id, REFUSAL, thread_id=thread_id, what="refusal")
+
+    def render(self, reply: Reply) -> str:
+        """The text to send: an agent's answer carries the agent's name on its first line."""
+        if reply.kind == "agent" and reply.agent:
+            return f"[{reply.agent}]\n{reply.text}"
+        return reply.text
+
+    async def deliver(self, bot: Bot, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None) -> list[int]:
+        """Send a reply in as many messages as it needs; returns the sent message ids.
+
+        Each chunk is sent on its own, so one that fails never loses the rest. The first
+        sent id becomes the stored reply's ext_id (a reply to it routes to this agent).
+        """
+        sent_ids: list[int] = []
+        for chunk in split_message(self.render(reply)) or ["(empty reply)"]:
+            sent = await self.send_text(
+                bot, chat_id, chunk, reply_to=reply_to if not sent_ids else None, thread_id=thread_id, what="reply"
+            )
+            if sent is not None:
+                sent_ids.append(sent.message_id)
+        if not sent_ids:
+            return sent_ids
+        if reply.kind == "agent" and reply.reply_id is not None and reply.scope:
+            first = f"{chat_id}:{sent_ids[0]}"
+            _set_ext_id(self.hub.store, reply.reply_id, first)
+            for other in sent_ids[1:]:
+                self._chunk_alias[(reply.scope, f"{chat_id}:{other}")] = first
+            while len(self._chunk_alias) > 10_000:
+                self._chunk_alias.popitem(last=False)
+        self.hub.schedule_after_send(reply)
+        return sent_ids
+
+    async def send_text(
+        self,
+        bot: Bot,
+        chat_id: int,
+        text: str,
+        *,
+        reply_to: int | None = None,
+        thread_id: int | None = None,
+        what: str = "message",
+    ) -> Message | None:
+        """Send plain text with bounded retries; None when Telegram would not take it.
+
+        A BadRequest (too long by Telegram's count, a vanished thread...) gets one trimmed
+        fallback without reply or thread; ChatMigrated (a group became a supergroup) is
+        followed once.
+        """
+        reply_parameters = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+        try:
+            return await call_with_retry(
+                lambda: bot.send_message(chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id),
+                self.retry,
+                f"sending {what} to {chat_id}",
+            )
+        except ChatMigrated as exc:
+            log.info("chat %s migrated to %s", chat_id, exc.new_chat_id)
+            return await self.send_text(bot, int(exc.new_chat_id), text, thread_id=thread_id, what=what)
+        except BadRequest as exc:
+            log.warning("Telegram refused %s to %s (%s); sending a trimmed plain fallback", what, chat_id, exc)
+            try:
+                return await call_with_retry(
+                    lambda: bot.send_message(chat_id, _trim(text, TELEGRAM_LIMIT - 96)), self.retry, f"fallback {what}"
+                )
+            except TelegramError as again:
+                log.error("the fallback %s to %s failed too: %s", what, chat_id, again)
+                return None
+        except Forbidden as exc:
+            log.warning("cannot send %s to %s: %s", what, chat_id, exc)
+            return None
+        except TelegramError as exc:
+            log.error("sending %s to %s failed after retries: %s", what, chat_id, exc)
+            return None
+
+    def _start_typing(self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(self._keep_typing(bot, chat_id, thread_id, stop))
+
+    async def _keep_typing(self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event) -> None:
+        # Telegram shows the action for about 5 seconds; renew it until the answer is ready.
+        while not stop.is_set():
+            try:
+                await bot.send_chat_action(chat_id, ChatAction.TYPING, message_thread_id=thread_id)
+            except TelegramError as exc:
+                log.debug("typing action for %s failed: %s", chat_id, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.typing_interval)
+
+
+def _mentions(message: Message, bot_id: int, username: str) -> bool:
+    """True when an entity of the message names the bot (@username, or a text mention of it)."""
+    for entity, value in message.parse_entities([MessageEntity.MENTION, MessageEntity.TEXT_MENTION]).items():
+        if entity.type == MessageEntity.MENTION and username and value.lower() == f"@{username}":
+            return True
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot_id:
+            return True
+    return False
+
+
+def _set_ext_id(store: Store, message_id: int, ext_id: str) -> None:
+    """Record the Telegram id of a sent reply on the stored reply."""
+    try:
+        store.set_ext_id(message_id, ext_id)
+    except Exception:  # a lost ext id only weakens reply routing; the reply is out already
+        log.exception("could not record Telegram id %s on message %s", ext_id, message_id)
+
+
+# -- building and running -----------------------------------------------------------------
+
+
+def build_application(
+    hub: Hub,
+    settings: Settings,
+    *,
+    token: str | None = None,
+    base_url: str | None = None,
+    retry: RetryPolicy | None = None,
+    typing_interval: float = 4.0,
+    reminder_interval: float = 20.0,
+    max_active: int = 32,
+) -> Application[Any, Any, Any, Any, Any, Any]:
+    """A configured PTB Application around ``hub`` (not initialised, not running).
+
+    ``run_polling``/``run_webhook`` call its post_init (commands, reminder sweep) and
+    post_stop; a caller driving it by hand calls them around ``start``/``stop``.
+    """
+    token = token or settings.telegram_bot_token
+    if not token:
+        raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
+    base_url = base_url if base_url is not None else settings.telegram_base_url
+    transport = TelegramBot(hub, settings, retry=retry, typing_interval=typing_interval, reminder_interval=reminder_interval)
+    builder = (
+        ApplicationBuilder()
+        .token(token)
+        .concurrent_updates(ScopeOrderedProcessor(max_active=max_active))
+        .post_init(transport.post_init)
+        .post_stop(transport.post_stop)
+    )
+    if base_url:
+        builder = builder.base_url(_bot_url(base_url)).base_file_url(_file_url(base_url))
+    application = builder.build()
+    if application.job_queue is None:
+        raise ConfigError("reminders need python-telegram-bot's job queue: pip install 'python-telegram-bot[job-queue]'")
+    application.bot_data[BOT_DATA_KEY] = transport
+    chats = filters.ChatType.PRIVATE | filters.ChatType.GROUPS
+    application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & chats & filters.TEXT, transport.on_text))
+    application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.ChatType.PRIVATE & ~filters.TEXT, transport.on_other))
+    application.add_error_handler(transport.on_error)
+    return application
+
+
+@click.command("telegram")
+@click.option("--webhook-url", default=None, help="public HTTPS URL Telegram posts updates to (default: long polling)")
+@click.option("--listen", default="0.0.0.0", show_default=True, help="address the webhook server binds")
+@click.option("--port", default=8443, show_default=True, type=click.IntRange(1, 65535), help="port the webhook server binds")
+@click.option("--url-path", default=None, help="local path of the webhook (default: the path of --webhook-url)")
+@click.option(
+    "--secret-token",
+    envvar="TELEGRAM_WEBHOOK_SECRET",
+    default=None,
+    help="secret Telegram sends with every webhook request (env TELEGRAM_WEBHOOK_SECRET)",
+)
+@click.pass_context
+def telegram_command(
+    ctx: click.Context, webhook_url: str | None, listen: str, port: int, url_path: str | None, secret_token: str | None
+) -> None:
+    """Run the Telegram bot (long polling, or a webhook with --webhook-url)."""
+    from .app import build_hub
+    from .cli import _settings, _store
+
+    settings = _settings(ctx)
+    secret_token = secret_token or settings.telegram_webhook_secret or None  # .env counts too
+    if not settings.telegram_bot_token:
+        raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
+    if webhook_url is None and (url_path or secret_token):
+        raise click.UsageError("--url-path and --secret-token need --webhook-url")
+    if webhook_url is not None and urlparse(webhook_url).scheme not in ("https", "http"):
+        raise click.BadParameter("expected an https:// URL", param_hint="--webhook-url")
+    if secret_token is not None and not _SECRET_RE.match(secret_token):
+        raise click.BadParameter("1-256 characters of A-Z, a-z, 0-9, _ and -", param_hint="--secret-token")
+    # httpx logs every request URL at INFO, and the URL carries the bot token.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    hub = build_hub(settings, store=_store(ctx), model_required=True)
+    application = build_application(hub, settings)
+    updates = [Update.MESSAGE]
+    if webhook_url is None:
+        log.info("starting the Telegram bot with long polling")
+        application.run_polling(allowed_updates=updates)
+        return
+    path = url_path if url_path is not None else urlparse(webhook_url).path.lstrip("/")
+    log.info("starting the Telegram bot with a webhook on %s:%s/%s", listen, port, path)
+    application.run_webhook(
+        listen=listen, port=port, url_path=path, webhook_url=webhook_url, secret_token=secret_token, allowed_updates=updates
+    )

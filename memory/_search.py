@@ -1,0 +1,871 @@
+"""Archive search: BM25 + spelling-tolerant candidates + rank fusion + coverage + recency.
+
+One FTS5 table (``search_fts``) indexes every message and vault document of every
+scope. Its rowid is a *document key* that places each scope in its own contiguous
+rowid range::
+
+    key = scope_num * 2**40 + id                 (a message)
+    key = scope_num * 2**40 + 2**39 + id         (a vault document)
+
+so "only this scope" (and "only messages older than ``before_id``") is a rowid range,
+which FTS5 applies inside its doclist iteration: no other scope's row is ever read,
+and a query costs the same however many other scopes share the file. ``scope_num``
+comes from ``search_scopes``, filled by the insert triggers.
+
+Each message is indexed with the text of the two messages before it in the same scope
+(column ``ctx``, weighted 0.3): on LoCoMo that lifts BM25 hit@10 by about 10 points.
+The FTS table stores its own copy of ``body`` and ``ctx``, so a delete never has to
+reproduce the neighbouring text that was indexed (which may be gone by then).
+
+Queries are built here from regex tokens, each quoted, OR-ed: user text is never FTS5
+syntax. Terms are Porter-stemmed in Python exactly as FTS5's ``porter`` tokenizer does,
+for vocabulary look-ups, typo expansion and coverage.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import re
+import sqlite3
+import threading
+import time
+import unicodedata
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from weakref import WeakKeyDictionary
+
+from rapidfuzz import process
+from rapidfuzz.distance import OSA
+
+from .errors import StoreError
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+__all__ = [
+    "SEARCH_METHODS",
+    "Embedder",
+    "LiteLLMEmbedder",
+    "SearchError",
+    "SearchHit",
+    "create_search_schema",
+    "index_embeddings",
+    "search_archive",
+]
+
+SEARCH_METHODS = ("hybrid", "bm25", "fuzzy", "semantic", "hybrid_semantic")
+
+_SCOPE_SPAN = 1 << 40  # rowids per scope
+_VAULT_OFFSET = 1 << 39  # vault documents sit in the upper half of a scope's range
+_MAX_ID = _VAULT_OFFSET - 1
+
+_BODY_WEIGHT = 1.0
+_CTX_WEIGHT = 0.3
+_CONTEXT_TURNS = 2
+
+_MAX_QUERY_CHARS = 4000  # a pasted page is still a valid query; its head is plenty
+_MAX_TERMS = 16
+_MAX_TOKEN_CHARS = 64
+# A ranked FTS5 query scores every row matching any of its terms; beyond this many rows
+# the common terms are left to the coverage term (or, if all are common, the newest
+# matches are ranked): keeps a common-word query over a million rows in milliseconds.
+_RANK_BUDGET = 5_000
+_RECENT_WINDOW = 500
+_RRF_K = 60.0
+_NEIGHBOUR_WEIGHT = 0.5
+_IDF_N = 10_000.0  # idf of coverage weights from capped counts: only ratios matter
+# The message just before a match is often what the match answers ("How was the support
+# group?" -> "It was great, ..."): each BM25 hit votes for its predecessor at this weight.
+# The index-time ``ctx`` column covers the other direction. +1.5 points hit@10 on LoCoMo.
+_COVERAGE_WEIGHT = 0.5  # in units of one first-place RRF vote
+_RECENCY_WEIGHT = 0.1  # a tie-breaker: about a few places in one list for a message from today
+_MAX_BONUS = _COVERAGE_WEIGHT + _RECENCY_WEIGHT
+_RERANK_DEPTH = 30
+_FUZZY_RARE = 2  # a term found in at most this many documents of the scope gets expansions
+_FUZZY_PER_TERM = 2
+_SNIPPET_CHARS = 200
+
+# Short and general: question words and function words only; content words stay.
+_STOPWORD_TEXT = """a about above after again against ago all also am an and any are as at be because been before
+    being below between both but by can could did do does doing done down during each else ever few for
+    from further get got had has have having he her here hers herself him himself his how i if in into is
+    it its itself just let me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own please same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up us very was we were what
+    when where which while who whom whose why will with would you your yours yourself yourselves
+    s t d ll m re ve don didn doesn isn wasn weren won wouldn aren hasn haven couldn shouldn hadn mustn needn mightn shan"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+class SearchError(StoreError):
+    """A search could not run as asked (unknown method, missing embedder or numpy)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One search result: a message or a vault document of the caller's scope."""
+
+    id: int  # message id, or vault id when kind == "vault"
+    kind: str  # "message" or "vault"
+    score: float
+    text: str
+    snippet: str  # at most about 200 characters, around the first match
+    agent: str | None
+    ts: float
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors (same length for every text)."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class LiteLLMEmbedder:
+    """Embeddings through ``litellm.embedding`` (any provider litellm knows)."""
+
+    def __init__(self, model: str, api_base: str | None = None, **kwargs: Any) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.kwargs = kwargs
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        import litellm  # heavy and optional on this path: import when used
+
+        response = litellm.embedding(model=self.model, input=texts, api_base=self.api_base, **self.kwargs)
+        rows = sorted(response.data, key=lambda item: item["index"])
+        return [list(map(float, row["embedding"])) for row in rows]
+
+
+# -- schema ---------------------------------------------------------------------------------
+
+
+def _key_expr(scope: str, id_expr: str, offset: int = 0) -> str:
+    num = f"(SELECT num FROM search_scopes WHERE scope = {scope})"
+    return f"{num} * {_SCOPE_SPAN} + {offset} + {id_expr}" if offset else f"{num} * {_SCOPE_SPAN} + {id_expr}"
+
+
+def _ctx_expr(scope: str, id_expr: str) -> str:
+    return (
+        "coalesce((SELECT group_concat(text, ' ') FROM (SELECT text FROM messages"
+        f" WHERE scope = {scope} AND id < {id_expr} ORDER BY id DESC LIMIT {_CONTEXT_TURNS})), '')"
+    )
+
+
+def create_search_schema(db: sqlite_utils.Database) -> None:
+    """Migration step: the FTS5 index, its triggers, the vector table; indexes existing rows."""
+    conn = db.conn
+    conn.execute("CREATE TABLE search_scopes (num INTEGER PRIMARY KEY, scope TEXT NOT NULL UNIQUE)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE search_fts USING fts5(body, ctx,"
+        " tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("CREATE VIRTUAL TABLE search_vocab USING fts5vocab(search_fts, 'row')")
+    conn.execute(
+        "CREATE TABLE search_vectors (doc INTEGER PRIMARY KEY, model TEXT NOT NULL, vec BLOB NOT NULL)"
+    )
+    msg_new = _key_expr("new.scope", "new.id")
+    msg_old = _key_expr("old.scope", "old.id")
+    vault_new = _key_expr("new.scope", "new.id", _VAULT_OFFSET)
+    vault_old = _key_expr("old.scope", "old.id", _VAULT_OFFSET)
+    vault_text = "CASE WHEN new.title = '' THEN new.body ELSE new.title || char(10) || new.body END"
+    add_message = (
+        "INSERT OR IGNORE INTO search_scopes(scope) VALUES (new.scope);"
+        f" INSERT INTO search_fts(rowid, body, ctx) VALUES ({msg_new}, new.text, {_ctx_expr('new.scope', 'new.id')});"
+    )
+    drop_message = (
+        f"DELETE FROM search_fts WHERE rowid = {msg_old};"
+        f" DELETE FROM search_vectors WHERE doc = {msg_old};"
+    )
+    add_vault = (
+        "INSERT OR IGNORE INTO search_scopes(scope) VALUES (new.scope);"
+        f" INSERT INTO search_fts(rowid, body, ctx) VALUES ({vault_new}, {vault_text}, '');"
+    )
+    drop_vault = (
+        f"DELETE FROM search_fts WHERE rowid = {vault_old};"
+        f" DELETE FROM search_vectors WHERE doc = {vault_old};"
+    )
+    conn.execute(f"CREATE TRIGGER search_messages_ai AFTER INSERT ON messages BEGIN {add_message} END")
+    conn.execute(f"CREATE TRIGGER search_messages_ad AFTER DELETE ON messages BEGIN {drop_message} END")
+    conn.execute(
+        f"CREATE TRIGGER search_messages_au AFTER UPDATE OF text, scope ON messages BEGIN {drop_message} {add_message} END"
+    )
+    conn.execute(f"CREATE TRIGGER search_vault_ai AFTER INSERT ON vault BEGIN {add_vault} END")
+    conn.execute(f"CREATE TRIGGER search_vault_ad AFTER DELETE ON vault BEGIN {drop_vault} END")
+    conn.execute(
+        f"CREATE TRIGGER search_vault_au AFTER UPDATE OF title, body, scope ON vault BEGIN {drop_vault} {add_vault} END"
+    )
+    # Erasing a scope drops its whole range, whether its messages go before or after the
+    # scope row: a message deleted later finds no scope number and is already gone.
+    lo = f"(SELECT num FROM search_scopes WHERE scope = old.scope) * {_SCOPE_SPAN}"
+    conn.execute(
+        "CREATE TRIGGER search_scopes_ad AFTER DELETE ON scopes BEGIN"
+        f" DELETE FROM search_fts WHERE rowid BETWEEN {lo} AND {lo} + {_SCOPE_SPAN - 1};"
+        f" DELETE FROM search_vectors WHERE doc BETWEEN {lo} AND {lo} + {_SCOPE_SPAN - 1};"
+        " DELETE FROM search_scopes WHERE scope = old.scope;"
+        " END"
+    )
+    # Rows written before this migration.
+    conn.execute(
+        "INSERT OR IGNORE INTO search_scopes(scope)"
+        " SELECT scope FROM (SELECT DISTINCT scope FROM messages UNION SELECT DISTINCT scope FROM vault) ORDER BY scope"
+    )
+    conn.execute(
+        "INSERT INTO search_fts(rowid, body, ctx)"
+        f" SELECT {_key_expr('m.scope', 'm.id')}, m.text, {_ctx_expr('m.scope', 'm.id')} FROM messages m"
+    )
+    conn.execute(
+        "INSERT INTO search_fts(rowid, body, ctx)"
+        f" SELECT {_key_expr('v.scope', 'v.id', _VAULT_OFFSET)},"
+        " CASE WHEN v.title = '' THEN v.body ELSE v.title || char(10) || v.body END, '' FROM vault v"
+    )
+
+
+# -- text -------------------------------------------------------------------------------------
+
+_TOKEN_RE = re.compile(r"[^\W_]+")
+
+
+def _fold(text: str) -> str:
+    """Lower case without diacritics, like FTS5's ``unicode61 remove_diacritics 2``."""
+    text = text.lower()
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _cons(word: str, i: int) -> bool:
+    ch = word[i]
+    if ch in "aeiou":
+        return False
+    if ch == "y":
+        return i == 0 or not _cons(word, i - 1)
+    return True
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences."""
+    n, i, size = 0, 0, len(stem)
+    while i < size and _cons(stem, i):
+        i += 1
+    while i < size:
+        while i < size and not _cons(stem, i):
+            i += 1
+        if i >= size:
+            break
+        while i < size and _cons(stem, i):
+            i += 1
+        n += 1
+    return n
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _cons(stem, i) for i in range(len(stem)))
+
+
+def _double_cons(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _cons(word, len(word) - 1)
+
+
+def _cvc(word: str) -> bool:
+    size = len(word)
+    return (
+        size >= 3
+        and _cons(word, size - 3)
+        and not _cons(word, size - 2)
+        and _cons(word, size - 1)
+        and word[-1] not in "wxy"
+    )
+
+
+_STEP2 = (
+    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
+    ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
+    ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
+    ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
+    ("logi", "log"),
+)  # fmt: skip
+_STEP3 = (("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""), ("ness", ""))
+_STEP4 = (
+    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
+    "ism", "ate", "iti", "ous", "ive", "ize",
+)  # fmt: skip
+
+
+@lru_cache(maxsize=262_144)
+def porter_stem(word: str) -> str:
+    """The Porter (1980) stem of a folded token, identical to FTS5's ``porter`` tokenizer."""
+    if len(word) < 3 or len(word) > 64 or not word.isascii():
+        return word
+    w = word
+    if w.endswith("sses") or w.endswith("ies"):
+        w = w[:-2]
+    elif not w.endswith("ss") and w.endswith("s"):
+        w = w[:-1]
+    extra = False
+    if w.endswith("eed"):
+        if _measure(w[:-3]) > 0:
+            w = w[:-1]
+    elif w.endswith("ed") and _has_vowel(w[:-2]):
+        w, extra = w[:-2], True
+    elif w.endswith("ing") and _has_vowel(w[:-3]):
+        w, extra = w[:-3], True
+    if extra:
+        if w.endswith(("at", "bl", "iz")):
+            w += "e"
+        elif _double_cons(w) and w[-1] not in "lsz":
+            w = w[:-1]
+        elif _measure(w) == 1 and _cvc(w):
+            w += "e"
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    for suffix, repl in _STEP2:
+        if w.endswith(suffix):
+            if _measure(w[: -len(suffix)]) > 0:
+                w = w[: -len(suffix)] + repl
+            break
+    for suffix, repl in _STEP3:
+        if w.endswith(suffix):
+            if _measure(w[: -len(suffix)]) > 0:
+                w = w[: -len(suffix)] + repl
+            break
+    for suffix in _STEP4:
+        if w.endswith(suffix):
+            stem = w[: -len(suffix)]
+            if _measure(stem) > 1 and (suffix != "ion" or stem[-1:] in ("s", "t")):
+                w = stem
+            break
+    if w.endswith("e"):
+        stem = w[:-1]
+        m = _measure(stem)
+        if m > 1 or (m == 1 and not _cvc(stem)):
+            w = stem
+    if w.endswith("ll") and _measure(w) > 1:
+        w = w[:-1]
+    return w
+
+
+def _text_stems(text: str) -> set[str]:
+    return {porter_stem(tok) for tok in set(_TOKEN_RE.findall(_fold(text)))}
+
+
+@dataclass
+class _Term:
+    word: str  # folded token, what goes (quoted) into MATCH
+    stem: str
+    alts: list[str] = field(default_factory=list)  # typo expansions: surface words from the vocabulary
+
+
+def _query_terms(query: str) -> list[_Term]:
+    """Distinct content terms of a query, in order; its plain words if it has only stopwords."""
+    words = [_fold(tok)[:_MAX_TOKEN_CHARS] for tok in _TOKEN_RE.findall(query[:_MAX_QUERY_CHARS])]
+    content = [w for w in words if w not in STOPWORDS] or words
+    terms: dict[str, _Term] = {}
+    for word in content:
+        stem = porter_stem(word)
+        if stem and stem not in terms:
+            terms[stem] = _Term(word, stem)
+            if len(terms) >= _MAX_TERMS:
+                break
+    return list(terms.values())
+
+
+def _phrase(word: str) -> str:
+    # Tokens hold letters and digits only, so they can never close the quotes.
+    return '"' + word.replace('"', "") + '"'
+
+
+def _match_expr(words: Sequence[str]) -> str:
+    return " OR ".join(_phrase(w) for w in dict.fromkeys(words))
+
+
+def _snippet(text: str, stems: set[str], width: int = _SNIPPET_CHARS) -> str:
+    """About ``width`` characters of ``text`` around its first word with one of ``stems``."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    start = 0
+    for match in _TOKEN_RE.finditer(flat):
+        if porter_stem(_fold(match.group())) in stems:
+            start = match.start()
+            break
+    begin = max(0, min(start - width // 4, len(flat) - width))
+    if begin > 0:  # do not cut a word in half
+        space = flat.find(" ", begin)
+        begin = space + 1 if 0 <= space < start else begin
+    end = min(len(flat), begin + width - 2)
+    if end < len(flat):
+        space = flat.rfind(" ", begin, end)
+        end = space if space > begin + width // 2 else end
+    return ("…" if begin > 0 else "") + flat[begin:end] + ("…" if end < len(flat) else "")
+
+
+# -- connection plumbing ------------------------------------------------------------------------
+
+
+def _resolve(source: Any) -> tuple[sqlite3.Connection, Any]:
+    """The connection and lock of a Store, a sqlite_utils.Database or a bare connection."""
+    if isinstance(source, sqlite3.Connection):
+        return source, nullcontext()
+    lock = getattr(source, "_lock", None)
+    conn = getattr(source, "conn", None)
+    if not isinstance(conn, sqlite3.Connection):
+        raise TypeError(f"expected a Store, a sqlite_utils.Database or a sqlite3.Connection, not {type(source).__name__}")
+    return conn, lock if lock is not None else nullcontext()
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranges:
+    """FTS rowid ranges (inclusive) of one scope's searchable documents."""
+
+    base: int
+    parts: tuple[tuple[int, int], ...]
+
+
+def _scope_ranges(conn: sqlite3.Connection, scope: str, before_id: int | None) -> _Ranges | None:
+    row = conn.execute("SELECT num FROM search_scopes WHERE scope = ?", (scope,)).fetchone()
+    if row is None:
+        return None
+    base = int(row[0]) * _SCOPE_SPAN
+    vault = (base + _VAULT_OFFSET, base + _SCOPE_SPAN - 1)
+    if before_id is None:
+        return _Ranges(base, ((base, base + _SCOPE_SPAN - 1),))
+    cap = min(max(int(before_id), 0), _VAULT_OFFSET)
+    if cap <= 1:  # no message qualifies; vault documents still do
+        return _Ranges(base, (vault,))
+    return _Ranges(base, ((base, base + cap - 1), vault))
+
+
+# -- vocabulary cache (typo expansion) -------------------------------------------------------------
+
+
+@dataclass
+class _Vocab:
+    by_key: dict[tuple[str, int], list[str]]  # (first letter, length) -> stems
+    df: dict[str, int]
+    loaded: float
+    cost: float
+    changes: int
+
+
+# Keyed by the Store (or Database) that owns the connection: sqlite3 connections cannot be
+# weakly referenced. A bare connection gets no cache (it is the small-test path).
+_VOCABS: WeakKeyDictionary[Any, _Vocab] = WeakKeyDictionary()
+_VOCAB_LOCK = threading.Lock()
+_VOCAB_TTL_FACTOR = 200.0  # an expensive vocabulary is reloaded at most every 200x its load time
+
+
+def _vocabulary(conn: sqlite3.Connection, owner: Any) -> _Vocab:
+    """Every indexed term (stemmed), bucketed by length; cached per connection.
+
+    fts5vocab walks the whole index (about a second at a million rows), so the cache is
+    reloaded when this connection has written since and the load was cheap, or when an
+    expensive one has aged: a word added minutes ago may miss typo expansion until then
+    (its exact spelling is always found).
+    """
+    now = time.monotonic()
+    with _VOCAB_LOCK:
+        try:
+            cached = _VOCABS.get(owner)
+        except TypeError:
+            cached = None
+    if cached is not None:
+        age = now - cached.loaded
+        changed = conn.total_changes != cached.changes
+        stale = age > max(30.0, cached.cost * _VOCAB_TTL_FACTOR) or (changed and cached.cost < 0.05)
+        if not stale:
+            return cached
+    started = time.monotonic()
+    by_key: dict[tuple[str, int], list[str]] = {}
+    df: dict[str, int] = {}
+    for term, docs in conn.execute("SELECT term, doc FROM search_vocab"):
+        if term.isalpha() and 3 <= len(term) <= 30:
+            by_key.setdefault((term[0], len(term)), []).append(term)
+            df[term] = docs
+    vocab = _Vocab(by_key, df, time.monotonic(), time.monotonic() - started, conn.total_changes)
+    with _VOCAB_LOCK, suppress(TypeError):
+        _VOCABS[owner] = vocab
+    return vocab
+
+
+@lru_cache(maxsize=65_536)
+def _surface(stem: str) -> str | None:
+    """A word FTS5 will stem to ``stem`` (stems are not always fixed points of Porter)."""
+    for candidate in (stem, stem + "e", stem + "s", stem + "ing", stem + "y"):
+        if porter_stem(candidate) == stem:
+            return candidate
+    return None
+
+
+# -- the query pipeline ----------------------------------------------------------------------------
+
+
+def _count_capped(conn: sqlite3.Connection, expr: str, ranges: _Ranges, cap: int) -> int:
+    total = 0
+    for lo, hi in ranges.parts:
+        total += conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM search_fts WHERE search_fts MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)",
+            (expr, lo, hi, cap + 1 - total),
+        ).fetchone()[0]
+        if total > cap:
+            break
+    return total
+
+
+def _ranked(
+    conn: sqlite3.Connection,
+    words: Sequence[str],
+    dfs: dict[str, int],
+    ranges: _Ranges,
+    limit: int,
+    ctx_weight: float = _CTX_WEIGHT,
+) -> list[int]:
+    """Document keys ranked by BM25 over ``words``, within the rank budget."""
+    if not words:
+        return []
+    chosen: list[str] = []
+    spent = 0
+    for word in sorted(dict.fromkeys(words), key=lambda w: dfs.get(w, 0)):
+        df = dfs.get(word, 0)
+        if df == 0:
+            continue
+        if spent + df > _RANK_BUDGET:
+            break
+        chosen.append(word)
+        spent += df
+    scored: list[tuple[float, int]] = []
+    if chosen:
+        sql = (
+            f"SELECT rowid, bm25(search_fts, {_BODY_WEIGHT}, {ctx_weight}) AS r FROM search_fts"
+            " WHERE search_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY r LIMIT ?"
+        )
+        expr = _match_expr(chosen)
+    elif any(dfs.get(w, 0) for w in words):
+        # Every term is common: rank the newest matches only (recent history first).
+        sql = (
+            f"SELECT rowid, bm25(search_fts, {_BODY_WEIGHT}, {ctx_weight}) AS r FROM search_fts"
+            " WHERE search_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
+        )
+        expr = _match_expr([w for w in words if dfs.get(w, 0)])
+        limit = max(limit, _RECENT_WINDOW)
+    else:
+        return []
+    for lo, hi in ranges.parts:
+        scored.extend((r, key) for key, r in conn.execute(sql, (expr, lo, hi, limit)))
+    scored.sort()
+    return [key for _, key in scored]
+
+
+def _expand_typos(
+    conn: sqlite3.Connection, owner: Any, terms: list[_Term], dfs: dict[str, int], ranges: _Ranges
+) -> None:
+    """Give rare or unknown alphabetic terms close vocabulary words found in this scope.
+
+    A typo keeps its first letter and its stem sits one edit (two for words of eight
+    letters or more) from the stem meant; an adjacent swap counts as one edit. A word used in other scopes is
+    real, merely absent here, and is left alone: expanding "june" to "tune" only adds noise.
+    """
+    needy = [t for t in terms if dfs.get(t.word, 0) <= _FUZZY_RARE and t.stem.isalpha() and len(t.stem) >= 4]
+    if not needy:
+        return
+    vocab = _vocabulary(conn, owner)
+    for term in needy:
+        own = dfs.get(term.word, 0)
+        if vocab.df.get(term.stem, 0) > own + _FUZZY_RARE:
+            continue
+        max_dist = 1 if len(term.word) < 8 else 2
+        pool: list[str] = []
+        for size in range(len(term.stem) - max_dist, len(term.stem) + max_dist + 1):
+            pool.extend(vocab.by_key.get((term.stem[0], size), ()))
+        if not pool:
+            continue
+        near = process.extract(term.stem, pool, scorer=OSA.distance, score_cutoff=max_dist, limit=4 * _FUZZY_PER_TERM)
+        # Closest first, then the more common spelling (likelier to be what was meant).
+        near.sort(key=lambda item: (item[1], -vocab.df.get(item[0], 0)))
+        for stem, _dist, _index in near:
+            if stem == term.stem:
+                continue
+            word = _surface(stem)
+            if word is None or word in STOPWORDS:
+                continue
+            df = dfs.get(word)
+            if df is None:
+                df = dfs[word] = _count_capped(conn, _phrase(word), ranges, _RANK_BUDGET)
+            if df > own:
+                term.alts.append(word)
+                if len(term.alts) >= _FUZZY_PER_TERM:
+                    break
+
+
+def _predecessors(conn: sqlite3.Connection, scope: str, ranges: _Ranges, keys: Sequence[int]) -> list[int]:
+    """The document key of the message before each message key (vault keys are skipped)."""
+    found: list[int] = []
+    for key in keys:
+        message_id = key - ranges.base
+        if message_id >= _VAULT_OFFSET:
+            continue
+        row = conn.execute(
+            "SELECT max(id) FROM messages WHERE scope = ? AND id < ?", (scope, message_id)
+        ).fetchone()
+        if row[0] is not None:
+            found.append(ranges.base + int(row[0]))
+    return found
+
+
+def _recency(ts: float, now: float, half_life_days: float | None) -> float:
+    if not half_life_days or half_life_days <= 0:
+        return 0.0
+    age_days = max(0.0, now - ts) / 86400.0
+    return math.pow(0.5, age_days / half_life_days)
+
+
+@dataclass
+class _Doc:
+    key: int
+    kind: str
+    id: int
+    text: str
+    ctx: str
+    agent: str | None
+    ts: float
+
+
+def _load_docs(conn: sqlite3.Connection, scope: str, keys: Sequence[int], base: int) -> dict[int, _Doc]:
+    docs: dict[int, _Doc] = {}
+    message_ids = {key - base: key for key in keys if key - base < _VAULT_OFFSET}
+    vault_ids = {key - base - _VAULT_OFFSET: key for key in keys if key - base >= _VAULT_OFFSET}
+    ctx = {}
+    if keys:
+        marks = ",".join("?" * len(keys))
+        ctx = dict(conn.execute(f"SELECT rowid, ctx FROM search_fts WHERE rowid IN ({marks})", list(keys)))
+    if message_ids:
+        marks = ",".join("?" * len(message_ids))
+        # The scope test is redundant with the rowid range, and kept: isolation is the rule.
+        for mid, text, agent, ts in conn.execute(
+            f"SELECT id, text, agent, ts FROM messages WHERE scope = ? AND id IN ({marks})", [scope, *message_ids]
+        ):
+            key = message_ids[mid]
+            docs[key] = _Doc(key, "message", mid, text, ctx.get(key) or "", agent, float(ts))
+    if vault_ids:
+        marks = ",".join("?" * len(vault_ids))
+        for vid, title, body, agent, updated in conn.execute(
+            f"SELECT id, title, body, agent, updated FROM vault WHERE scope = ? AND id IN ({marks})", [scope, *vault_ids]
+        ):
+            key = vault_ids[vid]
+            text = f"{title}\n{body}" if title else body
+            docs[key] = _Doc(key, "vault", vid, text, "", agent, float(updated))
+    return docs
+
+
+def search_archive(
+    source: Any,
+    scope: str,
+    query: str,
+    k: int = 10,
+    method: str = "hybrid",
+    *,
+    before_id: int | None = None,
+    half_life_days: float | None = 30.0,
+    now: float | None = None,
+    embedder: Embedder | None = None,
+) -> list[SearchHit]:
+    """Search one scope's messages and vault documents; best first, at most ``k``.
+
+    ``source`` is a Store, a sqlite_utils.Database or a sqlite3.Connection.
+    ``method``: ``bm25`` (stemmed BM25), ``fuzzy`` (BM25 over the query with typo
+    expansions), ``semantic`` (cosine over stored embeddings), ``hybrid`` (reciprocal rank
+    fusion of bm25 and fuzzy, plus semantic when an embedder is given, then query
+    coverage and recency) or ``hybrid_semantic`` (hybrid that requires the embedder).
+    ``before_id``: only messages with a smaller id (vault documents always qualify).
+    Any text is a valid query; one without words returns ``[]``.
+    """
+    if method not in SEARCH_METHODS:
+        raise SearchError(f"unknown search method {method!r}; expected one of {', '.join(SEARCH_METHODS)}")
+    if method in ("semantic", "hybrid_semantic") and embedder is None:
+        raise SearchError(f"search method {method!r} needs an embedder")
+    if not isinstance(query, str) or k <= 0:
+        return []
+    terms = _query_terms(query)
+    if not terms and method not in ("semantic", "hybrid_semantic"):
+        return []
+    conn, lock = _resolve(source)
+    now = time.time() if now is None else float(now)
+    pool = max(50, 3 * k)
+    with lock:
+        ranges = _scope_ranges(conn, scope, before_id)
+        if ranges is None:
+            return []
+        dfs = {t.word: _count_capped(conn, _phrase(t.word), ranges, _RANK_BUDGET) for t in terms}
+        lists: list[list[int]] = []
+        if method in ("bm25", "hybrid", "hybrid_semantic"):
+            lists.append(_ranked(conn, [t.word for t in terms], dfs, ranges, pool))
+        if method in ("fuzzy", "hybrid", "hybrid_semantic"):
+            _expand_typos(conn, source, terms, dfs, ranges)
+            if method == "fuzzy":  # on its own: the whole query, spelling-tolerant
+                lists.append(_ranked(conn, [w for t in terms for w in (t.word, *t.alts)], dfs, ranges, pool))
+            elif any(t.alts for t in terms):  # beside bm25, which already ranks the words as typed
+                lists.append(_ranked(conn, [a for t in terms for a in t.alts], dfs, ranges, pool))
+        weights = [1.0] * len(lists)
+        if method in ("hybrid", "hybrid_semantic") and lists and lists[0]:
+            lists.append(_predecessors(conn, scope, ranges, lists[0][:pool]))
+            weights.append(_NEIGHBOUR_WEIGHT)
+        if embedder is not None and method in ("semantic", "hybrid", "hybrid_semantic"):
+            lists.append(_semantic(conn, ranges, query, embedder, pool))
+            weights.append(1.0)
+        fused: dict[int, float] = {}
+        for ranked, weight in zip(lists, weights, strict=True):
+            for rank, key in enumerate(ranked[:pool]):
+                fused[key] = fused.get(key, 0.0) + weight / (_RRF_K + rank + 1)
+        if not fused:
+            return []
+        blended = method in ("hybrid", "hybrid_semantic")
+        if blended:
+            ordered = sorted(fused, key=fused.__getitem__, reverse=True)
+            # Coverage and recency add at most max_bonus: whatever trails the k-th fused score
+            # by more can never reach the top k, so it is neither loaded nor tokenized.
+            floor = fused[ordered[min(k, len(ordered)) - 1]] - _MAX_BONUS / (_RRF_K + 1)
+            # The head is re-ranked; past it, tokenizing texts costs more than it moves.
+            shortlist = [key for key in ordered[: max(_RERANK_DEPTH, 3 * k)] if fused[key] >= floor]
+        else:  # a single list: its own order
+            shortlist = lists[0][:k]
+        docs = _load_docs(conn, scope, shortlist, ranges.base)
+    wanted = [{t.stem, *(porter_stem(a) for a in t.alts)} for t in terms]
+    # Rarer terms say more about a document: weight each by an idf over the capped counts.
+    term_weights = [
+        math.log(1.0 + _IDF_N / (1.0 + max([dfs.get(t.word, 0), *(dfs.get(a, 0) for a in t.alts)]))) for t in terms
+    ]
+    weight_sum = sum(term_weights) or 1.0
+    unit = 1.0 / (_RRF_K + 1)
+    scored: list[tuple[float, _Doc]] = []
+    for key in shortlist:
+        doc = docs.get(key)
+        if doc is None:
+            continue
+        score = fused[key]
+        if blended:
+            coverage = 0.0
+            if wanted:
+                body, ctx = _text_stems(doc.text), _text_stems(doc.ctx)
+                # A term met only in the neighbouring turns counts as much as their BM25 weight.
+                coverage = sum(
+                    w * (1.0 if group & body else _CTX_WEIGHT if group & ctx else 0.0)
+                    for group, w in zip(wanted, term_weights, strict=True)
+                ) / weight_sum
+            score += unit * (_COVERAGE_WEIGHT * coverage + _RECENCY_WEIGHT * _recency(doc.ts, now, half_life_days))
+        scored.append((score, doc))
+    if blended:
+        scored.sort(key=lambda item: item[0], reverse=True)
+    all_stems = set().union(*wanted) if wanted else set()
+    hits = [
+        SearchHit(
+            id=doc.id,
+            kind=doc.kind,
+            score=score,
+            text=doc.text,
+            snippet=_snippet(doc.text, all_stems),
+            agent=doc.agent,
+            ts=doc.ts,
+        )
+        for score, doc in scored[:k]
+    ]
+    return hits
+
+
+# -- embeddings -----------------------------------------------------------------------------------
+
+
+def _embedder_name(embedder: Embedder) -> str:
+    return str(getattr(embedder, "name", None) or getattr(embedder, "model", None) or type(embedder).__name__)
+
+
+def _numpy() -> Any:
+    try:
+        import numpy
+    except ImportError as exc:  # not a declared dependency
+        raise SearchError("semantic search needs numpy: pip install numpy") from exc
+    return numpy
+
+
+def index_embeddings(source: Any, scope: str, embedder: Embedder, *, batch_size: int = 64) -> int:
+    """Embed the scope's messages and vault documents that have no vector from this embedder yet.
+
+    Returns how many were embedded. Vectors are float32 blobs keyed by document key.
+    """
+    conn, lock = _resolve(source)
+    model = _embedder_name(embedder)
+    with lock:
+        ranges = _scope_ranges(conn, scope, None)
+        if ranges is None:
+            return 0
+        lo, hi = ranges.parts[0]
+        missing = conn.execute(
+            "SELECT f.rowid, f.body FROM search_fts f WHERE f.rowid BETWEEN ? AND ?"
+            " AND NOT EXISTS (SELECT 1 FROM search_vectors v WHERE v.doc = f.rowid AND v.model = ?)",
+            (lo, hi, model),
+        ).fetchall()
+    done = 0
+    for start in range(0, len(missing), batch_size):
+        chunk = missing[start : start + batch_size]
+        vectors = embedder.embed([body for _, body in chunk])
+        if len(vectors) != len(chunk):
+            raise SearchError(f"embedder returned {len(vectors)} vectors for {len(chunk)} texts")
+        rows = [(key, model, array.array("f", vec).tobytes()) for (key, _), vec in zip(chunk, vectors, strict=True)]
+        with lock, _write(conn):
+            # A document erased while we were embedding must not come back as a vector.
+            conn.executemany(
+                "INSERT OR REPLACE INTO search_vectors(doc, model, vec)"
+                " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM search_fts WHERE rowid = ?)",
+                [(*row, row[0]) for row in rows],
+            )
+        done += len(rows)
+    return done
+
+
+@contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _semantic(conn: sqlite3.Connection, ranges: _Ranges, query: str, embedder: Embedder, limit: int) -> list[int]:
+    """Document keys by cosine similarity to the query (brute force over the scope)."""
+    np = _numpy()
+    model = _embedder_name(embedder)
+    keys: list[int] = []
+    blobs: list[bytes] = []
+    for lo, hi in ranges.parts:
+        for key, blob in conn.execute(
+            "SELECT doc, vec FROM search_vectors WHERE doc BETWEEN ? AND ? AND model = ?", (lo, hi, model)
+        ):
+            keys.append(key)
+            blobs.append(blob)
+    if not keys or not query.strip():
+        return []
+    qvec = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    dim = qvec.shape[0]
+    usable = [i for i, blob in enumerate(blobs) if len(blob) == 4 * dim]
+    if not usable:
+        return []
+    matrix = np.frombuffer(b"".join(blobs[i] for i in usable), dtype=np.float32).reshape(len(usable), dim)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(qvec) or 1.0)
+    sims = matrix @ qvec / np.where(norms == 0, 1.0, norms)
+    top = np.argsort(-sims)[:limit]
+    return [keys[usable[int(i)]] for i in top]
+
