@@ -8,9 +8,9 @@ rowid range::
     key = scope_num * 2**40 + 2**39 + id         (a vault document)
 
 so "only this scope" (and "only messages older than ``before_id``") is a rowid range,
-which FTS5 applies inside its doclist iteration: no other scope's row is ever read,
-and a query costs the same however many other scopes share the file. ``scope_num``
-comes from ``search_scopes``, filled by the insert triggers.
+which FTS5 applies inside its doclist iteration: no other scope's row is matched,
+scored or returned. (BM25's idf statistics stay table-wide, as FTS5 computes them.)
+``scope_num`` comes from ``search_scopes``, filled by the insert triggers.
 
 Each message is indexed with the text of the two messages before it in the same scope
 (column ``ctx``, weighted 0.3): on LoCoMo that lifts BM25 hit@10 by about 10 points.
@@ -61,7 +61,6 @@ SEARCH_METHODS = ("hybrid", "bm25", "fuzzy", "semantic", "hybrid_semantic")
 
 _SCOPE_SPAN = 1 << 40  # rowids per scope
 _VAULT_OFFSET = 1 << 39  # vault documents sit in the upper half of a scope's range
-_MAX_ID = _VAULT_OFFSET - 1
 
 _BODY_WEIGHT = 1.0
 _CTX_WEIGHT = 0.3
@@ -72,9 +71,8 @@ _MAX_TERMS = 16
 _MAX_TOKEN_CHARS = 64
 # A ranked FTS5 query scores every row matching any of its terms; beyond this many rows
 # the common terms are left to the coverage term (or, if all are common, the newest
-# matches are ranked): keeps a common-word query over a million rows in milliseconds.
+# matches come first): keeps a common-word query over a million rows in milliseconds.
 _RANK_BUDGET = 5_000
-_RECENT_WINDOW = 500
 _RRF_K = 60.0
 _NEIGHBOUR_WEIGHT = 0.5
 _IDF_N = 10_000.0  # idf of coverage weights from capped counts: only ratios matter
@@ -140,7 +138,9 @@ class LiteLLMEmbedder:
     def embed(self, texts: list[str]) -> list[list[float]]:
         import litellm  # heavy and optional on this path: import when used
 
-        response = litellm.embedding(model=self.model, input=texts, api_base=self.api_base, **self.kwargs)
+        response = litellm.embedding(
+            model=self.model, input=texts, api_base=self.api_base, **self.kwargs
+        )
         rows = sorted(response.data, key=lambda item: item["index"])
         return [list(map(float, row["embedding"])) for row in rows]
 
@@ -150,7 +150,11 @@ class LiteLLMEmbedder:
 
 def _key_expr(scope: str, id_expr: str, offset: int = 0) -> str:
     num = f"(SELECT num FROM search_scopes WHERE scope = {scope})"
-    return f"{num} * {_SCOPE_SPAN} + {offset} + {id_expr}" if offset else f"{num} * {_SCOPE_SPAN} + {id_expr}"
+    return (
+        f"{num} * {_SCOPE_SPAN} + {offset} + {id_expr}"
+        if offset
+        else f"{num} * {_SCOPE_SPAN} + {id_expr}"
+    )
 
 
 def _ctx_expr(scope: str, id_expr: str) -> str:
@@ -193,8 +197,12 @@ def create_search_schema(db: sqlite_utils.Database) -> None:
         f"DELETE FROM search_fts WHERE rowid = {vault_old};"
         f" DELETE FROM search_vectors WHERE doc = {vault_old};"
     )
-    conn.execute(f"CREATE TRIGGER search_messages_ai AFTER INSERT ON messages BEGIN {add_message} END")
-    conn.execute(f"CREATE TRIGGER search_messages_ad AFTER DELETE ON messages BEGIN {drop_message} END")
+    conn.execute(
+        f"CREATE TRIGGER search_messages_ai AFTER INSERT ON messages BEGIN {add_message} END"
+    )
+    conn.execute(
+        f"CREATE TRIGGER search_messages_ad AFTER DELETE ON messages BEGIN {drop_message} END"
+    )
     conn.execute(
         f"CREATE TRIGGER search_messages_au AFTER UPDATE OF text, scope ON messages BEGIN {drop_message} {add_message} END"
     )
@@ -294,7 +302,15 @@ _STEP2 = (
     ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
     ("logi", "log"),
 )  # fmt: skip
-_STEP3 = (("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""), ("ness", ""))
+_STEP3 = (
+    ("icate", "ic"),
+    ("ative", ""),
+    ("alize", "al"),
+    ("iciti", "ic"),
+    ("ical", "ic"),
+    ("ful", ""),
+    ("ness", ""),
+)
 _STEP4 = (
     "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
     "ism", "ate", "iti", "ous", "ive", "ize",
@@ -362,7 +378,8 @@ def _text_stems(text: str) -> set[str]:
 class _Term:
     word: str  # folded token, what goes (quoted) into MATCH
     stem: str
-    alts: list[str] = field(default_factory=list)  # typo expansions: surface words from the vocabulary
+    # Typo expansions: words from the vocabulary, spelled so FTS5 stems them as indexed.
+    alts: list[str] = field(default_factory=list)
 
 
 def _query_terms(query: str) -> list[_Term]:
@@ -419,7 +436,9 @@ def _resolve(source: Any) -> tuple[sqlite3.Connection, Any]:
     lock = getattr(source, "_lock", None)
     conn = getattr(source, "conn", None)
     if not isinstance(conn, sqlite3.Connection):
-        raise TypeError(f"expected a Store, a sqlite_utils.Database or a sqlite3.Connection, not {type(source).__name__}")
+        raise TypeError(
+            f"expected a Store, a sqlite_utils.Database or a sqlite3.Connection, not {type(source).__name__}"
+        )
     return conn, lock if lock is not None else nullcontext()
 
 
@@ -527,42 +546,50 @@ def _ranked(
     dfs: dict[str, int],
     ranges: _Ranges,
     limit: int,
-    ctx_weight: float = _CTX_WEIGHT,
 ) -> list[int]:
-    """Document keys ranked by BM25 over ``words``, within the rank budget."""
-    if not words:
+    """Document keys ranked by BM25 over ``words``, within the rank budget.
+
+    The rarest terms are ranked while their matches fit the budget; common ones are left
+    to the coverage term. When even the rarest term is too common, BM25 is skipped
+    altogether (its idf pass alone reads the term's whole doclist): the newest documents
+    holding every term come first, then the newest holding any.
+    """
+    present = [w for w in dict.fromkeys(words) if dfs.get(w, 0) > 0]
+    if not present:
         return []
     chosen: list[str] = []
     spent = 0
-    for word in sorted(dict.fromkeys(words), key=lambda w: dfs.get(w, 0)):
-        df = dfs.get(word, 0)
-        if df == 0:
-            continue
-        if spent + df > _RANK_BUDGET:
+    for word in sorted(present, key=lambda w: dfs[w]):
+        if spent + dfs[word] > _RANK_BUDGET:
             break
         chosen.append(word)
-        spent += df
-    scored: list[tuple[float, int]] = []
+        spent += dfs[word]
     if chosen:
+        scored: list[tuple[float, int]] = []
         sql = (
-            f"SELECT rowid, bm25(search_fts, {_BODY_WEIGHT}, {ctx_weight}) AS r FROM search_fts"
+            f"SELECT rowid, bm25(search_fts, {_BODY_WEIGHT}, {_CTX_WEIGHT}) AS r FROM search_fts"
             " WHERE search_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY r LIMIT ?"
         )
-        expr = _match_expr(chosen)
-    elif any(dfs.get(w, 0) for w in words):
-        # Every term is common: rank the newest matches only (recent history first).
-        sql = (
-            f"SELECT rowid, bm25(search_fts, {_BODY_WEIGHT}, {ctx_weight}) AS r FROM search_fts"
-            " WHERE search_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
-        )
-        expr = _match_expr([w for w in words if dfs.get(w, 0)])
-        limit = max(limit, _RECENT_WINDOW)
-    else:
-        return []
-    for lo, hi in ranges.parts:
-        scored.extend((r, key) for key, r in conn.execute(sql, (expr, lo, hi, limit)))
-    scored.sort()
-    return [key for _, key in scored]
+        for lo, hi in ranges.parts:
+            scored.extend(
+                (r, key) for key, r in conn.execute(sql, (_match_expr(chosen), lo, hi, limit))
+            )
+        scored.sort()
+        return [key for _, key in scored]
+    newest: dict[int, None] = {}
+    expressions = [" AND ".join(_phrase(w) for w in present)] if len(present) > 1 else []
+    expressions.append(_match_expr(present))
+    sql = (
+        "SELECT rowid FROM search_fts WHERE search_fts MATCH ? AND rowid BETWEEN ? AND ?"
+        " ORDER BY rowid DESC LIMIT ?"
+    )
+    for expr in expressions:
+        for lo, hi in reversed(ranges.parts):  # vault documents, then messages, newest first
+            for (key,) in conn.execute(sql, (expr, lo, hi, limit - len(newest))):
+                newest.setdefault(key)
+            if len(newest) >= limit:
+                return list(newest)
+    return list(newest)
 
 
 def _expand_typos(
@@ -574,7 +601,11 @@ def _expand_typos(
     letters or more) from the stem meant; an adjacent swap counts as one edit. A word used in other scopes is
     real, merely absent here, and is left alone: expanding "june" to "tune" only adds noise.
     """
-    needy = [t for t in terms if dfs.get(t.word, 0) <= _FUZZY_RARE and t.stem.isalpha() and len(t.stem) >= 4]
+    needy = [
+        t
+        for t in terms
+        if dfs.get(t.word, 0) <= _FUZZY_RARE and t.stem.isalpha() and len(t.stem) >= 4
+    ]
     if not needy:
         return
     vocab = _vocabulary(conn, owner)
@@ -588,7 +619,9 @@ def _expand_typos(
             pool.extend(vocab.by_key.get((term.stem[0], size), ()))
         if not pool:
             continue
-        near = process.extract(term.stem, pool, scorer=OSA.distance, score_cutoff=max_dist, limit=4 * _FUZZY_PER_TERM)
+        near = process.extract(
+            term.stem, pool, scorer=OSA.distance, score_cutoff=max_dist, limit=4 * _FUZZY_PER_TERM
+        )
         # Closest first, then the more common spelling (likelier to be what was meant).
         near.sort(key=lambda item: (item[1], -vocab.df.get(item[0], 0)))
         for stem, _dist, _index in near:
@@ -606,7 +639,9 @@ def _expand_typos(
                     break
 
 
-def _predecessors(conn: sqlite3.Connection, scope: str, ranges: _Ranges, keys: Sequence[int]) -> list[int]:
+def _predecessors(
+    conn: sqlite3.Connection, scope: str, ranges: _Ranges, keys: Sequence[int]
+) -> list[int]:
     """The document key of the message before each message key (vault keys are skipped)."""
     found: list[int] = []
     for key in keys:
@@ -639,26 +674,32 @@ class _Doc:
     ts: float
 
 
-def _load_docs(conn: sqlite3.Connection, scope: str, keys: Sequence[int], base: int) -> dict[int, _Doc]:
+def _load_docs(
+    conn: sqlite3.Connection, scope: str, keys: Sequence[int], base: int
+) -> dict[int, _Doc]:
     docs: dict[int, _Doc] = {}
     message_ids = {key - base: key for key in keys if key - base < _VAULT_OFFSET}
     vault_ids = {key - base - _VAULT_OFFSET: key for key in keys if key - base >= _VAULT_OFFSET}
     ctx = {}
     if keys:
         marks = ",".join("?" * len(keys))
-        ctx = dict(conn.execute(f"SELECT rowid, ctx FROM search_fts WHERE rowid IN ({marks})", list(keys)))
+        ctx = dict(
+            conn.execute(f"SELECT rowid, ctx FROM search_fts WHERE rowid IN ({marks})", list(keys))
+        )
     if message_ids:
         marks = ",".join("?" * len(message_ids))
         # The scope test is redundant with the rowid range, and kept: isolation is the rule.
         for mid, text, agent, ts in conn.execute(
-            f"SELECT id, text, agent, ts FROM messages WHERE scope = ? AND id IN ({marks})", [scope, *message_ids]
+            f"SELECT id, text, agent, ts FROM messages WHERE scope = ? AND id IN ({marks})",
+            [scope, *message_ids],
         ):
             key = message_ids[mid]
             docs[key] = _Doc(key, "message", mid, text, ctx.get(key) or "", agent, float(ts))
     if vault_ids:
         marks = ",".join("?" * len(vault_ids))
         for vid, title, body, agent, updated in conn.execute(
-            f"SELECT id, title, body, agent, updated FROM vault WHERE scope = ? AND id IN ({marks})", [scope, *vault_ids]
+            f"SELECT id, title, body, agent, updated FROM vault WHERE scope = ? AND id IN ({marks})",
+            [scope, *vault_ids],
         ):
             key = vault_ids[vid]
             text = f"{title}\n{body}" if title else body
@@ -689,7 +730,9 @@ def search_archive(
     Any text is a valid query; one without words returns ``[]``.
     """
     if method not in SEARCH_METHODS:
-        raise SearchError(f"unknown search method {method!r}; expected one of {', '.join(SEARCH_METHODS)}")
+        raise SearchError(
+            f"unknown search method {method!r}; expected one of {', '.join(SEARCH_METHODS)}"
+        )
     if method in ("semantic", "hybrid_semantic") and embedder is None:
         raise SearchError(f"search method {method!r} needs an embedder")
     if not isinstance(query, str) or k <= 0:
@@ -711,7 +754,9 @@ def search_archive(
         if method in ("fuzzy", "hybrid", "hybrid_semantic"):
             _expand_typos(conn, source, terms, dfs, ranges)
             if method == "fuzzy":  # on its own: the whole query, spelling-tolerant
-                lists.append(_ranked(conn, [w for t in terms for w in (t.word, *t.alts)], dfs, ranges, pool))
+                lists.append(
+                    _ranked(conn, [w for t in terms for w in (t.word, *t.alts)], dfs, ranges, pool)
+                )
             elif any(t.alts for t in terms):  # beside bm25, which already ranks the words as typed
                 lists.append(_ranked(conn, [a for t in terms for a in t.alts], dfs, ranges, pool))
         weights = [1.0] * len(lists)
@@ -741,7 +786,8 @@ def search_archive(
     wanted = [{t.stem, *(porter_stem(a) for a in t.alts)} for t in terms]
     # Rarer terms say more about a document: weight each by an idf over the capped counts.
     term_weights = [
-        math.log(1.0 + _IDF_N / (1.0 + max([dfs.get(t.word, 0), *(dfs.get(a, 0) for a in t.alts)]))) for t in terms
+        math.log(1.0 + _IDF_N / (1.0 + max([dfs.get(t.word, 0), *(dfs.get(a, 0) for a in t.alts)])))
+        for t in terms
     ]
     weight_sum = sum(term_weights) or 1.0
     unit = 1.0 / (_RRF_K + 1)
@@ -756,11 +802,17 @@ def search_archive(
             if wanted:
                 body, ctx = _text_stems(doc.text), _text_stems(doc.ctx)
                 # A term met only in the neighbouring turns counts as much as their BM25 weight.
-                coverage = sum(
-                    w * (1.0 if group & body else _CTX_WEIGHT if group & ctx else 0.0)
-                    for group, w in zip(wanted, term_weights, strict=True)
-                ) / weight_sum
-            score += unit * (_COVERAGE_WEIGHT * coverage + _RECENCY_WEIGHT * _recency(doc.ts, now, half_life_days))
+                coverage = (
+                    sum(
+                        w * (1.0 if group & body else _CTX_WEIGHT if group & ctx else 0.0)
+                        for group, w in zip(wanted, term_weights, strict=True)
+                    )
+                    / weight_sum
+                )
+            score += unit * (
+                _COVERAGE_WEIGHT * coverage
+                + _RECENCY_WEIGHT * _recency(doc.ts, now, half_life_days)
+            )
         scored.append((score, doc))
     if blended:
         scored.sort(key=lambda item: item[0], reverse=True)
@@ -784,7 +836,11 @@ def search_archive(
 
 
 def _embedder_name(embedder: Embedder) -> str:
-    return str(getattr(embedder, "name", None) or getattr(embedder, "model", None) or type(embedder).__name__)
+    return str(
+        getattr(embedder, "name", None)
+        or getattr(embedder, "model", None)
+        or type(embedder).__name__
+    )
 
 
 def _numpy() -> Any:
@@ -818,7 +874,10 @@ def index_embeddings(source: Any, scope: str, embedder: Embedder, *, batch_size:
         vectors = embedder.embed([body for _, body in chunk])
         if len(vectors) != len(chunk):
             raise SearchError(f"embedder returned {len(vectors)} vectors for {len(chunk)} texts")
-        rows = [(key, model, array.array("f", vec).tobytes()) for (key, _), vec in zip(chunk, vectors, strict=True)]
+        rows = [
+            (key, model, array.array("f", vec).tobytes())
+            for (key, _), vec in zip(chunk, vectors, strict=True)
+        ]
         with lock, _write(conn):
             # A document erased while we were embedding must not come back as a vector.
             conn.executemany(
@@ -844,7 +903,9 @@ def _write(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def _semantic(conn: sqlite3.Connection, ranges: _Ranges, query: str, embedder: Embedder, limit: int) -> list[int]:
+def _semantic(
+    conn: sqlite3.Connection, ranges: _Ranges, query: str, embedder: Embedder, limit: int
+) -> list[int]:
     """Document keys by cosine similarity to the query (brute force over the scope)."""
     np = _numpy()
     model = _embedder_name(embedder)
@@ -852,7 +913,8 @@ def _semantic(conn: sqlite3.Connection, ranges: _Ranges, query: str, embedder: E
     blobs: list[bytes] = []
     for lo, hi in ranges.parts:
         for key, blob in conn.execute(
-            "SELECT doc, vec FROM search_vectors WHERE doc BETWEEN ? AND ? AND model = ?", (lo, hi, model)
+            "SELECT doc, vec FROM search_vectors WHERE doc BETWEEN ? AND ? AND model = ?",
+            (lo, hi, model),
         ):
             keys.append(key)
             blobs.append(blob)
@@ -863,9 +925,10 @@ def _semantic(conn: sqlite3.Connection, ranges: _Ranges, query: str, embedder: E
     usable = [i for i, blob in enumerate(blobs) if len(blob) == 4 * dim]
     if not usable:
         return []
-    matrix = np.frombuffer(b"".join(blobs[i] for i in usable), dtype=np.float32).reshape(len(usable), dim)
+    matrix = np.frombuffer(b"".join(blobs[i] for i in usable), dtype=np.float32).reshape(
+        len(usable), dim
+    )
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(qvec) or 1.0)
     sims = matrix @ qvec / np.where(norms == 0, 1.0, norms)
     top = np.argsort(-sims)[:limit]
     return [keys[usable[int(i)]] for i in top]
-

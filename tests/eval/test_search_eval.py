@@ -1,0 +1,191 @@
+"""The LoCoMo search evaluation and the search benchmark, on tiny hand-made data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from eval.search import bench_search, evaluate_locomo, search_bench_command, search_eval_command
+from memory import SearchHit, Store
+
+SESSION_1 = [
+    ("Alice", "D1:1", "I adopted a puppy named Biscuit last week!"),
+    ("Bob", "D1:2", "Congratulations! What breed is Biscuit?"),
+    ("Alice", "D1:3", "A golden retriever, very fluffy and friendly."),
+    ("Bob", "D1:4", "I started learning the violin recently."),
+    ("Alice", "D1:5", "That's great, music keeps the mind sharp."),
+]
+SESSION_2 = [
+    ("Bob", "D2:1", "My violin teacher lives in Vienna."),
+    ("Alice", "D2:2", "Vienna is lovely in spring, enjoy the lessons."),
+]
+QUESTIONS = [
+    {
+        "question": "What is the name of Alice's puppy?",
+        "answer": "Biscuit",
+        "evidence": ["D1:1"],
+        "category": 1,
+    },
+    {
+        "question": "Which instrument does Bob learn and where does his teacher live?",
+        "answer": "violin, Vienna",
+        "evidence": ["D1:4", "D2:1"],
+        "category": 1,
+    },
+    {"question": "What colour is Bob's car?", "answer": "", "evidence": [], "category": 5},
+    {
+        "question": "What breed is the puppy?",
+        "answer": "golden retriever",
+        "evidence": ["D1:3; D1:1"],
+        "category": 4,
+    },
+    {"question": "What did Alice cook?", "answer": "nothing", "evidence": ["D9:99"], "category": 4},
+    {"question": "When did they talk?", "answer": "May", "evidence": [], "category": 2},
+]
+
+
+def locomo_file(tmp_path: Path) -> Path:
+    conversation: dict[str, Any] = {
+        "speaker_a": "Alice",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": s, "dia_id": d, "text": t} for s, d, t in SESSION_1],
+        "session_2_date_time": "10:00 am on 20 May, 2023",
+        "session_2": [{"speaker": s, "dia_id": d, "text": t} for s, d, t in SESSION_2],
+    }
+    path = tmp_path / "locomo" / "tiny.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps([{"sample_id": "conv-a", "conversation": conversation, "qa": QUESTIONS}])
+    )
+    return path
+
+
+def test_recall_and_hit_arithmetic_with_a_scripted_ranking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rankings = {
+        "What is the name of Alice's puppy?": ["D1:2", "D1:1"],
+        "Which instrument does Bob learn and where does his teacher live?": [
+            "D1:4",
+            "D1:2",
+            "D1:3",
+            "D1:5",
+            "D2:2",
+            "D2:1",
+        ],
+        "What breed is the puppy?": ["D1:3"],
+        "What did Alice cook?": ["D1:1", "D1:2"],
+    }
+    asked: list[tuple[str, str]] = []
+
+    def scripted(
+        self: Store, scope: str, query: str, k: int = 10, **kwargs: Any
+    ) -> list[SearchHit]:
+        asked.append((scope, query))
+        hits = []
+        for ext in rankings[query][:k]:
+            message = self.find_ext(scope, ext)
+            assert message is not None
+            hits.append(
+                SearchHit(message.id, "message", 1.0, message.text, message.text, None, message.ts)
+            )
+        return hits
+
+    monkeypatch.setattr(Store, "search", scripted)
+    result = evaluate_locomo(locomo_file(tmp_path), methods=("bm25",))
+    assert result["questions"] == 4  # category 5 and evidence-less questions are left out
+    assert result["malformed_evidence"] == 1  # "D1:3; D1:1", split into two ids
+    assert {scope for scope, _ in asked} == {"group:locomo-conv-a"}
+    row = result["methods"]["bm25"]
+    # Per question (recall@1, recall@5, recall@10) / (hit@1, hit@5, hit@10):
+    # puppy (0, 1, 1)/(0, 1, 1); violin (.5, .5, 1)/(1, 1, 1); breed (.5, .5, .5)/(1, 1, 1); cook 0s.
+    assert row["recall@1"] == pytest.approx(1.0 / 4)
+    assert row["recall@5"] == pytest.approx(2.0 / 4)
+    assert row["recall@10"] == pytest.approx(2.5 / 4)
+    assert row["hit@1"] == pytest.approx(2 / 4)
+    assert row["hit@5"] == pytest.approx(3 / 4)
+    assert row["hit@10"] == pytest.approx(3 / 4)
+    assert row["p95_ms"] >= row["p50_ms"] >= 0
+
+
+def test_real_search_on_a_tiny_conversation(tmp_path: Path) -> None:
+    result = evaluate_locomo(
+        locomo_file(tmp_path), methods=("bm25", "fuzzy", "hybrid"), ks=(1, 5, 10)
+    )
+    assert set(result["methods"]) == {"bm25", "fuzzy", "hybrid"}
+    for row in result["methods"].values():
+        assert set(row) == {
+            "recall@1",
+            "recall@5",
+            "recall@10",
+            "hit@1",
+            "hit@5",
+            "hit@10",
+            "p50_ms",
+            "p95_ms",
+        }
+        assert row["recall@1"] <= row["recall@5"] <= row["recall@10"] <= 1
+        assert row["hit@1"] <= row["hit@5"] <= row["hit@10"] <= 1
+        assert row["hit@10"] == pytest.approx(
+            3 / 4
+        )  # all but the question whose evidence does not exist
+
+
+def test_semantic_methods_need_an_embedder(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="embedder"):
+        evaluate_locomo(locomo_file(tmp_path), methods=("semantic",))
+    with pytest.raises(ValueError, match="unknown"):
+        evaluate_locomo(locomo_file(tmp_path), methods=("psychic",))
+
+
+def test_bench_search_on_given_texts() -> None:
+    texts = [
+        f"message about topic {word} and more words"
+        for word in ("alpha", "bravo", "charlie", "delta", "echo")
+    ]
+    result = bench_search(400, texts=texts, questions=["What about alpha?"], queries=12)
+    assert result["messages"] == 400
+    assert result["queries"] == 12
+    assert result["ingest_per_s"] > 0
+    assert 0 <= result["p50_ms"] <= result["p95_ms"]
+
+
+def test_eval_command_prints_a_table_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    run = CliRunner().invoke(
+        search_eval_command, ["--format", "locomo", str(locomo_file(tmp_path)), "--json", str(out)]
+    )
+    assert run.exit_code == 0, run.output
+    assert "hybrid" in run.output and "hit@10" in run.output
+    data = json.loads(out.read_text())
+    assert data["questions"] == 4
+    assert set(data["methods"]) == {"bm25", "fuzzy", "hybrid"}
+    run = CliRunner().invoke(search_eval_command, [str(locomo_file(tmp_path)), "--method", "bm25"])
+    assert run.exit_code == 0, run.output
+    assert "fuzzy" not in run.output
+
+
+def test_bench_command_uses_the_data_dir(tmp_path: Path) -> None:
+    locomo_file(tmp_path)
+    out = tmp_path / "bench.json"
+    run = CliRunner().invoke(
+        search_bench_command,
+        ["--messages", "300", "--queries", "5", "--data-dir", str(tmp_path), "--json", str(out)],
+    )
+    assert run.exit_code == 0, run.output
+    data = json.loads(out.read_text())
+    assert {"messages", "ingest_per_s", "p50_ms", "p95_ms"} <= set(data)
+    assert data["messages"] == 300
+
+
+def test_bench_command_reports_missing_data(tmp_path: Path) -> None:
+    run = CliRunner().invoke(
+        search_bench_command, ["--messages", "10", "--data-dir", str(tmp_path)]
+    )
+    assert run.exit_code != 0
+    assert "no SGD, MultiWOZ or LoCoMo data" in run.output
