@@ -42,7 +42,7 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
         LocalModel = None
     if LocalModel is not None:
         try:
-            return LocalModel.from_package()
+            return LocalModel.from_package(timeout=settings.model_timeout)
         except ModelNotConfigured:
             pass
     if required:

@@ -5,6 +5,7 @@ The scoping rules (DESIGN.md):
    or for an agent in ``also_sees`` (filtering first would hand every agent a full window);
 2. add the last ``tail`` messages whatever their tag; time order, no duplicates;
 3. the facts block goes into every call; 4. everything older is left to ``search_memory``.
+Chat commands (``via == "command"``) count towards the window but are never sent.
 Every section is counted with exact tokens.
 """
 
@@ -61,7 +62,9 @@ def select_history(
     tail: int = 4,
 ) -> list[Message]:
     """The history an agent is sent: window first, then the tag filter, plus the tail."""
-    windowed = list(recent[-window:]) if window > 0 else []
+    # Chat commands (/help, /usage ...) are talk to the hub, not conversation: they take
+    # their place in the window but are never sent to an agent.
+    windowed = [m for m in (recent[-window:] if window > 0 else []) if m.via != "command"]
     allowed = {agent, *also_sees}
     tail_ids = {message.id for message in windowed[-tail:]} if tail > 0 else set()
     return [message for message in windowed if message.agent in allowed or message.id in tail_ids]
@@ -127,7 +130,7 @@ def build_context(
         "message": tokenizer.count(current) + MESSAGE_OVERHEAD,
     }
     tokens["total"] = sum(tokens[name] for name in SECTIONS)
-    full_window = list(recent[-window:]) if window > 0 else []
+    full_window = [m for m in (recent[-window:] if window > 0 else []) if m.via != "command"]
     full_rendered = render_history(full_window, prompt.name, tokenizer=tokenizer, max_tokens=history_message_tokens)
     full_history_tokens = tokens["total"] - tokens["history"] + _history_tokens(full_rendered, tokenizer)
     return Context(

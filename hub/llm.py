@@ -166,6 +166,7 @@ class LiteLLMModel:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 
+        litellm.suppress_debug_info = True  # its "Give Feedback" banners go to stdout
         kwargs: dict[str, Any] = {
             "model": model_name,
             "messages": list(messages),

@@ -1,0 +1,190 @@
+"""``agents-hub chat``: the terminal transport, on the same hub as Telegram.
+
+Same router, memory, agents and chat commands; the scope is ``user:local`` unless
+``--scope`` says otherwise. Three ways in: ``--message TEXT`` (one message, then exit),
+piped standard input (each line is a message; exit at end of input), or an interactive
+prompt (``/quit`` or Ctrl-D leaves; Ctrl-C stops the reply being written, or leaves at
+the prompt).
+
+Output (standard output; logs go to standard error, warnings only unless
+``HUB_LOG_LEVEL`` is set). Each reply is its text followed by
+one metadata line::
+
+    Added "buy milk" (#1).
+    [tasks ← inbox] 412 tokens (full history 1,930)
+
+The metadata line is ``[AGENT]`` or ``[AGENT ← OTHER, OTHER]`` (the ``also_sees`` agents
+the router let it read), then the tokens this call was sent and, in brackets, what
+sending the whole recent history would have cost. Numbers use ``,`` thousands
+separators. A reply whose model call failed ends with `` · error``; a chat command
+(``/help``, ``/facts`` ...) costs no model call and shows ``[hub] command``. With
+``--json`` each reply is instead one JSON object per line (``text``, ``kind``, ``agent``,
+``also_sees``, ``via``, ``tokens``, ``full_history_tokens``, ``message_id``,
+``reply_id``): use that to parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, TextIO
+
+import click
+
+from memory import InvalidScope, validate_scope
+
+if TYPE_CHECKING:
+    from .hub import Hub, Reply
+
+__all__ = ["DEFAULT_SCOPE", "QUIT_WORDS", "chat_command", "format_meta", "format_reply"]
+
+DEFAULT_SCOPE = "user:local"
+QUIT_WORDS = frozenset({"/quit", "/exit", "/q"})
+PROMPT = "you> "
+
+# Third-party loggers that narrate every HTTP request at INFO; noise in a chat.
+_NOISY_LOGGERS = ("httpx", "httpcore", "LiteLLM", "litellm", "openai")
+
+
+def format_meta(reply: Reply) -> str:
+    """The metadata line shown under a reply (see the module docstring)."""
+    if reply.kind == "command":
+        return "[hub] command"
+    agent = reply.agent or "?"
+    label = f"{agent} ← {', '.join(reply.also_sees)}" if reply.also_sees else agent
+    total = reply.tokens.get("total", 0)
+    line = f"[{label}] {total:,} tokens (full history {reply.full_history_tokens:,})"
+    if reply.kind == "error":
+        line += " · error"
+    return line
+
+
+def format_reply(reply: Reply, *, as_json: bool = False) -> str:
+    """What is printed for one reply: text and metadata line, or one JSON line."""
+    if as_json:
+        return json.dumps(
+            {
+                "text": reply.text,
+                "kind": reply.kind,
+                "agent": reply.agent,
+                "also_sees": list(reply.also_sees),
+                "via": reply.via,
+                "tokens": reply.tokens,
+                "full_history_tokens": reply.full_history_tokens,
+                "message_id": reply.message_id,
+                "reply_id": reply.reply_id,
+            },
+            ensure_ascii=False,
+        )
+    return f"{reply.text}\n{format_meta(reply)}"
+
+
+class TerminalChat:
+    """Feeds lines to the hub and prints replies; one event loop for the whole session."""
+
+    def __init__(self, hub: Hub, scope: str, *, as_json: bool = False, out: TextIO | None = None) -> None:
+        self.hub = hub
+        self.scope = scope
+        self.as_json = as_json
+        self.out = out
+
+    def _print(self, text: str) -> None:
+        click.echo(text, file=self.out)
+
+    async def send(self, text: str) -> None:
+        """Answer one message, print it, then learn from it (fact extraction) before returning."""
+        from .hub import Inbound
+
+        reply = await self.hub.handle(Inbound(scope=self.scope, text=text, chat="terminal", sender="local"))
+        if reply is None:
+            return
+        self._print(format_reply(reply, as_json=self.as_json))
+        await self.hub.after_send(reply)
+
+    def run_lines(self, runner: asyncio.Runner, lines: list[str] | TextIO) -> None:
+        """Each non-empty line is a message; stops at the end or at /quit."""
+        for raw in lines:
+            line = raw.strip()
+            if not line:
+                continue
+            if line.lower() in QUIT_WORDS:
+                break
+            runner.run(self.send(line))
+            if not self.as_json:
+                self._print("")  # a blank line between exchanges
+
+    def run_interactive(self, runner: asyncio.Runner) -> None:
+        """The prompt loop: /quit or Ctrl-D leaves; Ctrl-C cancels a reply or leaves at the prompt."""
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  - line editing and history for input()
+        while True:
+            try:
+                line = input(PROMPT).strip()
+            except EOFError:
+                click.echo("", err=True)
+                return
+            except KeyboardInterrupt:
+                click.echo("", err=True)
+                return
+            if not line:
+                continue
+            if line.lower() in QUIT_WORDS:
+                return
+            try:
+                runner.run(self.send(line))
+            except KeyboardInterrupt:
+                # asyncio.Runner cancelled the reply; the message itself is already stored.
+                click.echo("\n(interrupted; your message is saved)", err=True)
+            self._print("")
+
+
+@click.command("chat")
+@click.option("--scope", "-s", default=DEFAULT_SCOPE, show_default=True, help="whose memory: user:<id> or group:<id>")
+@click.option("--message", "-m", "message", default=None, help="answer this one message and exit")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per reply (for scripts)")
+@click.pass_context
+def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: bool) -> None:
+    """Chat with the hub in the terminal (same agents, memory and commands as Telegram).
+
+    Reads lines from standard input when it is not a terminal. Each reply is followed by
+    `[agent ← also_sees] N tokens (full history M)`.
+    """
+    from .app import build_hub, build_model
+    from .cli import _settings, _store
+
+    if message is not None and not message.strip():
+        raise click.BadParameter("the message is empty", param_hint="--message")
+    try:
+        validate_scope(scope)
+    except InvalidScope as exc:
+        raise click.BadParameter(str(exc), param_hint="--scope") from exc
+    settings = _settings(ctx)
+    if "log_level" not in settings.model_fields_set:
+        # A chat is for people: only warnings unless HUB_LOG_LEVEL asks for more.
+        logging.getLogger().setLevel(logging.WARNING)
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+    # Before reading any input: no model is one clear error (ModelNotConfigured, exit 2).
+    model = build_model(settings)
+    if settings.model or settings.router_model:
+        import litellm
+
+        litellm.suppress_debug_info = True  # else it prints help banners on standard output
+    hub = build_hub(settings, store=_store(ctx), model=model)
+    chat = TerminalChat(hub, scope, as_json=as_json)
+    stdin = click.get_text_stream("stdin")
+    with asyncio.Runner() as runner:
+        if message is not None:
+            runner.run(chat.send(message))
+        elif not stdin.isatty():
+            chat.run_lines(runner, stdin)
+        else:
+            click.echo(
+                f"agents-hub chat · scope {scope} · model {getattr(model, 'name', '?')} · "
+                f"{', '.join(hub.registry.names)}\n/help for commands, /quit or Ctrl-D to leave.",
+                err=True,
+            )
+            chat.run_interactive(runner)
+        runner.run(hub.drain())

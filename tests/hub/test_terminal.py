@@ -1,0 +1,227 @@
+"""`agents-hub chat`: one-shot, piped and interactive chat on the real hub, against the
+loopback OpenAI-compatible fake; the no-model error; the output format."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hub.cli import cli, main
+from hub.hub import Reply
+from hub.terminal import TerminalChat, format_meta, format_reply
+from memory import Store
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+
+META = re.compile(r"^\[(?P<agent>[a-z_]+)(?: ← (?P<also>[a-z_, ]+))?\] (?P<total>[\d,]+) tokens \(full history (?P<full>[\d,]+)\)$")
+
+
+@pytest.fixture
+def llm(monkeypatch, tmp_path):
+    """The fake model server, with the hub pointed at it and a fresh database."""
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("HUB_MODEL", "openai/fake")
+        monkeypatch.setenv("HUB_API_BASE", server.base_url)
+        monkeypatch.setenv("HUB_DB", str(tmp_path / "hub.db"))
+        monkeypatch.setenv("HUB_MODEL_RETRIES", "0")
+        yield server
+
+
+def chat(*args: str, input: str | None = None):
+    return CliRunner().invoke(cli, ["chat", *args], input=input, catch_exceptions=False)
+
+
+def stored(tmp_path: Path, scope: str = "user:local") -> list[tuple[str, str | None, str]]:
+    with Store(tmp_path / "hub.db") as store:
+        return [(m.role, m.agent, m.text) for m in store.messages(scope)]
+
+
+def meta_lines(output: str) -> list[re.Match]:
+    return [m for m in (META.match(line) for line in output.splitlines()) if m]
+
+
+def test_one_message_runs_the_tool_loop_and_shows_agent_and_tokens(llm, tmp_path):
+    llm.script(tool_call("add_task", {"title": "buy milk"}), text("Added buy milk to your tasks."))
+
+    result = chat("--message", "add buy milk to my tasks")
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Added buy milk to your tasks."
+    meta = META.match(lines[1])
+    assert meta and meta["agent"] == "tasks" and meta["also"] is None
+    total, full = int(meta["total"].replace(",", "")), int(meta["full"].replace(",", ""))
+    assert 0 < total <= full
+    # what the model was sent: the tasks agent's persona and tools, then the tool's result
+    first, second = llm.requests[:2]
+    assert "tasks agent" in first["messages"][0]["content"]
+    assert first["messages"][-1] == {"role": "user", "content": "add buy milk to my tasks"}
+    assert "add_task" in [t["function"]["name"] for t in first["tools"]]
+    tool_turn = second["messages"][-1]
+    assert tool_turn["role"] == "tool" and "buy milk" in tool_turn["content"]
+    # what was stored: the message and the reply, both tagged for the tasks agent
+    assert stored(tmp_path) == [
+        ("user", "tasks", "add buy milk to my tasks"),
+        ("agent", "tasks", "Added buy milk to your tasks."),
+    ]
+
+
+def test_piped_lines_are_messages_and_commands_work(llm, tmp_path):
+    llm.script(text("Added."), text("You have: buy milk."))
+
+    result = chat(input="add buy milk to my tasks\n\n/help\nwhat is on my todo list\n")
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Added.\n[tasks]" in out
+    assert "/remember <fact>" in out and "\n[hub] command\n" in out
+    assert "You have: buy milk.\n[tasks]" in out
+    assert [m["agent"] for m in meta_lines(out)] == ["tasks", "tasks"]
+    # the follow-up was sent the earlier exchange (and, as part of the tail, the /help line)
+    follow_up = [m["content"] for m in llm.requests[1]["messages"][1:]]
+    assert follow_up == ["add buy milk to my tasks", "Added.", "what is on my todo list"]  # /help is not history
+    assert [(role, agent) for role, agent, _ in stored(tmp_path)] == [
+        ("user", "tasks"),
+        ("agent", "tasks"),
+        ("user", "hub"),  # a command is stored, tagged for the hub, never sent to an agent
+        ("user", "tasks"),
+        ("agent", "tasks"),
+    ]
+
+
+def test_chat_commands_answer_without_a_model_call(llm, tmp_path):
+    result = chat(input="/agents\n/usage\n/search milk\n")
+
+    assert result.exit_code == 0, result.output
+    assert "/tasks - " in result.stdout and "Tokens sent: 0" in result.stdout
+    assert result.stdout.count("[hub] command") == 3
+    assert llm.requests == []
+
+
+def test_facts_commands_in_the_chat(llm, tmp_path):
+    pytest.importorskip("hub.facts")
+    result = chat(input="/remember my sister is called Ana\n/facts\n")
+    assert result.exit_code == 0, result.output
+    assert "Remembered" in result.stdout and "Ana" in result.stdout.split("Facts I keep:", 1)[-1]
+
+
+def test_scope_option_keeps_memories_apart(llm, tmp_path):
+    chat("--scope", "group:42", "--message", "tell me a joke")
+    assert stored(tmp_path, "group:42")[0][2] == "tell me a joke"
+    assert stored(tmp_path, "user:local") == []
+    bad = CliRunner().invoke(cli, ["chat", "--scope", "nobody", "--message", "hi"])
+    assert bad.exit_code == 2 and "--scope" in bad.output
+
+
+def test_json_output_is_one_object_per_reply(llm):
+    llm.script(text("Hello!"))
+    result = chat("--json", input="hi there\n/help\n")
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["kind"] for row in rows] == ["agent", "command"]
+    assert rows[0]["text"] == "Hello!" and rows[0]["agent"]
+    assert rows[0]["tokens"]["total"] <= rows[0]["full_history_tokens"]
+    assert set(rows[0]["tokens"]) >= {"persona", "rules", "tools", "facts", "history", "message", "total"}
+
+
+def test_a_failing_model_is_a_reply_not_a_crash(llm, tmp_path):
+    from tests.fakes.openai_server import error
+
+    llm.script(error(500))
+    result = chat("--message", "add buy milk to my tasks")
+    assert result.exit_code == 0
+    assert "can't reach the language model" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith(" · error")
+    assert stored(tmp_path)[0][2] == "add buy milk to my tasks"  # the message is kept
+
+
+def test_no_model_is_one_clear_error_before_reading_input(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # the `local` extra is absent
+    monkeypatch.setenv("HUB_DB", str(tmp_path / "hub.db"))
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["chat", "--message", "hello"])
+
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no model configured")
+    assert "HUB_MODEL" in err and "pip install 'agents-hub[local]'" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "hub.db").exists()  # nothing was read or stored
+
+
+def test_console_script_pipes_lines_and_logs_to_stderr(llm, tmp_path):
+    script = Path(sys.executable).with_name("agents-hub")
+    if not script.exists():
+        pytest.skip(f"console script not installed next to {sys.executable}")
+    llm.script(text("Added buy milk."))
+    env = {**os.environ, "HUB_LOG_LEVEL": "INFO"}
+
+    done = subprocess.run(
+        [str(script), "chat"], input="add buy milk to my tasks\n/help\n", capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Added buy milk."
+    assert META.match(lines[1])["agent"] == "tasks"
+    assert "[hub] command" in lines
+    assert "Traceback" not in done.stderr
+    assert " INFO " not in done.stdout  # logs never mix into the replies
+    assert llm.requests[0]["messages"][-1]["content"] == "add buy milk to my tasks"
+
+
+def test_metadata_line_format():
+    reply = Reply(text="Done.", agent="tasks", also_sees=("inbox", "notes"), tokens={"total": 412}, full_history_tokens=1930)
+    assert format_meta(reply) == "[tasks ← inbox, notes] 412 tokens (full history 1,930)"
+    assert format_reply(reply) == "Done.\n[tasks ← inbox, notes] 412 tokens (full history 1,930)"
+    assert META.match(format_meta(reply))["also"] == "inbox, notes"
+    assert format_meta(Reply(text="x", kind="command", agent="hub")) == "[hub] command"
+    failed = Reply(text="Sorry", kind="error", agent="tasks", tokens={"total": 5}, full_history_tokens=5)
+    assert format_meta(failed) == "[tasks] 5 tokens (full history 5) · error"
+
+
+def _interactive(monkeypatch, tmp_path, inputs, model):
+    from hub.app import build_hub
+    from hub.settings import load_settings
+
+    feed = iter(inputs)
+
+    def fake_input(prompt=""):
+        item = next(feed)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    monkeypatch.setattr(builtins, "input", fake_input)
+    hub = build_hub(load_settings(db=tmp_path / "hub.db"), model=model)
+    with asyncio.Runner() as runner:
+        TerminalChat(hub, "user:local").run_interactive(runner)
+    hub.store.close()
+
+
+def test_interactive_quit_and_ctrl_d_leave_cleanly(monkeypatch, tmp_path, capsys):
+    from hub.llm import ScriptedModel
+
+    _interactive(monkeypatch, tmp_path, ["/help", "/quit", "never read"], ScriptedModel())
+    assert "[hub] command" in capsys.readouterr().out
+    _interactive(monkeypatch, tmp_path, ["", EOFError()], ScriptedModel())
+    _interactive(monkeypatch, tmp_path, [KeyboardInterrupt()], ScriptedModel())
+
+
+def test_interactive_ctrl_c_during_a_reply_returns_to_the_prompt(monkeypatch, tmp_path, capsys):
+    from hub.llm import ScriptedModel
+
+    model = ScriptedModel([KeyboardInterrupt(), "Hello again."])
+    _interactive(monkeypatch, tmp_path, ["hello", "hello?", EOFError()], model)
+    captured = capsys.readouterr()
+    assert "(interrupted; your message is saved)" in captured.err
+    assert "Hello again." in captured.out
+    assert "Traceback" not in captured.err
