@@ -17,46 +17,15 @@ from hub.llm import ModelResponse, ScriptedModel, ToolCall
 from hub.settings import load_settings
 from memory import Store
 
-# The example of docs/adding-an-agent.md, verbatim.
-WEATHER_AGENT = '''
-"""``weather``: forecasts for a city (an example agent in one file)."""
 
-from pydantic import BaseModel, Field
-
-from agents import AgentSpec, ToolContext, tool
-
-
-class ForecastArgs(BaseModel):
-    city: str
-    day: str = Field("today", description="today, tomorrow or a weekday")
+def _readme_example() -> str:
+    """The one-file agent of README's "Adding an agent", so the documented example is the tested one."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Adding an agent", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-@tool
-def forecast(ctx: ToolContext, args: ForecastArgs) -> str:
-    """Get the weather forecast for a city."""
-    return f"{args.city}, {args.day}: sunny, 21 C"  # call your weather service here
-
-
-agent = AgentSpec(
-    name="weather",
-    description="Weather forecasts: temperature, rain, wind for a city and day.",
-    instructions="Answer weather questions with the forecast tool. Give the city and day you looked up.",
-    examples=(
-        "what's the weather in Paris",
-        "will it rain tomorrow",
-        "do I need an umbrella today",
-        "how warm will it be on saturday",
-        "forecast for Berlin this weekend",
-        "is it going to snow",
-        "how windy is it at the coast",
-        "temperature in London tomorrow",
-        "will it be sunny for the picnic",
-        "weather forecast please",
-    ),
-    keywords=("weather", "forecast", "rain", "umbrella", "temperature", "sunny", "snow"),
-    tools=(forecast,),
-)
-'''
+WEATHER_AGENT = _readme_example()
 
 
 @pytest.fixture
