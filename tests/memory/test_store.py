@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from memory import SCHEMA_VERSION, CallRecord, InvalidRecord, InvalidScope, NewMessage, Store, read_chatlog
+from memory import (
+    SCHEMA_VERSION,
+    CallRecord,
+    InvalidRecord,
+    InvalidScope,
+    NewMessage,
+    Store,
+    read_chatlog,
+)
 from memory._schema import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,189 @@
+"""Routing evaluation: metrics on a toy set, conversation-order routing, example
+sampling, and the ``eval routing`` command on tiny CLINC150, SGD and MultiWOZ files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from eval.loaders import Dialogue, Turn
+from eval.routing import (
+    dialogue_examples,
+    evaluate_routing,
+    routing_metrics,
+    sample_examples,
+    split_train,
+    summarize,
+)
+from hub.cli import cli
+from hub.router import AgentProfile, LocalClassifier
+
+
+def test_metrics_on_a_toy_set() -> None:
+    gold = [("a",), ("a",), ("b",), ("b", "c")]
+    predicted = ["a", "b", "b", "c"]
+    report = routing_metrics(gold, predicted)
+    assert report["n"] == 4
+    assert report["accuracy"] == 0.75
+    # A right multi-label turn counts on the diagonal; a wrong one against its first label.
+    assert report["confusion"] == {"a": {"a": 1, "b": 1}, "b": {"b": 1}, "c": {"c": 1}}
+    # F1: a = 2/3 (P 1, R 1/2), b = 2/3 (P 1/2, R 1), c = 1.
+    assert report["macro_f1"] == pytest.approx((2 / 3 + 2 / 3 + 1) / 3, abs=1e-4)
+    assert report["per_agent"]["b"]["support"] == 1
+
+
+def test_metrics_count_an_agent_that_only_steals_turns() -> None:
+    report = routing_metrics([("a",), ("a",)], ["a", "general"])
+    assert report["accuracy"] == 0.5
+    assert report["per_agent"]["general"]["f1"] == 0.0
+    assert report["macro_f1"] == pytest.approx((2 / 3 + 0) / 2, abs=1e-4)
+
+
+def test_metrics_on_nothing() -> None:
+    assert routing_metrics([], [])["accuracy"] == 0.0
+    with pytest.raises(ValueError):
+        routing_metrics([("a",)], [])
+
+
+PROFILES = [
+    AgentProfile("restaurant", "Find and book restaurants.", ("book a table for two", "find a cheap italian restaurant"), ("restaurant", "table")),
+    AgentProfile("taxi", "Book taxis.", ("I need a taxi at 5pm", "book me a cab to the station"), ("taxi", "cab")),
+]
+
+
+def test_routing_in_conversation_order_with_stickiness() -> None:
+    turns = [
+        Turn("1", "user", "find a cheap italian restaurant", ("restaurant",)),
+        Turn("2", "agent", "Pizza Hut is cheap.", ("restaurant",)),
+        Turn("3", "user", "yes please, at 7pm", ("restaurant",)),
+        Turn("4", "agent", "Booked.", ("restaurant",)),
+        Turn("5", "user", "thanks", ()),  # no label: routed, not scored
+        Turn("6", "user", "now I need a taxi to the station", ("taxi",)),
+        Turn("7", "user", "at 5pm", ("taxi", "restaurant")),
+    ]
+    result = evaluate_routing([turns], LocalClassifier(PROFILES))
+    assert result.gold == [("restaurant",), ("restaurant",), ("taxi",), ("taxi", "restaurant")]
+    assert result.predicted == ["restaurant", "restaurant", "taxi", "taxi"]
+    assert result.unlabelled == 1
+    assert len(result.latencies_ms) == len(result.routed) == 5
+    report = summarize(result)
+    assert report["accuracy"] == 1.0
+    assert report["llm_tokens"] == 0
+    assert report["p95_ms"] >= report["p50_ms"] >= 0
+    assert report["by_via"].get("sticky", 0) >= 2  # "yes please, at 7pm" and "thanks" stay
+
+
+def test_sample_examples_is_deterministic_capped_and_diverse() -> None:
+    cabs = [("a", "call me a cab now"), ("a", "call me a cab later")]
+    candidates = [("a", f"book a table number {i}") for i in range(80)] + cabs + [("b", "hello")]
+    first = sample_examples(candidates, per_agent=10)
+    again = sample_examples(list(reversed(candidates)), per_agent=10)
+    assert first == again  # order-independent
+    assert len(first["a"]) == 10 and first["b"] == ["hello"]
+    # New words win over yet another "book a table" (words seen once teach nothing).
+    assert any("cab" in text for text in first["a"][:3])
+
+
+def test_dialogue_examples_mix_openings_and_follow_ups() -> None:
+    dialogues = [
+        Dialogue(f"d{n}", (Turn(f"d{n}:0", "user", f"I need a taxi number {n}", ("taxi",)), Turn(f"d{n}:1", "user", f"at {n} pm", ("taxi",))))
+        for n in range(10)
+    ]
+    examples = dialogue_examples(dialogues, per_agent=4)["taxi"]
+    assert len(examples) == 4
+    assert sum(text.startswith("I need") for text in examples) == 2
+
+
+def test_split_train_is_disjoint_and_stable() -> None:
+    dialogues = [Dialogue(f"id{n}", ()) for n in range(50)]
+    train, test = split_train(dialogues)
+    assert train and test and not {d.id for d in train} & {d.id for d in test}
+    assert len(train) + len(test) == 50
+    assert split_train(dialogues) == (train, test)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_routing_command_clinc(tmp_path: Path) -> None:
+    domains = {"banking": ["transfer", "balance"], "travel": ["book_flight", "translate"]}
+    data = {
+        "train": [
+            ["move 100 dollars to my savings", "transfer"],
+            ["send money to john", "transfer"],
+            ["what is my account balance", "balance"],
+            ["how much money do i have in checking", "balance"],
+            ["book me a flight to paris", "book_flight"],
+            ["i need plane tickets to rome", "book_flight"],
+            ["how do you say hello in french", "translate"],
+        ],
+        "val": [["transfer fifty dollars to my checking", "transfer"], ["get me a flight to berlin", "book_flight"], ["what's my balance", "balance"]],
+        "oos_train": [["what is the meaning of life", "oos"]],
+        "oos_val": [["who won the game last night", "oos"]],
+    }
+    (tmp_path / "domains.json").write_text(json.dumps(domains))
+    path = tmp_path / "data_small.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "routing.json"
+    result = CliRunner().invoke(cli, ["eval", "routing", "--format", "clinc", str(path), "--train", str(path), "--json", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert {"n", "accuracy", "macro_f1", "confusion", "p50_ms", "p95_ms", "llm_tokens"} <= set(report)
+    assert report["n"] == 3 and report["llm_tokens"] == 0
+    assert report["accuracy"] == report["in_scope_accuracy"] >= 2 / 3
+    assert report["oos"] == 1 and 0 <= report["oos_to_general"] <= 1
+    assert report["agents"] == 3  # two domains plus general
+    assert "accuracy" in result.output
+
+
+SCHEMA = [
+    {"service_name": "Restaurants_1", "description": "Find and reserve tables at restaurants", "intents": [{"description": "Reserve a table"}]},
+    {"service_name": "RideSharing_2", "description": "Call a cab to a destination", "intents": [{"description": "Book a ride"}]},
+]
+
+
+def sgd_dialogue(number: int) -> dict:
+    return {
+        "dialogue_id": f"1_{number:05d}",
+        "services": ["Restaurants_1", "RideSharing_2"],
+        "turns": [
+            {"speaker": "USER", "utterance": "I want to reserve a table at a restaurant", "frames": [{"service": "Restaurants_1", "slots": [], "actions": [{"act": "INFORM_INTENT", "slot": "intent", "values": ["ReserveRestaurant"]}]}]},
+            {"speaker": "SYSTEM", "utterance": "Which city?", "frames": [{"service": "Restaurants_1", "slots": [], "actions": []}]},
+            {"speaker": "USER", "utterance": "San Jose, at 7 pm", "frames": [{"service": "Restaurants_1", "slots": [], "actions": []}]},
+            {"speaker": "SYSTEM", "utterance": "Booked.", "frames": [{"service": "Restaurants_1", "slots": [], "actions": []}]},
+            {"speaker": "USER", "utterance": "I also need a cab there", "frames": [{"service": "RideSharing_2", "slots": [], "actions": [{"act": "INFORM_INTENT", "slot": "intent", "values": ["GetRide"]}]}]},
+        ],
+    }
+
+
+def test_routing_command_sgd_with_train_from_the_same_dir(tmp_path: Path) -> None:
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    (folder / "schema.json").write_text(json.dumps(SCHEMA))
+    (folder / "dialogues_001.json").write_text(json.dumps([sgd_dialogue(n) for n in range(20)]))
+    out = tmp_path / "sgd.json"
+    result = CliRunner().invoke(cli, ["eval", "routing", "--format", "sgd", str(folder), "--train", str(folder), "--json", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["train_from_path"] is True
+    assert report["dialogues"] + report["train_dialogues"] == 20 and report["train_dialogues"] > 0
+    assert report["n"] == 3 * report["dialogues"]
+    assert report["accuracy"] >= 0.9
+    assert set(report["confusion"]) <= {"restaurants", "ridesharing"}
+
+
+def test_routing_command_multiwoz_with_a_separate_train_file(tmp_path: Path) -> None:
+    from tests.eval.test_replay import write_multiwoz
+
+    (tmp_path / "train").mkdir()
+    train = write_multiwoz(tmp_path / "train")
+    test = write_multiwoz(tmp_path)
+    out = tmp_path / "mw.json"
+    result = CliRunner().invoke(cli, ["eval", "routing", "--format", "multiwoz", str(test), "--train", str(train), "--json", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["train_from_path"] is False
+    assert report["n"] == 4 and report["accuracy"] == 1.0
