@@ -34,7 +34,7 @@ QUESTION = (
 
 def model_from_settings() -> ChatModel:
     """The agents' model from HUB_MODEL / HUB_API_BASE; a clear usage error without one."""
-    from hub.llm import LiteLLMModel
+    from hub.app import build_model
     from hub.settings import load_settings
 
     settings = load_settings()
@@ -43,13 +43,7 @@ def model_from_settings() -> ChatModel:
             "--judge needs a model: set HUB_MODEL to a litellm model string (e.g. openai/gpt-4o-mini with "
             "OPENAI_API_KEY, or openai/<name> with HUB_API_BASE=http://localhost:8000/v1 for a local server)"
         )
-    return LiteLLMModel(
-        settings.model,
-        api_base=settings.api_base or None,
-        api_key=settings.api_key or None,
-        timeout=settings.model_timeout,
-        retries=settings.model_retries,
-    )
+    return build_model(settings)
 
 
 def judge_messages(messages: Sequence[dict[str, Any]], slot: str) -> list[dict[str, Any]]:

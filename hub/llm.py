@@ -300,22 +300,9 @@ async def _play(step: Step, messages: Sequence[dict[str, Any]], tools: Sequence[
     raise TypeError(f"unsupported scripted step {step!r}")
 
 
-class FunctionModel:
-    """Answers every call with ``func(messages, tools)`` (sync or async)."""
+class FunctionModel(ScriptedModel):
+    """Answers every call with ``func(messages, tools)`` (sync or async), recording calls."""
 
     def __init__(self, func: Callable[[list[dict[str, Any]], list[dict[str, Any]]], Step | Awaitable[Step]], name: str = "function") -> None:
+        super().__init__(steps=[], name=name, default=func)
         self.func = func
-        self.name = name
-        self.calls: list[RecordedCall] = []
-
-    async def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        model: str | None = None,
-        json_mode: bool = False,
-        timeout: float | None = None,
-    ) -> ModelResponse:
-        self.calls.append(RecordedCall([dict(m) for m in messages], list(tools or []), model, json_mode))
-        return await _play(self.func, messages, tools)
