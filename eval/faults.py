@@ -22,6 +22,9 @@ small versions (``tests/test_faults.py``); the command runs the heavy ones:
     random latency (0-20 ms: a ``FunctionModel``, or the loopback OpenAI fake through the
     real litellm client), while a second process imports into the same file: order kept
     per chat, one reply per message, no "database is locked".
+``first_open``
+    several processes opening a new database file at the same moment (a bot and an
+    import started together): each one opens it, the file passes ``integrity_check``.
 ``model_faults``
     the loopback OpenAI fake through ``LiteLLMModel``: timeouts, 429 with Retry-After,
     500s, malformed bodies, a junk / slow / failing LLM router, tool calls with bad
@@ -29,8 +32,9 @@ small versions (``tests/test_faults.py``); the command runs the heavy ones:
     within a bound (measured) with the person's message stored.
 ``hostile_input``
     hypothesis-generated text through the router, the LLM router's prompt and parser,
-    the context builder, the store and every search method, the fact functions and the
-    hub itself (plain messages, /remember, /forget, /search, fact extraction); plus one
+    the context builder, the store and every search method (beyond 5,000 texts each
+    text goes to one method in turn), the fact functions and, every tenth text, the hub
+    itself (plain messages, /remember, /forget, /search, fact extraction); plus one
     100,000-character message: stored whole, the model gets it trimmed to its budget.
 ``isolation``
     100 scopes with the same words and a different secret each: no search (every
@@ -97,7 +101,7 @@ from hub.facts import (
     remember,
 )
 from hub.facts import current as current_facts
-from hub.hub import MODEL_DOWN_REPLY, Deps, Hub, Inbound, Reply
+from hub.hub import MODEL_DOWN_REPLY, MODEL_FAILED_REPLY, NO_ANSWER_REPLY, Deps, Hub, Inbound, Reply
 from hub.llm import ChatModel, FunctionModel, LiteLLMModel, ModelResponse, ScriptedModel, ToolCall
 from hub.llm_router import build_router_messages, parse_router_answer
 from hub.router import detect_explicit, route
@@ -133,6 +137,7 @@ __all__ = [
     "fail_open",
     "fault_cases",
     "faults_command",
+    "first_open",
     "hostile_input",
     "hostile_text",
     "huge_message",
@@ -681,10 +686,8 @@ def crash_handle(
             f"{stored} of {messages} stored once at the end"
         )
         if state.get("unanswered"):
-            out.note(
-                f"{state['unanswered']} messages were stored before a kill but never answered: the redelivery is "
-                "recognised (not stored twice) and not answered either (see the report to the lead)"
-            )
+            # A redelivered message that was stored but never answered must be answered.
+            out.fail("lost", f"{state['unanswered']} messages were stored before a kill but never answered", state["unanswered"])
         out.details.update(kills=done, runs=runs, **state)
     return out
 
@@ -845,6 +848,45 @@ def _check_calls(requests: Sequence[Sequence[dict[str, Any]]], out: Outcome) -> 
             out.fail("leaked", f"a call for {own[0]} carried {sorted(seen - {own[0]})[:3]}")
 
 
+_OPEN_CHILD = """
+import sys, time
+from memory import Store
+start = float(sys.argv[2])
+time.sleep(max(0.0, start - time.time() - 0.05))
+while time.time() < start:
+    pass
+try:
+    Store(sys.argv[1]).close()
+    print("ok")
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}")
+"""
+
+
+def first_open(workdir: Path, *, rounds: int = 10, processes: int = 4, seed: int = 0) -> Outcome:
+    """Processes opening a new database file at the same moment (say the bot and an import started together)."""
+    out = Outcome("first_open", tried=rounds * processes)
+    with _timed(out):
+        workdir.mkdir(parents=True, exist_ok=True)
+        failed_rounds = 0
+        for index in range(rounds):
+            db = workdir / f"first_open.{index}.db"
+            start = time.time() + 1.5  # every interpreter is up by then, even on a loaded machine
+            procs = [
+                subprocess.Popen([sys.executable, "-c", _OPEN_CHILD, str(db), repr(start)], cwd=workdir, env=_child_env(), stdout=subprocess.PIPE, text=True)
+                for _ in range(processes)
+            ]
+            failures = [output for output in (proc.communicate(timeout=120)[0].strip() for proc in procs) if output != "ok"]
+            for output in failures:
+                out.fail("crashed", f"round {index + 1}: {output[:200]}")
+            failed_rounds += bool(failures)
+            store = _reopen(db, out, f"round {index + 1}")
+            if store is not None:
+                store.close()
+        out.note(f"{rounds} rounds of {processes} processes opening a new file at once; {failed_rounds} rounds with a failure")
+    return out
+
+
 # -- model faults -------------------------------------------------------------------------------
 
 MODEL_TIMEOUT = 0.3  # seconds per model request in the scenario
@@ -908,11 +950,11 @@ def fault_cases() -> list[FaultCase]:
         FaultCase("retry_after_nan", (f.error(429, headers={"Retry-After": "nan"}), f.text("recovered")), "recovered", bound=3.0),
         FaultCase("server_error_then_ok", (f.error(500), f.text("recovered")), "recovered"),
         FaultCase("server_errors", (f.error(500), f.error(503)), MODEL_DOWN_REPLY, agent_requests=2),
-        FaultCase("bad_request", (f.error(400),), MODEL_DOWN_REPLY, agent_requests=1),
+        FaultCase("bad_request", (f.error(400),), MODEL_FAILED_REPLY, agent_requests=1),
         FaultCase("malformed_body", (f.malformed("<html>502 Bad Gateway</html>", content_type="text/html"), f.malformed('{"foo": 1}')), MODEL_DOWN_REPLY),
         FaultCase("malformed_then_ok", (f.malformed("not json at all"), f.text("recovered")), "recovered"),
         FaultCase("no_choices", (f.raw({"id": "x", "object": "chat.completion", "choices": []}),) * 2, MODEL_DOWN_REPLY),
-        FaultCase("null_content", (completion_without_text,), "(no answer)"),
+        FaultCase("null_content", (completion_without_text,), NO_ANSWER_REPLY),
         FaultCase("router_junk", (f.text("fine"),), "fine", router=(junk_router,), via="local"),
         FaultCase("router_unknown_agent", (f.text("fine"),), "fine", router=(f.text('{"agent": "root", "also_sees": ["*"]}'),), via="local"),
         FaultCase("router_timeout", (f.text("fine"),), "fine", router=(f.delay(3, f.text('{"agent": "tasks"}')),), via="local"),
@@ -1186,16 +1228,27 @@ class HostileProbe:
         self.leaked = 0
         self.crashed = 0
         self.failures: Counter[str] = Counter()
-        self.samples: list[str] = []
         self.events: list[tuple[str, str, str, str]] = []  # (count, target, detail, text), the first 1000
+        # (count, target, error with digits folded) -> [how often, the shortest text that caused it]
+        self.signatures: dict[tuple[str, str, str], list[Any]] = {}
+        # The hub catches a failing command and logs it: keep the exception for the report.
+        self.hub_errors = _Records()
+        self.hub_errors.setLevel(logging.ERROR)
+        logging.getLogger("hub.hub").addHandler(self.hub_errors)
         # Another scope holding every hostile piece and a secret: no search may ever return it.
         for piece in (*_PIECES, f"the secret is {VICTIM_SECRET}"):
             self.store.append(NewMessage(scope=VICTIM_SCOPE, role="user", text=f"{piece} {VICTIM_SECRET}", sender="v"))
         add_vault_item(self.store, VICTIM_SCOPE, "note", f"milk tasks email {VICTIM_SECRET}", title=VICTIM_SECRET)
 
     def close(self) -> None:
+        logging.getLogger("hub.hub").removeHandler(self.hub_errors)
         self.loop.close()
         self.store.close()
+
+    def summary(self, limit: int = 20) -> list[str]:
+        """The distinct failures, most frequent first, each with the shortest text that caused it."""
+        ranked = sorted(self.signatures.items(), key=lambda item: -item[1][0])[:limit]
+        return [f"{count} in {target} x{n}: {sig} <- {text[:80]!r} ({len(text)} chars)" for (count, target, sig), (n, text) in ranked]
 
     def _answer(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         if is_extraction(messages):
@@ -1212,8 +1265,12 @@ class HostileProbe:
         self.failures[f"{count} {target}"] += 1
         if len(self.events) < 1000:
             self.events.append((count, target, detail, text))
-        if len(self.samples) < 20:
-            self.samples.append(f"{count} in {target}: {detail[:160]} <- {text[:80]!r} ({len(text)} chars)")
+        # One signature per error, whatever the data quoted after "with text" or the numbers in it.
+        key = (count, target, re.sub(r"\d+", "N", detail.split(" with text ")[0])[:110])
+        entry = self.signatures.setdefault(key, [0, text])
+        entry[0] += 1
+        if len(text) < len(entry[1]):
+            entry[1] = text
 
     def _call(self, target: str, text: str, fn: Callable[[], Any], allowed: tuple[type[BaseException], ...] = ()) -> Any:
         self.calls += 1
@@ -1246,7 +1303,8 @@ class HostileProbe:
                 self.hub.prompts[agent], self.window, text, tokenizer=self.tokenizer, facts_block=self.hub.facts_block(scope), message_tokens=self.budget
             ),
         )
-        if context is not None and len(text) < 2000 and context.messages[-1]["content"] != text:
+        # Below 2,000 characters the message reaches the model whole unless it is over its token budget.
+        if context is not None and len(text) < 2000 and context.messages[-1]["content"] != self.tokenizer.truncate(text, self.budget):
             self._failed("lost", "build_context", text, "a short message was altered on its way to the model")
         for name, fn in (
             ("facts.looks_factual", looks_factual),
@@ -1293,15 +1351,19 @@ class HostileProbe:
             ("hub /search", "/search " + text),
         ):
             self.calls += 1
+            logged = len(self.hub_errors.records)
             try:
                 reply = await self.hub.handle(Inbound(scope=scope, text=message, ext_id=f"{target}:{n}", sender="h"))
                 if reply is not None and reply.kind == "command" and reply.text.endswith("failed; nothing was lost. Please try again."):
-                    self._failed("crashed", target, text, "the command raised inside the hub (caught and logged)")
+                    errors = [r.exc_info[1] for r in self.hub_errors.records[logged:] if r.exc_info and r.exc_info[1]]
+                    cause = f"{type(errors[-1]).__name__}: {errors[-1]}" if errors else "?"
+                    self._failed("crashed", target, text, f"the command raised inside the hub (caught and logged): {cause}")
                 if target == "hub.handle":
                     await self.hub.after_send(reply)
             except Exception as exc:
                 self._failed("crashed", target, text, f"{type(exc).__name__}: {exc}")
         self.model.calls.clear()
+        del self.hub_errors.records[:]
         if self.window and self.store.get(self.window[-1].id) is None:
             self.window = []  # "/forget all" erased the scope
 
@@ -1415,9 +1477,9 @@ def hostile_input(
             out.note("semantic and hybrid_semantic search not tried: numpy is not installed")
         for key, n in probe.failures.most_common(10):
             out.note(f"{key}: {n}")
-        for sample in probe.samples:
-            out.note(sample)
-        out.details.update(failures=dict(probe.failures), samples=list(probe.samples))
+        for line in probe.summary():
+            out.note(line)
+        out.details.update(failures=dict(probe.failures), summary=probe.summary(50))
         huge_message(workdir, out=out)
     return out
 
@@ -1682,13 +1744,24 @@ def fail_open(workdir: Path, *, seed: int = 0) -> Outcome:
 
 # -- the report ---------------------------------------------------------------------------------
 
-SCENARIOS = ("crash_import", "crash_handle", "concurrency", "concurrency_litellm", "model_faults", "hostile_input", "isolation", "fail_open")
+SCENARIOS = (
+    "crash_import",
+    "crash_handle",
+    "concurrency",
+    "concurrency_litellm",
+    "first_open",
+    "model_faults",
+    "hostile_input",
+    "isolation",
+    "fail_open",
+)
 
 _HEAVY: dict[str, dict[str, Any]] = {
     "crash_import": {"messages": 10_000, "kills": 20, "batch": 100},
     "crash_handle": {"messages": 10_000, "chats": 20, "kills": 20},
     "concurrency": {"chats": 50, "per_chat": 40, "writer_messages": 5000},
     "concurrency_litellm": {"chats": 50, "per_chat": 40, "writer_messages": 5000, "use_litellm": True},
+    "first_open": {"rounds": 10, "processes": 4},
     "model_faults": {},
     "hostile_input": {"examples": 100_000},
     "isolation": {"scopes": 100},
@@ -1699,6 +1772,7 @@ _QUICK: dict[str, dict[str, Any]] = {
     "crash_handle": {"messages": 300, "chats": 5, "kills": 3},
     "concurrency": {"chats": 10, "per_chat": 10, "writer_messages": 500},
     "concurrency_litellm": {"chats": 5, "per_chat": 5, "writer_messages": 200, "use_litellm": True},
+    "first_open": {"rounds": 3, "processes": 3},
     "model_faults": {},
     "hostile_input": {"examples": 300},
     "isolation": {"scopes": 10},
@@ -1709,6 +1783,7 @@ _FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "crash_handle": crash_handle,
     "concurrency": concurrency,
     "concurrency_litellm": concurrency,
+    "first_open": first_open,
     "model_faults": model_faults,
     "hostile_input": hostile_input,
     "isolation": isolation,
@@ -1770,7 +1845,7 @@ def format_faults(report: dict[str, Any]) -> str:
 
 @click.command("faults")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
-@click.option("--quick", is_flag=True, help="the small versions the test suite runs (about a minute)")
+@click.option("--quick", is_flag=True, help="the small versions the test suite runs (about a minute; the full run takes about half an hour)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of every random choice and of hypothesis")
 @click.option("--scenario", "-k", "only", multiple=True, type=click.Choice(SCENARIOS), help="run only these (repeatable)")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="keep the scenarios' databases here (default: a temporary directory)")

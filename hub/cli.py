@@ -242,7 +242,9 @@ def bench_group() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: typed errors become one line and exit code 2."""
     try:
-        cli.main(args=argv, prog_name="agents-hub", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="agents-hub", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)  # ctx.exit(1) returns its code here instead of exiting
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

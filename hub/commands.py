@@ -73,7 +73,10 @@ async def _remember(hub: Hub, inbound: Inbound, message: Message, argument: str)
 
     if not argument.strip():
         return "Usage: /remember <fact>, e.g. /remember Ram's email is ram@example.com"
-    fact = facts.remember(hub.store, inbound.scope, argument, source_message=message.id, now=hub.deps.clock())
+    try:
+        fact = facts.remember(hub.store, inbound.scope, argument, source_message=message.id, now=hub.deps.clock())
+    except ValueError:  # nothing printable left once control characters are removed
+        return "Usage: /remember <fact>, e.g. /remember Ram's email is ram@example.com"
     return f"Remembered (#{fact.id}): {fact.text}"
 
 

@@ -647,7 +647,7 @@ def forget(store: Store, scope: str, target: str, *, now: float | None = None) -
     wanted = _clean(target)
     if not wanted:
         return []
-    by_id = re.fullmatch(r"#?(\d+)", wanted)
+    by_id = re.fullmatch(r"#?(\d{1,18})", wanted)  # longer numbers are no fact id (and overflow SQLite)
     if by_id:
         fact = get_fact(store, scope, int(by_id[1]))
         ids = [fact.id] if fact is not None else []

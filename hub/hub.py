@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from agents import AgentRegistry, AgentSpec, ToolContext
 from agents._memory_tool import search_memory
-from memory import CallRecord, Message, NewMessage, Store, validate_scope
+from memory import CallRecord, DuplicateMessage, Message, NewMessage, Store, validate_scope
 
 from .context import AgentPrompt, Context, build_context
 from .errors import ModelError, ModelNotConfigured, ModelUnavailable, RouterError
@@ -39,6 +39,8 @@ HUB_RULES = (
 )
 
 MODEL_DOWN_REPLY = "Sorry, I can't reach the language model right now. Your message is saved; please try again in a minute."
+MODEL_FAILED_REPLY = "Sorry, the language model rejected this request. Your message is saved; try rephrasing it."
+NO_ANSWER_REPLY = "I have no answer to that. Could you rephrase it?"
 NO_MODEL_REPLY = "No language model is configured. Set HUB_MODEL (see README). Your message is saved."
 
 
@@ -182,18 +184,33 @@ class Hub:
     async def _handle(self, inbound: Inbound) -> Reply | None:
         store = self.store
         reply_to = store.find_ext(inbound.scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
-        message = store.append(
-            NewMessage(
-                scope=inbound.scope,
-                role="user",
-                text=inbound.text,
-                ts=inbound.ts if inbound.ts is not None else self.deps.clock(),
-                sender=inbound.sender,
-                chat=inbound.chat,
-                ext_id=inbound.ext_id,
-                reply_to=reply_to.id if reply_to else None,
-            )
-        )
+        message = store.find_ext(inbound.scope, inbound.ext_id) if inbound.ext_id is not None else None
+        if message is not None:
+            # A redelivery (transport retry, restart re-sending) is never stored twice. It is
+            # answered only if the first delivery was stored but never answered (a crash in
+            # between); commands are not re-run.
+            if message.via == "command" or not inbound.addressed or store.is_answered(message.id):
+                log.info("message %s of %s was already handled; ignoring the redelivery", inbound.ext_id, inbound.scope)
+                return None
+            log.info("message %s of %s was stored but never answered; answering it now", inbound.ext_id, inbound.scope)
+        else:
+            try:
+                message = store.append(
+                    NewMessage(
+                        scope=inbound.scope,
+                        role="user",
+                        text=inbound.text,
+                        ts=inbound.ts if inbound.ts is not None else self.deps.clock(),
+                        sender=inbound.sender,
+                        chat=inbound.chat,
+                        ext_id=inbound.ext_id,
+                        reply_to=reply_to.id if reply_to else None,
+                    )
+                )
+            except DuplicateMessage:
+                # Another process stored the same delivery a moment ago; it answers it.
+                log.info("message %s of %s is being handled elsewhere", inbound.ext_id, inbound.scope)
+                return None
         # Commands act only when addressed to us: "/forget@other_bot all" in a group must not erase.
         command = self._command_of(inbound.text) if inbound.addressed else None
         if command is not None:
@@ -300,12 +317,15 @@ class Hub:
                 model_name=model_name,
                 schemas=context.tools,
             )
-            text = result.text or "(no answer)"
+            text = result.text or NO_ANSWER_REPLY
         except ModelNotConfigured:
             ok, text = False, NO_MODEL_REPLY
-        except (ModelUnavailable, ModelError) as exc:
-            log.warning("model failed for %s/%s: %s", inbound.scope, spec.name, exc)
+        except ModelUnavailable as exc:
+            log.warning("model unavailable for %s/%s: %s", inbound.scope, spec.name, exc)
             ok, text = False, MODEL_DOWN_REPLY
+        except ModelError as exc:
+            log.warning("model refused %s/%s: %s", inbound.scope, spec.name, exc)
+            ok, text = False, MODEL_FAILED_REPLY
         latency_ms = (time.perf_counter() - started) * 1000
         self.store.record_call(
             CallRecord(

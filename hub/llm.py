@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import json
 import logging
+import math
 import os
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -114,8 +115,15 @@ _RETRYABLE_NAMES = {
     "InternalServerError",
     "ServiceUnavailableError",
     "BadGatewayError",
-    "APIError",
 }
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    """Timeouts, rate limits, conflicts and server errors: worth another try; 4xx are not."""
+    if isinstance(exc, ModelUnavailable) or any(cls.__name__ in _RETRYABLE_NAMES for cls in type(exc).__mro__):
+        return True  # includes garbled 200 answers, which litellm raises as InternalServerError
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -125,9 +133,11 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
     value = headers.get("retry-after") or headers.get("Retry-After")
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    # "nan" or "inf" would make asyncio.sleep hang the whole loop.
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
 
 class LiteLLMModel:
@@ -192,9 +202,7 @@ class LiteLLMModel:
                 retryable = True
             except Exception as exc:
                 error = exc
-                retryable = type(exc).__name__ in _RETRYABLE_NAMES or any(
-                    cls.__name__ in _RETRYABLE_NAMES for cls in type(exc).__mro__
-                )
+                retryable = _is_retryable(exc)
                 if not retryable:
                     raise ModelError(f"model {model_name} failed: {type(exc).__name__}: {_short(exc)}") from exc
             if attempt >= self.retries:

@@ -82,7 +82,7 @@ async def run_tool(
     except ValidationError as exc:
         return _validation_text(name, exc), False
     except Exception as exc:  # the model gets the reason and may try again
-        log.info("tool %s failed: %s", name, exc, exc_info=True)
+        log.warning("tool %s failed: %s", name, exc, exc_info=True)
         reason = str(exc).strip() or type(exc).__name__
         return f"error: {name} failed: {reason[:500]}", False
     if len(result) > limit:

@@ -546,9 +546,10 @@ class TelegramBot:
             return
         scope = scope_for(chat.type, chat.id, user_id)
         ext_id = f"{chat.id}:{message.message_id}"
-        if self.hub.store.find_ext(scope, ext_id) is not None:
+        existing = self.hub.store.find_ext(scope, ext_id)
+        if existing is not None and self.hub.store.is_answered(existing.id):
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
-            return
+            return  # stored but unanswered (a crash in between) goes on: the hub answers it
         reply_to_ext = None
         if message.reply_to_message is not None:
             reply_to_ext = f"{chat.id}:{message.reply_to_message.message_id}"

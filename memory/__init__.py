@@ -53,7 +53,7 @@ from ._search import (
     search_archive,
 )
 from ._store import Store
-from .errors import InvalidRecord, InvalidScope, StoreError
+from .errors import DuplicateMessage, InvalidRecord, InvalidScope, StoreError
 
 __all__ = [
     "FACT_CONFIDENCES",
@@ -61,6 +61,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEARCH_METHODS",
     "CallRecord",
+    "DuplicateMessage",
     "Embedder",
     "Fact",
     "FactChange",

@@ -156,6 +156,9 @@ def migrate(db: sqlite_utils.Database) -> int:
     for version in range(current, len(MIGRATIONS)):
         with conn:  # one transaction per step: a crash leaves the last complete version
             conn.execute("BEGIN IMMEDIATE")
+            # Another process may have run this step while we waited for the write lock.
+            if conn.execute("PRAGMA user_version").fetchone()[0] > version:
+                continue
             MIGRATIONS[version](db)
             conn.execute(f"PRAGMA user_version = {version + 1}")
     return len(MIGRATIONS)

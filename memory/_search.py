@@ -506,7 +506,9 @@ def _vocabulary(conn: sqlite3.Connection, owner: Any) -> _Vocab:
     started = time.monotonic()
     by_key: dict[tuple[str, int], list[str]] = {}
     df: dict[str, int] = {}
-    for term, docs in conn.execute("SELECT term, doc FROM search_vocab"):
+    # FTS5 may cut an over-long token inside a character; such terms cannot be decoded
+    # and are no words anyway, so they are left out of the typo vocabulary.
+    for term, docs in conn.execute("SELECT term, doc FROM search_vocab WHERE length(CAST(term AS BLOB)) <= 120"):
         if term.isalpha() and 3 <= len(term) <= 30:
             by_key.setdefault((term[0], len(term)), []).append(term)
             df[term] = docs

@@ -21,7 +21,7 @@ import sqlite_utils
 from ._chatlog import ImportReport, LogRecord
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._schema import migrate
-from .errors import InvalidRecord, StoreError
+from .errors import DuplicateMessage, InvalidRecord, StoreError
 
 __all__ = ["Store"]
 
@@ -130,24 +130,27 @@ class Store:
         ts = time.time() if message.ts is None else float(message.ts)
         with self.transaction() as conn:
             self._ensure_scope(conn, scope)
-            cursor = conn.execute(
-                "INSERT INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    scope,
-                    message.ext_id,
-                    message.chat,
-                    message.sender,
-                    message.role,
-                    message.text,
-                    ts,
-                    message.reply_to,
-                    message.agent,
-                    json.dumps(list(message.also_sees)),
-                    message.via,
-                    json.dumps(list(message.needs)),
-                ),
-            )
+            try:
+                cursor = conn.execute(
+                    "INSERT INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        scope,
+                        message.ext_id,
+                        message.chat,
+                        message.sender,
+                        message.role,
+                        message.text,
+                        ts,
+                        message.reply_to,
+                        message.agent,
+                        json.dumps(list(message.also_sees)),
+                        message.via,
+                        json.dumps(list(message.needs)),
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateMessage(f"message {message.ext_id!r} is already stored in {scope}") from exc
             new_id = cursor.lastrowid
         return Message(
             id=new_id,
@@ -177,6 +180,16 @@ class Store:
         """Record the transport's id of a stored message (e.g. the Telegram id of a sent reply)."""
         with self.transaction() as conn:
             conn.execute("UPDATE messages SET ext_id = ? WHERE id = ?", (ext_id, message_id))
+
+    def is_answered(self, message_id: int) -> bool:
+        """Whether an agent call was made for this message (answered, or failed with a reply)."""
+        return bool(
+            self.query(
+                "SELECT EXISTS(SELECT 1 FROM calls WHERE message_id = ?)"
+                " OR EXISTS(SELECT 1 FROM messages WHERE reply_to = ? AND role = 'agent')",
+                (message_id, message_id),
+            )[0][0]
+        )
 
     def get(self, message_id: int, scope: str | None = None) -> Message | None:
         """One message by id (restricted to ``scope`` when given)."""

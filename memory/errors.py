@@ -6,7 +6,7 @@ nothing of ours, so its errors live here.
 
 from __future__ import annotations
 
-__all__ = ["InvalidRecord", "InvalidScope", "StoreError"]
+__all__ = ["DuplicateMessage", "InvalidRecord", "InvalidScope", "StoreError"]
 
 
 class StoreError(Exception):
@@ -19,3 +19,7 @@ class InvalidScope(StoreError, ValueError):
 
 class InvalidRecord(StoreError, ValueError):
     """A chat-log line or a message could not be understood; the message says which and why."""
+
+
+class DuplicateMessage(StoreError):
+    """A message with this (scope, external id) is already stored."""

@@ -110,3 +110,12 @@ def test_env_example_lists_every_setting():
     text = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
     documented = {line.split("=", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
     assert documented == {variable(name) for name in Settings.model_fields}
+
+
+def test_console_script_keeps_the_exit_code_of_a_partial_import(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "role": "user", "text": "ok", "ts": 1}\nnot json\n')
+    env = {"PATH": "/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HUB_DB": str(tmp_path / "hub.db")}
+    result = subprocess.run([sys.executable, "-c", "from hub.cli import main; main()", "import", "--scope", "user:1", str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "1 added" in result.stdout and "line 2" in result.stderr

@@ -210,3 +210,35 @@ def test_settings_are_read_from_a_dotenv_file(tmp_path):
     (tmp_path / ".env").write_text("HUB_WINDOW=12\nHUB_TAIL=3\n")
     settings = load_settings()
     assert (settings.window, settings.tail) == (12, 3)
+
+
+def test_a_redelivered_message_is_stored_once_and_answered_once(tmp_path):
+    model = ScriptedModel(default="ok")
+    hub = make_hub(tmp_path, model)
+    first = ask(hub, "add buy milk to my tasks", ext_id="77")
+    assert first.text == "ok"
+    assert ask(hub, "add buy milk to my tasks", ext_id="77") is None  # already answered
+    assert len(model.calls) == 1
+    assert [m.text for m in hub.store.window("user:1", 10) if m.role == "user"] == ["add buy milk to my tasks"]
+
+
+def test_a_message_stored_before_a_crash_is_answered_when_redelivered(tmp_path):
+    from memory import NewMessage
+
+    model = ScriptedModel(default="ok")
+    hub = make_hub(tmp_path, model)
+    # The process died after storing the message and before any model call.
+    hub.store.append(NewMessage(scope="user:1", role="user", text="add buy milk to my tasks", ext_id="78"))
+    reply = ask(hub, "add buy milk to my tasks", ext_id="78")
+    assert reply is not None and reply.text == "ok" and reply.agent == "tasks"
+    assert hub.store.count_messages("user:1") == 2  # the message once, and its reply
+
+
+def test_a_model_that_rejects_the_request_gets_its_own_clear_reply(tmp_path):
+    from hub.errors import ModelError
+    from hub.hub import MODEL_FAILED_REPLY
+
+    hub = make_hub(tmp_path, ScriptedModel([ModelError("400 bad request")]))
+    reply = ask(hub, "add buy milk to my tasks")
+    assert (reply.kind, reply.text) == ("error", MODEL_FAILED_REPLY)
+    assert hub.store.count_messages("user:1") == 1
