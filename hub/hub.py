@@ -9,6 +9,7 @@ call, so a failing model never loses it. Messages of one scope are handled in or
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -118,7 +119,7 @@ class Hub:
         self.profiles = [
             AgentProfile(name=s.name, description=s.description, examples=s.examples, keywords=s.keywords) for s in registry
         ]
-        self.classifier = LocalClassifier(self.profiles)
+        self.classifier = self._build_classifier()
         self.prompts = {spec.name: agent_prompt(spec) for spec in registry}
         self.default_also_sees = {spec.name: spec.also_sees for spec in registry if spec.also_sees}
         if commands is None:
@@ -130,6 +131,16 @@ class Hub:
         self.erase_hooks: list[Callable[[str], Awaitable[None]]] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
+
+    def _build_classifier(self) -> LocalClassifier:
+        """The local router's scorer: lexical, blended with embeddings when configured."""
+        lexical = LocalClassifier(self.profiles)
+        if not self.deps.settings.router_embedder:
+            return lexical
+        from .semantic import build_semantic_scorer, make_embedder
+
+        scorer = build_semantic_scorer(self.profiles, make_embedder(self.deps.settings.router_embedder), lexical=lexical)
+        return LocalClassifier(self.profiles, semantic=scorer)
 
     # -- helpers ----------------------------------------------------------------------
     @property
@@ -160,12 +171,12 @@ class Hub:
         """The scope's last HUB_WINDOW messages before ``before_id``."""
         return self.store.window(scope, self.settings.window, up_to=before_id - 1)
 
-    def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
-        """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
+    def build_call(self, agent: str, scope: str, recent: list[Message], text: str, also_sees: tuple[str, ...] = ()) -> Context:
+        """The context ``agent`` is sent for ``text`` after the ``recent`` messages."""
         return build_context(
             self.prompts[agent],
-            self.recent(scope, message.id),
-            message.text,
+            recent,
+            text,
             tokenizer=self.deps.tokenizer,
             also_sees=also_sees,
             facts_block=self.facts_block(scope),
@@ -173,6 +184,10 @@ class Hub:
             tail=self.settings.tail,
             message_tokens=self.settings.message_tokens,
         )
+
+    def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
+        """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
+        return self.build_call(agent, scope, self.recent(scope, message.id), message.text, also_sees)
 
     # -- the request path -----------------------------------------------------------------
     async def handle(self, inbound: Inbound) -> Reply | None:
@@ -241,7 +256,8 @@ class Hub:
         return None
 
     async def _route(self, text: str, window: list[Message], reply_to: Message | None) -> Route:
-        local = route(
+        routing = functools.partial(
+            route,
             text,
             classifier=self.classifier,
             window=window,
@@ -249,6 +265,8 @@ class Hub:
             tail=self.settings.tail,
             default_also_sees=self.default_also_sees,
         )
+        # Embedding a message takes milliseconds of CPU: keep it off the event loop.
+        local = await asyncio.to_thread(routing) if self.settings.router_embedder else routing()
         if local.via in ("explicit", "reply") or self.deps.router_model is None:
             return local
         try:
@@ -271,17 +289,7 @@ class Hub:
     async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:
         spec = self.registry[decision.agent]
         text_for_agent = decision.text if decision.text else inbound.text
-        context = build_context(
-            self.prompts[spec.name],
-            window,
-            text_for_agent,
-            tokenizer=self.deps.tokenizer,
-            also_sees=decision.also_sees,
-            facts_block=self.facts_block(inbound.scope),
-            window=self.settings.window,
-            tail=self.settings.tail,
-            message_tokens=self.settings.message_tokens,
-        )
+        context = self.build_call(spec.name, inbound.scope, window, text_for_agent, decision.also_sees)
         base = Reply(
             text="",
             agent=spec.name,

