@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._model import validate_scope
+from ._schema import ensure_scope
 from ._store import Store
 from .errors import InvalidRecord
 
@@ -46,11 +47,6 @@ _UNSET: Any = object()  # "leave as is", distinct from None ("clear")
 
 def _now(now: float | None) -> float:
     return time.time() if now is None else float(now)
-
-
-def _ensure_scope(conn: Any, scope: str, now: float) -> None:
-    # The scopes table lists every scope with data; erase() walks it.
-    conn.execute("INSERT OR IGNORE INTO scopes(scope, kind, created) VALUES (?, ?, ?)", (scope, scope.split(":", 1)[0], now))
 
 
 # -- vault ------------------------------------------------------------------------------
@@ -108,7 +104,7 @@ def add_vault_item(
     ts = _now(now)
     meta_json = json.dumps(meta or {}, ensure_ascii=False, default=str)
     with store.transaction() as conn:
-        _ensure_scope(conn, scope, ts)
+        ensure_scope(conn, scope, ts)
         cursor = conn.execute(
             "INSERT INTO vault(scope, kind, title, body, meta, agent, source_message, created, updated)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -182,7 +178,7 @@ def add_task(store: Store, scope: str, title: str, due: str | None = None, *, no
         raise InvalidRecord("a task needs a title")
     ts = _now(now)
     with store.transaction() as conn:
-        _ensure_scope(conn, scope, ts)
+        ensure_scope(conn, scope, ts)
         cursor = conn.execute("INSERT INTO tasks(scope, title, due, created) VALUES (?, ?, ?, ?)", (scope, title, due, ts))
         new_id = cursor.lastrowid
     return Task(new_id, scope, title, due, False, ts, None)
@@ -305,7 +301,7 @@ def add_reminder(
         raise InvalidRecord("a recurring reminder repeats at most once a minute")
     ts = _now(now)
     with store.transaction() as conn:
-        _ensure_scope(conn, scope, ts)
+        ensure_scope(conn, scope, ts)
         cursor = conn.execute(
             "INSERT INTO reminders(scope, chat, text, due, every_seconds, created) VALUES (?, ?, ?, ?, ?, ?)",
             (scope, chat, text, float(due), every_seconds, ts),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._model import validate_scope
+from ._schema import ensure_scope
 from ._store import Store
 from .errors import InvalidRecord
 
@@ -152,9 +153,7 @@ def apply_fact_changes(
             if exists is None:
                 return []
         if any(change.add is not None for change in changes):
-            conn.execute(
-                "INSERT OR IGNORE INTO scopes(scope, kind, created) VALUES (?, ?, ?)", (scope, scope.split(":", 1)[0], ts)
-            )
+            ensure_scope(conn, scope, ts)
         for change in changes:
             new_id = None
             if change.add is not None:

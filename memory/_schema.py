@@ -6,6 +6,7 @@ in order, each inside its own transaction. Never edit a migration that has shipp
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 
 import sqlite_utils
@@ -141,6 +142,11 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core, create_se
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def ensure_scope(conn: sqlite3.Connection, scope: str, now: float) -> None:
+    """List ``scope`` in the scopes table (inside the caller's transaction); erase() walks it."""
+    conn.execute("INSERT OR IGNORE INTO scopes(scope, kind, created) VALUES (?, ?, ?)", (scope, scope.split(":", 1)[0], now))
 
 
 def migrate(db: sqlite_utils.Database) -> int:

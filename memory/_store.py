@@ -20,7 +20,7 @@ import sqlite_utils
 
 from ._chatlog import ImportReport, LogRecord
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
-from ._schema import migrate
+from ._schema import ensure_scope, migrate
 from .errors import DuplicateMessage, InvalidRecord, StoreError
 
 __all__ = ["Store"]
@@ -113,12 +113,6 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _ensure_scope(self, conn: sqlite3.Connection, scope: str) -> None:
-        conn.execute(
-            "INSERT OR IGNORE INTO scopes(scope, kind, created) VALUES (?, ?, ?)",
-            (scope, scope.split(":", 1)[0], time.time()),
-        )
-
     # -- messages -------------------------------------------------------------------
     def append(self, message: NewMessage) -> Message:
         """Store a message and commit; returns it with its id."""
@@ -129,7 +123,7 @@ class Store:
             raise InvalidRecord("text must be a string")
         ts = time.time() if message.ts is None else float(message.ts)
         with self.transaction() as conn:
-            self._ensure_scope(conn, scope)
+            ensure_scope(conn, scope, time.time())
             try:
                 cursor = conn.execute(
                     "INSERT INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
@@ -285,7 +279,7 @@ class Store:
     def _import_batch(self, batch: list[LogRecord], report: ImportReport) -> None:
         with self.transaction() as conn:
             for scope in {record.scope for record in batch}:
-                self._ensure_scope(conn, scope)
+                ensure_scope(conn, scope, time.time())
                 report.scopes.add(scope)
             added = 0
             for record in batch:
