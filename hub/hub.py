@@ -335,6 +335,23 @@ class Hub:
             log.warning("model refused %s/%s: %s", inbound.scope, spec.name, exc)
             ok, text = False, MODEL_FAILED_REPLY
         latency_ms = (time.perf_counter() - started) * 1000
+        # The reply is stored before the call is recorded: a crash in between must leave the
+        # message looking unanswered, so that its redelivery is answered (Store.is_answered).
+        stored = None
+        if ok:
+            stored = self.store.append(
+                NewMessage(
+                    scope=inbound.scope,
+                    role="agent",
+                    text=text,
+                    ts=self.deps.clock(),
+                    agent=spec.name,
+                    also_sees=decision.also_sees,
+                    via=decision.via,
+                    chat=inbound.chat,
+                    reply_to=message.id,
+                )
+            )
         self.store.record_call(
             CallRecord(
                 scope=inbound.scope,
@@ -352,21 +369,8 @@ class Hub:
                 extra={"tool_calls": result.tool_calls} if result and result.tool_calls else {},
             )
         )
-        if not ok:
+        if stored is None:
             return Reply(**{**base.__dict__, "text": text, "kind": "error"})
-        stored = self.store.append(
-            NewMessage(
-                scope=inbound.scope,
-                role="agent",
-                text=text,
-                ts=self.deps.clock(),
-                agent=spec.name,
-                also_sees=decision.also_sees,
-                via=decision.via,
-                chat=inbound.chat,
-                reply_to=message.id,
-            )
-        )
         return Reply(**{**base.__dict__, "text": text, "reply_id": stored.id})
 
     # -- after the reply is sent ------------------------------------------------------------

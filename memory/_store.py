@@ -66,18 +66,32 @@ class Store:
             raise StoreError(f"cannot open database {self.path}: {exc}") from exc
         self._lock = threading.RLock()
         self.db = sqlite_utils.Database(conn)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            if self.path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            # Erased text must not linger in free pages of the file.
-            conn.execute("PRAGMA secure_delete = ON")
-            conn.execute("PRAGMA foreign_keys = OFF")
-            migrate(self.db)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StoreError(f"cannot use database {self.path}: {exc}") from exc
+        deadline = time.monotonic() + busy_timeout_ms / 1000
+        while True:
+            try:
+                self._prepare(conn, busy_timeout_ms)
+                break
+            except sqlite3.OperationalError as exc:
+                # Switching a brand-new file to WAL while another process does the same can
+                # report "locked" without waiting for the busy timeout: wait and try again.
+                if "locked" in str(exc) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                conn.close()
+                raise StoreError(f"cannot use database {self.path}: {exc}") from exc
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                raise StoreError(f"cannot use database {self.path}: {exc}") from exc
+
+    def _prepare(self, conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if self.path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        # Erased text must not linger in free pages of the file.
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        migrate(self.db)
 
     # -- plumbing -----------------------------------------------------------------
     @property
@@ -176,11 +190,11 @@ class Store:
             conn.execute("UPDATE messages SET ext_id = ? WHERE id = ?", (ext_id, message_id))
 
     def is_answered(self, message_id: int) -> bool:
-        """Whether an agent call was made for this message (answered, or failed with a reply)."""
+        """Whether the message got its answer: a stored agent reply, or a failed call's apology."""
         return bool(
             self.query(
-                "SELECT EXISTS(SELECT 1 FROM calls WHERE message_id = ?)"
-                " OR EXISTS(SELECT 1 FROM messages WHERE reply_to = ? AND role = 'agent')",
+                "SELECT EXISTS(SELECT 1 FROM messages WHERE reply_to = ? AND role = 'agent')"
+                " OR EXISTS(SELECT 1 FROM calls WHERE message_id = ? AND ok = 0)",
                 (message_id, message_id),
             )[0][0]
         )
