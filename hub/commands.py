@@ -4,6 +4,7 @@ facts commands /remember /facts /forget. Each returns the text to send back.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -94,7 +95,8 @@ async def _forget(hub: Hub, inbound: Inbound, message: Message, argument: str) -
     if not target:
         return "Usage: /forget <fact id or text>, or /forget all to erase everything of this chat."
     if target.lower() == "all":
-        removed = hub.store.erase(inbound.scope)
+        # VACUUM rewrites the whole file: keep the event loop (other chats) running meanwhile.
+        removed = await asyncio.to_thread(hub.store.erase, inbound.scope)
         for hook in hub.erase_hooks:
             await hook(inbound.scope)
         return (
