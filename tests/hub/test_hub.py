@@ -12,32 +12,19 @@ from hub.errors import ModelUnavailable
 from hub.hub import MODEL_DOWN_REPLY, NO_MODEL_REPLY
 from hub.llm import ModelResponse
 from memory import Store
+from tests.helpers import registry_of
+
+INBOX = AgentSpec(
+    name="inbox",
+    description="emails: keep pasted emails, extract deadlines, draft replies",
+    instructions="Handle emails.",
+    examples=("here is an email from my boss", "draft a reply to this mail"),
+    keywords=("email", "mail"),
+)
 
 
 def registry() -> AgentRegistry:
-    reg = AgentRegistry()
-    reg.add(AgentSpec(name="general", description="small talk and help", instructions="Be nice.", examples=("hi", "how are you", "tell me a joke")), "t")
-    reg.add(
-        AgentSpec(
-            name="tasks",
-            description="to-do list: add, list and complete tasks",
-            instructions="Manage tasks.",
-            examples=("add buy milk to my tasks", "what is on my todo list"),
-            keywords=("task", "todo"),
-        ),
-        "t",
-    )
-    reg.add(
-        AgentSpec(
-            name="inbox",
-            description="emails: keep pasted emails, extract deadlines, draft replies",
-            instructions="Handle emails.",
-            examples=("here is an email from my boss", "draft a reply to this mail"),
-            keywords=("email", "mail"),
-        ),
-        "t",
-    )
-    return reg
+    return registry_of(INBOX)
 
 
 def make_hub(tmp_path, model=None, **settings) -> Hub:

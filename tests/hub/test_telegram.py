@@ -34,35 +34,23 @@ from hub.telegram import (
 )
 from memory import Store, add_reminder, get_reminder
 from tests.fakes.bot_api import FakeBotAPI, utf16_len
+from tests.helpers import registry_of
 
 TOKEN = "123456:test-token"
 FAST = RetryPolicy(attempts=3, backoff=0.05, max_backoff=0.2)
 
 
+NOTES = AgentSpec(
+    name="notes",
+    description="notes: keep and find notes",
+    instructions="Keep notes.",
+    examples=("note that the wifi password is hunter2", "find my note about the wifi"),
+    keywords=("note", "notes"),
+)
+
+
 def registry() -> AgentRegistry:
-    reg = AgentRegistry()
-    reg.add(AgentSpec(name="general", description="small talk and help", instructions="Be nice.", examples=("hi", "how are you", "tell me a joke")), "t")
-    reg.add(
-        AgentSpec(
-            name="tasks",
-            description="to-do list: add, list and complete tasks",
-            instructions="Manage tasks.",
-            examples=("add buy milk to my tasks", "what is on my todo list"),
-            keywords=("task", "tasks", "todo"),
-        ),
-        "t",
-    )
-    reg.add(
-        AgentSpec(
-            name="notes",
-            description="notes: keep and find notes",
-            instructions="Keep notes.",
-            examples=("note that the wifi password is hunter2", "find my note about the wifi"),
-            keywords=("note", "notes"),
-        ),
-        "t",
-    )
-    return reg
+    return registry_of(NOTES)
 
 
 def echo(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
