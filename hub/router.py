@@ -27,7 +27,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Protocol
 
@@ -558,18 +558,3 @@ def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Me
         return current
     best = max(totals, key=totals.__getitem__)
     return best if totals[best] - totals[current] >= classifier.switch_threshold else current
-
-
-@dataclass
-class RouterStats:
-    """Counters the evaluation reads (kept outside the pure functions)."""
-
-    by_via: Counter[str] = field(default_factory=Counter)
-
-    def add(self, decision: Route) -> None:
-        self.by_via[decision.via] += 1
-
-
-def words(text: str) -> list[str]:
-    """All word tokens (exported for the LLM router's prompt trimming)."""
-    return terms(text)
