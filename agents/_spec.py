@@ -150,6 +150,3 @@ class AgentSpec(BaseModel):
         if not _NAME_RE.match(value):
             raise ValueError(f"agent name {value!r}: use 2-32 lower-case letters, digits or _ starting with a letter")
         return value
-
-    def tool_named(self, name: str) -> Tool | None:
-        return next((t for t in self.tools if t.name == name), None)

@@ -39,10 +39,6 @@ class Message:
     ext_id: str | None = None
     needs: tuple[str, ...] = ()  # eval annotation: ext ids of the messages an answer needs
 
-    def visible_to(self, agents: frozenset[str] | set[str]) -> bool:
-        """Whether a message tagged like this one belongs to any of ``agents``."""
-        return self.agent is not None and self.agent in agents
-
 
 @dataclass(frozen=True, slots=True)
 class NewMessage:
