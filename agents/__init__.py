@@ -1,7 +1,7 @@
 """The specialist agents, one module each, and what declares them.
 
 Add an agent by adding one module here (or in another package, under the
-``agents_hub.agents`` entry-point group) that defines a module-level ``AgentSpec``.
+``scopehub.agents`` entry-point group) that defines a module-level ``AgentSpec``.
 """
 
 from ._registry import ENTRY_POINT_GROUP, AgentRegistry, discover_agents, load_agent_file

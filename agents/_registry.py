@@ -1,4 +1,4 @@
-"""Agent discovery: the modules of this package, then the ``agents_hub.agents`` entry points.
+"""Agent discovery: the modules of this package, then the ``scopehub.agents`` entry points.
 
 A module declares its agent as a module-level ``AgentSpec`` (conventionally ``agent``).
 A module that fails to import or declares nothing is reported by name; the others load.
@@ -21,7 +21,7 @@ from ._spec import AgentSpec
 
 __all__ = ["ENTRY_POINT_GROUP", "AgentRegistry", "discover_agents", "load_agent_file"]
 
-ENTRY_POINT_GROUP = "agents_hub.agents"
+ENTRY_POINT_GROUP = "scopehub.agents"
 log = logging.getLogger(__name__)
 
 
@@ -99,7 +99,7 @@ def load_agent_file(path: str | Path, registry: AgentRegistry | None = None) -> 
 
 def discover_agents(
     *,
-    package: str = "agents",
+    package: str = __package__ or "scopehub.agents",
     entry_point_group: str | None = ENTRY_POINT_GROUP,
     extra_files: Iterable[str | Path] = (),
 ) -> AgentRegistry:

@@ -16,7 +16,7 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memory import Store
+from scopehub.memory import Store
 
 __all__ = ["AgentSpec", "Tool", "ToolContext", "tool"]
 

@@ -13,7 +13,7 @@ from email.utils import parseaddr, parsedate_to_datetime
 
 from pydantic import BaseModel, Field
 
-import memory
+from scopehub import memory
 
 from ._dates import find_dates, format_date, local_now
 from ._spec import AgentSpec, ToolContext, tool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-import memory
+from scopehub import memory
 
 from ._dates import format_datetime, local_now
 from ._spec import AgentSpec, ToolContext, tool

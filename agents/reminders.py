@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
-import memory
+from scopehub import memory
 
 from ._dates import format_datetime, local_now, parse_date, parse_repeat, parse_when
 from ._spec import AgentSpec, ToolContext, tool

@@ -6,7 +6,7 @@ from datetime import date
 
 from pydantic import BaseModel, Field
 
-import memory
+from scopehub import memory
 
 from ._dates import format_date, local_now, parse_date
 from ._spec import AgentSpec, ToolContext, tool

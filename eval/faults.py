@@ -84,11 +84,11 @@ from typing import Any
 
 import click
 
-from agents import AgentRegistry, ToolContext, discover_agents
-from agents._memory_tool import search_memory
-from hub.context import build_context
-from hub.errors import RouterError
-from hub.facts import (
+from scopehub.agents import AgentRegistry, ToolContext, discover_agents
+from scopehub.agents._memory_tool import search_memory
+from scopehub.hub.context import build_context
+from scopehub.hub.errors import RouterError
+from scopehub.hub.facts import (
     BLOCK_HEADER,
     FactKeeper,
     forget,
@@ -100,14 +100,29 @@ from hub.facts import (
     quote,
     remember,
 )
-from hub.facts import current as current_facts
-from hub.hub import MODEL_DOWN_REPLY, MODEL_FAILED_REPLY, NO_ANSWER_REPLY, Deps, Hub, Inbound, Reply
-from hub.llm import ChatModel, FunctionModel, LiteLLMModel, ModelResponse, ScriptedModel, ToolCall
-from hub.llm_router import build_router_messages, parse_router_answer
-from hub.router import detect_explicit, route
-from hub.runtime import STEP_LIMIT_REPLY, run_tool
-from hub.settings import Settings
-from memory import (
+from scopehub.hub.facts import current as current_facts
+from scopehub.hub.hub import (
+    MODEL_DOWN_REPLY,
+    MODEL_FAILED_REPLY,
+    NO_ANSWER_REPLY,
+    Deps,
+    Hub,
+    Inbound,
+    Reply,
+)
+from scopehub.hub.llm import (
+    ChatModel,
+    FunctionModel,
+    LiteLLMModel,
+    ModelResponse,
+    ScriptedModel,
+    ToolCall,
+)
+from scopehub.hub.llm_router import build_router_messages, parse_router_answer
+from scopehub.hub.router import detect_explicit, route
+from scopehub.hub.runtime import STEP_LIMIT_REPLY, run_tool
+from scopehub.hub.settings import Settings
+from scopehub.memory import (
     SEARCH_METHODS,
     Message,
     NewMessage,
@@ -327,7 +342,7 @@ class _Records(logging.Handler):
 
 
 @contextlib.contextmanager
-def _capture_logs(name: str = "hub") -> Iterator[_Records]:
+def _capture_logs(name: str = "scopehub.hub") -> Iterator[_Records]:
     logger = logging.getLogger(name)
     handler = _Records()
     level = logger.level
@@ -459,7 +474,7 @@ def crash_import(workdir: Path, *, messages: int = 10_000, kills: int = 20, batc
             rounds += 1
             out.tried += messages
             db = workdir / f"crash_import.{rounds}.db"
-            command = [sys.executable, "-m", "hub.cli", "--db", str(db), "import", str(log_path), "--batch", str(batch)]
+            command = [sys.executable, "-m", "scopehub.hub.cli", "--db", str(db), "import", str(log_path), "--batch", str(batch)]
             observer = _Observer(db)
             acknowledged: dict[tuple[str, str], str] = {}
             try:
@@ -748,7 +763,7 @@ def concurrency(
         writer_err = workdir / f"{name}.writer.stderr"
         with writer_err.open("wb") as err:
             writer = subprocess.Popen(
-                [sys.executable, "-m", "hub.cli", "--db", str(db), "import", str(writer_log), "--batch", str(writer_batch)],
+                [sys.executable, "-m", "scopehub.hub.cli", "--db", str(db), "import", str(writer_log), "--batch", str(writer_batch)],
                 cwd=workdir,
                 env=_child_env(),
                 stdout=subprocess.DEVNULL,
@@ -850,7 +865,7 @@ def _check_calls(requests: Sequence[Sequence[dict[str, Any]]], out: Outcome) -> 
 
 _OPEN_CHILD = """
 import sys, time
-from memory import Store
+from scopehub.memory import Store
 start = float(sys.argv[2])
 time.sleep(max(0.0, start - time.time() - 0.05))
 while time.time() < start:
@@ -998,7 +1013,7 @@ async def _play_fault(case: FaultCase, index: int, server: Any, store: Store, te
     model = LiteLLMModel("openai/fake-agent", api_base=server.base_url, timeout=MODEL_TIMEOUT, retries=MODEL_RETRIES, backoff=0.05, max_backoff=MAX_BACKOFF)
     if case.router is not None:
         # As deployed: HUB_ROUTER_MODEL and HUB_API_BASE set, the router built by the composition root.
-        from hub.app import build_hub
+        from scopehub.hub.app import build_hub
 
         settings = hub_settings(router_model="openai/fake-router", api_base=server.base_url, router_timeout=ROUTER_TIMEOUT, max_tool_steps=MAX_STEPS)
         hub = build_hub(settings, store=store, model=model, registry=_registry())
@@ -1234,14 +1249,14 @@ class HostileProbe:
         # The hub catches a failing command and logs it: keep the exception for the report.
         self.hub_errors = _Records()
         self.hub_errors.setLevel(logging.ERROR)
-        logging.getLogger("hub.hub").addHandler(self.hub_errors)
+        logging.getLogger("scopehub.hub.hub").addHandler(self.hub_errors)
         # Another scope holding every hostile piece and a secret: no search may ever return it.
         for piece in (*_PIECES, f"the secret is {VICTIM_SECRET}"):
             self.store.append(NewMessage(scope=VICTIM_SCOPE, role="user", text=f"{piece} {VICTIM_SECRET}", sender="v"))
         add_vault_item(self.store, VICTIM_SCOPE, "note", f"milk tasks email {VICTIM_SECRET}", title=VICTIM_SECRET)
 
     def close(self) -> None:
-        logging.getLogger("hub.hub").removeHandler(self.hub_errors)
+        logging.getLogger("scopehub.hub.hub").removeHandler(self.hub_errors)
         self.loop.close()
         self.store.close()
 

@@ -20,7 +20,7 @@ import click
 from . import _report
 
 if TYPE_CHECKING:
-    from hub.llm import ChatModel
+    from scopehub.hub.llm import ChatModel
 
     from .replay import JudgeItem
 
@@ -34,8 +34,8 @@ QUESTION = (
 
 def model_from_settings() -> ChatModel:
     """The agents' model from HUB_MODEL / HUB_API_BASE; a clear usage error without one."""
-    from hub.app import build_model
-    from hub.settings import load_settings
+    from scopehub.hub.app import build_model
+    from scopehub.hub.settings import load_settings
 
     settings = load_settings()
     if not settings.model:
@@ -64,7 +64,7 @@ def exact_match(answer: str | None, value: str) -> tuple[bool, bool]:
 
 
 async def _judge(items: Sequence[JudgeItem], model: ChatModel, *, concurrency: int, show_progress: bool) -> dict[str, Any]:
-    from hub.errors import ModelError
+    from scopehub.hub.errors import ModelError
 
     semaphore = asyncio.Semaphore(max(concurrency, 1))
     bar = _report.Progress(len(items) * 2, "judge", enabled=show_progress)

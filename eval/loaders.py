@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from memory import LogRecord, read_chatlog
+from scopehub.memory import LogRecord, read_chatlog
 
 __all__ = [
     "DatasetFormatError",

@@ -75,11 +75,11 @@ import click
 from pydantic import BaseModel, Field
 from rapidfuzz import fuzz, process
 
-from agents import AgentSpec, Tool
-from hub.context import AgentPrompt, build_context
-from hub.router import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
-from hub.tokens import Tokenizer
-from memory import Message
+from scopehub.agents import AgentSpec, Tool
+from scopehub.hub.context import AgentPrompt, build_context
+from scopehub.hub.router import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
+from scopehub.hub.tokens import Tokenizer
+from scopehub.memory import Message
 
 from . import _report
 from .loaders import Dialogue, Turn
@@ -238,8 +238,8 @@ def domain_agent(name: str, description: str = "") -> AgentSpec:
 
 def agent_prompts(agents: Iterable[str], descriptions: dict[str, str]) -> tuple[dict[str, AgentPrompt], dict[str, AgentSpec]]:
     """Prompts per agent: the hub's real agent when one has the name, else a domain agent."""
-    from agents import discover_agents
-    from hub.hub import agent_prompt
+    from scopehub.agents import discover_agents
+    from scopehub.hub.hub import agent_prompt
 
     registry = discover_agents()
     specs: dict[str, AgentSpec] = {}
@@ -680,7 +680,7 @@ def tokens_command(
     quiet: bool,
 ) -> None:
     """Replay a dataset through the router and context builder; tokens and reference recall per mode."""
-    from hub.tokens import get_tokenizer
+    from scopehub.hub.tokens import get_tokenizer
 
     model = None
     if judge:

@@ -57,8 +57,8 @@ from typing import Any
 
 import click
 
-from hub.router import DEFAULT_AGENT, SEMANTIC_WEIGHT, AgentProfile, LocalClassifier, route
-from memory import Message
+from scopehub.hub.router import DEFAULT_AGENT, SEMANTIC_WEIGHT, AgentProfile, LocalClassifier, route
+from scopehub.memory import Message
 
 from . import _report
 from .loaders import Dialogue, Turn
@@ -93,7 +93,7 @@ def sample_examples(candidates: Iterable[tuple[str, str]], *, per_agent: int = M
     fifty examples span as many ways of asking as they can (a plain random sample spends
     many of them on the most common phrasing). Duplicates are dropped.
     """
-    from hub._text import content_terms
+    from scopehub.hub._text import content_terms
 
     by_agent: dict[str, dict[str, None]] = defaultdict(dict)
     for agent, text in candidates:
@@ -207,7 +207,7 @@ def build_profiles(
 
 def general_profile(extra_examples: Sequence[str] = ()) -> AgentProfile:
     """The hub's real ``general`` agent as the router knows it."""
-    from agents.general import agent as general
+    from scopehub.agents.general import agent as general
 
     examples = tuple(dict.fromkeys((*general.examples, *extra_examples)))[:MAX_EXAMPLES]
     return AgentProfile(name=general.name, description=general.description, examples=examples, keywords=general.keywords)
@@ -387,7 +387,7 @@ def build_classifier(
     if not embedder or embedder == "none":
         classifier = LocalClassifier(profiles)
         return classifier, {"embedder": None, "build_s": round(time.perf_counter() - started, 3)}
-    from hub.semantic import build_semantic_scorer, make_embedder
+    from scopehub.hub.semantic import build_semantic_scorer, make_embedder
 
     timed = _TimedEmbedder(make_embedder(embedder))
     scorer = build_semantic_scorer(profiles, timed, lexical=LocalClassifier(profiles))

@@ -19,7 +19,14 @@ from typing import Any
 
 import click
 
-from memory import SEARCH_METHODS, Embedder, LiteLLMEmbedder, LogRecord, Store, index_embeddings
+from scopehub.memory import (
+    SEARCH_METHODS,
+    Embedder,
+    LiteLLMEmbedder,
+    LogRecord,
+    Store,
+    index_embeddings,
+)
 
 __all__ = [
     "bench_search",
@@ -66,7 +73,7 @@ def evaluate_locomo(
     the share of a question's evidence turns in the top k, hit@k whether at least one is;
     both are averaged over questions. Searches run "now" = the conversation's last turn.
     """
-    from eval.loaders import load_locomo  # written alongside; imported when used
+    from scopehub.eval.loaders import load_locomo  # written alongside; imported when used
 
     unknown = [m for m in methods if m not in SEARCH_METHODS]
     if unknown:
@@ -173,7 +180,7 @@ def source_texts(data_dir: str | Path | None = None) -> tuple[list[str], list[st
 
     Datasets missing from ``data_dir`` are skipped; raises if none is there.
     """
-    from eval.loaders import load_locomo, load_multiwoz, load_sgd
+    from scopehub.eval.loaders import load_locomo, load_multiwoz, load_sgd
 
     root = Path(data_dir) if data_dir is not None else _default_data_dir()
     texts: list[str] = []

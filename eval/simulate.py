@@ -27,9 +27,9 @@ from typing import Any
 
 import click
 
-from hub.context import AgentPrompt, build_context
-from hub.tokens import Tokenizer
-from memory import Message
+from scopehub.hub.context import AgentPrompt, build_context
+from scopehub.hub.tokens import Tokenizer
+from scopehub.memory import Message
 
 from . import _report
 from .replay import CachingTokenizer
@@ -202,7 +202,7 @@ def simulate_command(
     plots_dir: str | None,
 ) -> None:
     """Spread dataset messages over N agents in conversation runs; history saving of scoping."""
-    from hub.tokens import get_tokenizer
+    from scopehub.hub.tokens import get_tokenizer
 
     if plots_dir:
         from .plots import require_matplotlib

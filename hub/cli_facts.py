@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from memory import FACT_KINDS, Fact, InvalidScope, Store, validate_scope
+from scopehub.memory import FACT_KINDS, Fact, InvalidScope, Store, validate_scope
 
 from . import facts as facts_lib
 from .settings import load_settings

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from memory import Store
+from scopehub.memory import Store
 
 from .settings import load_settings
 

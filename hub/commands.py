@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from memory import Message
+from scopehub.memory import Message
 
 if TYPE_CHECKING:
     from .hub import Hub, Inbound

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory import Message
+from scopehub.memory import Message
 
 from .tokens import MESSAGE_OVERHEAD, Tokenizer
 

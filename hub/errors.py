@@ -17,7 +17,7 @@ transports) turn them into short messages for people.
 
 from __future__ import annotations
 
-from memory.errors import InvalidRecord, InvalidScope, StoreError
+from scopehub.memory.errors import InvalidRecord, InvalidScope, StoreError
 
 __all__ = [
     "AgentLoadError",

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rapidfuzz import fuzz
 
-from memory import (
+from scopehub.memory import (
     FACT_KINDS,
     Fact,
     FactChange,

@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agents import AgentRegistry, AgentSpec, ToolContext
-from agents._memory_tool import search_memory
-from memory import CallRecord, DuplicateMessage, Message, NewMessage, Store, validate_scope
+from scopehub.agents import AgentRegistry, AgentSpec, ToolContext
+from scopehub.agents._memory_tool import search_memory
+from scopehub.memory import CallRecord, DuplicateMessage, Message, NewMessage, Store, validate_scope
 
 from .context import AgentPrompt, Context, build_context
 from .errors import ModelError, ModelNotConfigured, ModelUnavailable, RouterError

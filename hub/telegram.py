@@ -60,7 +60,7 @@ from telegram.ext import (
     filters,
 )
 
-from memory import Store, due_reminders, get_reminder, mark_reminder_sent
+from scopehub.memory import Store, due_reminders, get_reminder, mark_reminder_sent
 
 from .errors import ConfigError
 from .hub import Hub, Inbound, Reply

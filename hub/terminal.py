@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from memory import InvalidScope, validate_scope
+from scopehub.memory import InvalidScope, validate_scope
 
 if TYPE_CHECKING:
     from .hub import Hub, Reply

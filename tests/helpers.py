@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agents import AgentRegistry, AgentSpec
-from memory import Message
+from scopehub.agents import AgentRegistry, AgentSpec
+from scopehub.memory import Message
 
 
 def msg(id: int, agent: str | None, text: str = "", role: str = "user", scope: str = "user:1") -> Message:

@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
-from eval import faults
-from hub.cli import cli
-from hub.facts import BLOCK_HEADER, FactKeeper, forget
-from hub.hub import Hub, Inbound, Reply
-from hub.llm import FunctionModel
-from hub.runtime import STEP_LIMIT_REPLY
-from memory import NewMessage, Store
+from scopehub.eval import faults
+from scopehub.hub.cli import cli
+from scopehub.hub.facts import BLOCK_HEADER, FactKeeper, forget
+from scopehub.hub.hub import Hub, Inbound, Reply
+from scopehub.hub.llm import FunctionModel
+from scopehub.hub.runtime import STEP_LIMIT_REPLY
+from scopehub.memory import NewMessage, Store
 
 
 def assert_clean(outcome: faults.Outcome) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import Store
+from scopehub.memory import Store
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from agents import Tool, ToolContext
-from memory import Store
+from scopehub.agents import Tool, ToolContext
+from scopehub.memory import Store
 
 # Wednesday 2024-05-01 14:30 UTC: every test runs on this clock unless it says otherwise.
 NOW = datetime(2024, 5, 1, 14, 30, tzinfo=UTC).timestamp()

@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from agents import discover_agents
-from hub.cli import cli
+from scopehub.agents import discover_agents
+from scopehub.hub.cli import cli
 
 FIXED_TOKEN_BUDGET = 800  # persona + rules + tool schemas (incl. search_memory), per call
 EXPECTED_TOOLS = {
@@ -65,7 +65,7 @@ def test_every_agent_gives_the_router_enough_to_go_on() -> None:
     ],
 )
 def test_typical_wording_routes_to_the_right_agent(text: str, agent: str) -> None:
-    from hub.router import AgentProfile, LocalClassifier, route
+    from scopehub.hub.router import AgentProfile, LocalClassifier, route
 
     profiles = [
         AgentProfile(name=s.name, description=s.description, examples=s.examples, keywords=s.keywords)

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agents._dates import find_dates, parse_date, parse_repeat, parse_when
+from scopehub.agents._dates import find_dates, parse_date, parse_repeat, parse_when
 
 WEDNESDAY = date(2024, 5, 1)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-import memory
-from agents import discover_agents
-from agents.inbox import draft_reply, keep_email, list_emails, read_email
-from hub.hub import Deps, Hub, Inbound
-from hub.llm import ModelResponse, ScriptedModel, ToolCall
-from hub.settings import load_settings
+from scopehub import memory
+from scopehub.agents import discover_agents
+from scopehub.agents.inbox import draft_reply, keep_email, list_emails, read_email
+from scopehub.hub.hub import Deps, Hub, Inbound
+from scopehub.hub.llm import ModelResponse, ScriptedModel, ToolCall
+from scopehub.hub.settings import load_settings
 from tests.agents.helpers import NOW, call, make_ctx
 
 PASTED = """/inbox can you look at this one?

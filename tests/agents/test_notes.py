@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import memory
-from agents.notes import delete_note, list_notes, read_note, save_note
+from scopehub import memory
+from scopehub.agents.notes import delete_note, list_notes, read_note, save_note
 from tests.agents.helpers import NOW, call, make_ctx
 
 

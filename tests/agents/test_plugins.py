@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agents import discover_agents, load_agent_file
-from hub.hub import Deps, Hub, Inbound
-from hub.llm import ModelResponse, ScriptedModel, ToolCall
-from hub.settings import load_settings
-from memory import Store
+from scopehub.agents import discover_agents, load_agent_file
+from scopehub.hub.hub import Deps, Hub, Inbound
+from scopehub.hub.llm import ModelResponse, ScriptedModel, ToolCall
+from scopehub.hub.settings import load_settings
+from scopehub.memory import Store
 
 
 def _readme_example() -> str:

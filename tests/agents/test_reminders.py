@@ -7,9 +7,9 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import memory
-from agents.reminders import cancel_reminder, list_reminders, set_reminder
-from hub.runtime import run_tool
+from scopehub import memory
+from scopehub.agents.reminders import cancel_reminder, list_reminders, set_reminder
+from scopehub.hub.runtime import run_tool
 from tests.agents.helpers import NOW, call, make_ctx
 
 BERLIN = ZoneInfo("Europe/Berlin")

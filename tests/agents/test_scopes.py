@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import memory
-from agents.inbox import draft_reply, keep_email, list_emails, read_email
-from agents.notes import delete_note, list_notes, read_note, save_note
-from agents.reminders import cancel_reminder, list_reminders, set_reminder
-from agents.tasks import add_task, complete_task, edit_task, list_tasks
+from scopehub import memory
+from scopehub.agents.inbox import draft_reply, keep_email, list_emails, read_email
+from scopehub.agents.notes import delete_note, list_notes, read_note, save_note
+from scopehub.agents.reminders import cancel_reminder, list_reminders, set_reminder
+from scopehub.agents.tasks import add_task, complete_task, edit_task, list_tasks
 from tests.agents.helpers import call, make_ctx
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-import memory
-from agents.tasks import add_task, complete_task, edit_task, list_tasks
-from hub.runtime import run_tool
+from scopehub import memory
+from scopehub.agents.tasks import add_task, complete_task, edit_task, list_tasks
+from scopehub.hub.runtime import run_tool
 from tests.agents.helpers import NOW, call, make_ctx
 
 

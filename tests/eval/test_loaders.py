@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from eval.loaders import (
+from scopehub.eval.loaders import (
     DatasetFormatError,
     Dialogue,
     Turn,
@@ -25,7 +25,7 @@ from eval.loaders import (
     load_sgd_schema,
     to_records,
 )
-from memory import write_chatlog
+from scopehub.memory import write_chatlog
 from tests.conftest import data_path
 
 

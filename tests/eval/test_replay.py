@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from eval.judge import exact_match, judge_messages, run_judge
-from eval.loaders import Dialogue, Slot, Turn
-from eval.replay import (
+from scopehub.eval.judge import exact_match, judge_messages, run_judge
+from scopehub.eval.loaders import Dialogue, Slot, Turn
+from scopehub.eval.replay import (
     MODES,
     CachingTokenizer,
     JudgeItem,
@@ -23,10 +23,10 @@ from eval.replay import (
     normalize_value,
     replay,
 )
-from hub.cli import cli
-from hub.context import AgentPrompt
-from hub.llm import FunctionModel
-from hub.router import AgentProfile, LocalClassifier
+from scopehub.hub.cli import cli
+from scopehub.hub.context import AgentPrompt
+from scopehub.hub.llm import FunctionModel
+from scopehub.hub.router import AgentProfile, LocalClassifier
 
 
 class WordTokenizer:
@@ -239,8 +239,8 @@ def test_jsonl_needs_are_references() -> None:
 
 
 def test_domain_agent_is_shaped_like_a_real_agent() -> None:
-    from hub.hub import agent_prompt
-    from hub.tokens import get_tokenizer
+    from scopehub.hub.hub import agent_prompt
+    from scopehub.hub.tokens import get_tokenizer
 
     spec = domain_agent("restaurant", "Find and book restaurants.")
     prompt = agent_prompt(spec)

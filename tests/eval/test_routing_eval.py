@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eval.loaders import Dialogue, Turn
-from eval.routing import (
+from scopehub.eval.loaders import Dialogue, Turn
+from scopehub.eval.routing import (
     dialogue_examples,
     evaluate_routing,
     routing_metrics,
@@ -18,8 +18,8 @@ from eval.routing import (
     split_train,
     summarize,
 )
-from hub.cli import cli
-from hub.router import AgentProfile, LocalClassifier
+from scopehub.hub.cli import cli
+from scopehub.hub.router import AgentProfile, LocalClassifier
 
 
 def test_metrics_on_a_toy_set() -> None:

@@ -9,8 +9,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from eval.search import bench_search, evaluate_locomo, search_bench_command, search_eval_command
-from memory import SearchHit, Store
+from scopehub.eval.search import (
+    bench_search,
+    evaluate_locomo,
+    search_bench_command,
+    search_eval_command,
+)
+from scopehub.memory import SearchHit, Store
 
 SESSION_1 = [
     ("Alice", "D1:1", "I adopted a puppy named Biscuit last week!"),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eval.simulate import load_pool, simulate, summarize
-from hub.cli import cli
+from scopehub.eval.simulate import load_pool, simulate, summarize
+from scopehub.hub.cli import cli
 from tests.eval.test_replay import WordTokenizer, write_multiwoz
 
 POOL = [(f"user message number {n} about things", f"reply {n}") for n in range(50)]

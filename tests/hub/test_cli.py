@@ -8,8 +8,8 @@ import sys
 
 from click.testing import CliRunner
 
-from hub.cli import cli
-from memory import CallRecord, Store
+from scopehub.hub.cli import cli
+from scopehub.memory import CallRecord, Store
 
 LOG = [
     {"id": "1", "role": "user", "text": "here is an email from Ram: the Q3 report is due Friday", "ts": 1, "agent": "inbox"},
@@ -104,8 +104,8 @@ def test_console_script_turns_config_errors_into_one_line(tmp_path):
 def test_env_example_lists_every_setting():
     from pathlib import Path
 
-    from hub.settings import Settings
-    from hub.settings import _variable as variable
+    from scopehub.hub.settings import Settings
+    from scopehub.hub.settings import _variable as variable
 
     text = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
     documented = {line.split("=", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}

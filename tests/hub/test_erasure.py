@@ -11,11 +11,11 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from agents import AgentRegistry, AgentSpec
-from hub import Deps, Hub, Inbound, ScriptedModel, load_settings
-from hub.cli import cli
-from hub.facts import FactKeeper
-from memory import Store, current_facts, fact_history
+from scopehub.agents import AgentRegistry, AgentSpec
+from scopehub.hub import Deps, Hub, Inbound, ScriptedModel, load_settings
+from scopehub.hub.cli import cli
+from scopehub.hub.facts import FactKeeper
+from scopehub.memory import Store, current_facts, fact_history
 
 GONE = "user:1"
 KEPT = "group:5"

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from agents import AgentRegistry, AgentSpec
-from hub import Deps, Hub, Inbound, ScriptedModel, load_settings
-from hub.cli import cli
-from hub.errors import ModelUnavailable
-from hub.facts import (
+from scopehub.agents import AgentRegistry, AgentSpec
+from scopehub.hub import Deps, Hub, Inbound, ScriptedModel, load_settings
+from scopehub.hub.cli import cli
+from scopehub.hub.errors import ModelUnavailable
+from scopehub.hub.facts import (
     BLOCK_HEADER,
     Candidate,
     FactKeeper,
@@ -29,8 +29,8 @@ from hub.facts import (
     remember,
     render_block,
 )
-from hub.tokens import get_tokenizer
-from memory import Fact, NewFact, NewMessage, Store, add_fact, current_facts, fact_history
+from scopehub.hub.tokens import get_tokenizer
+from scopehub.memory import Fact, NewFact, NewMessage, Store, add_fact, current_facts, fact_history
 
 SCOPE = "user:1"
 
@@ -718,7 +718,7 @@ def replay_slot_overwrites(dialogues: Sequence[Any]) -> tuple[int, int]:
 
 
 def test_multiwoz_slot_overwrites_latest_value_wins():
-    from eval.loaders import load_multiwoz
+    from scopehub.eval.loaders import load_multiwoz
     from tests.conftest import data_path
 
     sequences, steps = replay_slot_overwrites(load_multiwoz(data_path("multiwoz21", "val.json.gz")))
@@ -726,7 +726,7 @@ def test_multiwoz_slot_overwrites_latest_value_wins():
 
 
 def test_sgd_slot_overwrites_latest_value_wins():
-    from eval.loaders import load_sgd
+    from scopehub.eval.loaders import load_sgd
     from tests.conftest import data_path
 
     sequences, steps = replay_slot_overwrites(load_sgd(data_path("sgd", "dev")))

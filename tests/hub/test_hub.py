@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from agents import AgentRegistry, AgentSpec
-from hub import Deps, Hub, Inbound, ScriptedModel, load_settings
-from hub.errors import ModelUnavailable
-from hub.hub import MODEL_DOWN_REPLY, NO_MODEL_REPLY
-from hub.llm import ModelResponse
-from memory import Store
+from scopehub.agents import AgentRegistry, AgentSpec
+from scopehub.hub import Deps, Hub, Inbound, ScriptedModel, load_settings
+from scopehub.hub.errors import ModelUnavailable
+from scopehub.hub.hub import MODEL_DOWN_REPLY, NO_MODEL_REPLY
+from scopehub.hub.llm import ModelResponse
+from scopehub.memory import Store
 from tests.helpers import registry_of
 
 INBOX = AgentSpec(
@@ -186,7 +186,7 @@ def test_llm_router_is_used_when_configured_and_falls_back_on_junk(tmp_path):
 
 @pytest.mark.parametrize("name,value", [("HUB_WINDOW", "many"), ("HUB_TAIL", "-1"), ("HUB_TIMEZONE", "Mars/Base")])
 def test_bad_settings_name_the_variable(monkeypatch, name, value):
-    from hub.errors import ConfigError
+    from scopehub.hub.errors import ConfigError
 
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=name):
@@ -210,7 +210,7 @@ def test_a_redelivered_message_is_stored_once_and_answered_once(tmp_path):
 
 
 def test_a_message_stored_before_a_crash_is_answered_when_redelivered(tmp_path):
-    from memory import NewMessage
+    from scopehub.memory import NewMessage
 
     model = ScriptedModel(default="ok")
     hub = make_hub(tmp_path, model)
@@ -222,8 +222,8 @@ def test_a_message_stored_before_a_crash_is_answered_when_redelivered(tmp_path):
 
 
 def test_a_model_that_rejects_the_request_gets_its_own_clear_reply(tmp_path):
-    from hub.errors import ModelError
-    from hub.hub import MODEL_FAILED_REPLY
+    from scopehub.hub.errors import ModelError
+    from scopehub.hub.hub import MODEL_FAILED_REPLY
 
     hub = make_hub(tmp_path, ScriptedModel([ModelError("400 bad request")]))
     reply = ask(hub, "add buy milk to my tasks")

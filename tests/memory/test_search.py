@@ -13,7 +13,7 @@ import sqlite_utils
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import (
+from scopehub.memory import (
     Embedder,
     LiteLLMEmbedder,
     NewMessage,
@@ -23,8 +23,8 @@ from memory import (
     index_embeddings,
     search_archive,
 )
-from memory._schema import MIGRATIONS
-from memory._search import porter_stem
+from scopehub.memory._schema import MIGRATIONS
+from scopehub.memory._search import porter_stem
 
 DAY = 86_400.0
 NOW = 1_750_000_000.0
@@ -374,7 +374,7 @@ def test_new_messages_are_searchable_at_once(store: Store) -> None:
 
 
 def test_imported_messages_are_indexed(store: Store) -> None:
-    from memory import LogRecord
+    from scopehub.memory import LogRecord
 
     records = [
         LogRecord(id=f"m{n}", role="user", text=f"imported note {n} about kayaks", ts=NOW + n)

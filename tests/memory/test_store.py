@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import (
+from scopehub.memory import (
     SCHEMA_VERSION,
     CallRecord,
     InvalidRecord,
@@ -22,7 +22,7 @@ from memory import (
     Store,
     read_chatlog,
 )
-from memory._schema import MIGRATIONS
+from scopehub.memory._schema import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,7 @@ def test_lines_with_their_own_scope_keep_it_and_bad_lines_are_reported(tmp_path)
         '{"id": 4, "role": "user", "text": "d", "ts": 4, "scope": "nowhere"}\n'
     )
     store = Store(tmp_path / "hub.db")
-    from memory import ImportReport
+    from scopehub.memory import ImportReport
 
     report = ImportReport()
     store.import_records(read_chatlog(path, report), default_scope="user:1", report=report)
@@ -102,7 +102,7 @@ def test_lines_with_their_own_scope_keep_it_and_bad_lines_are_reported(tmp_path)
 
 IMPORT_SCRIPT = """
 import sys, time
-from memory import Store, read_chatlog
+from scopehub.memory import Store, read_chatlog
 store = Store(sys.argv[1])
 def slow(records):
     for i, record in enumerate(records):
@@ -169,7 +169,7 @@ def test_a_database_from_a_newer_release_is_refused(tmp_path):
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
     conn.commit()
     conn.close()
-    from memory import StoreError
+    from scopehub.memory import StoreError
 
     with pytest.raises(StoreError, match="newer"):
         Store(db)
