@@ -4,6 +4,7 @@ Add an agent by adding one module here (or in another package, under the
 ``scopehub.agents`` entry-point group) that defines a module-level ``AgentSpec``.
 """
 
+from ._memory_tool import search_memory
 from ._registry import ENTRY_POINT_GROUP, AgentRegistry, discover_agents, load_agent_file
 from ._spec import AgentSpec, Tool, ToolContext, tool
 
@@ -15,5 +16,6 @@ __all__ = [
     "ToolContext",
     "discover_agents",
     "load_agent_file",
+    "search_memory",
     "tool",
 ]

@@ -148,7 +148,7 @@ def _today(ctx: ToolContext) -> date:
 
 
 def _current_message_text(ctx: ToolContext) -> str:
-    message = ctx.store.get(ctx.message_id, ctx.scope) if ctx.message_id is not None else None
+    message = ctx.store.get(ctx.scope, ctx.message_id) if ctx.message_id is not None else None
     if message is None:
         raise ValueError("no current message to keep; pass the email as text")
     return _ADDRESS_RE.sub("", message.text, count=1)

@@ -84,8 +84,7 @@ from typing import Any
 
 import click
 
-from scopehub.agents import AgentRegistry, ToolContext, discover_agents
-from scopehub.agents._memory_tool import search_memory
+from scopehub.agents import AgentRegistry, ToolContext, discover_agents, search_memory
 from scopehub.hub.context import build_context
 from scopehub.hub.errors import RouterError
 from scopehub.hub.facts import (
@@ -101,7 +100,14 @@ from scopehub.hub.facts import (
     remember,
 )
 from scopehub.hub.facts import current as current_facts
-from scopehub.hub.hub import (
+from scopehub.hub.models import (
+    ChatModel,
+    LiteLLMModel,
+    ModelResponse,
+    ToolCall,
+)
+from scopehub.hub.models.testing import FunctionModel, ScriptedModel
+from scopehub.hub.orchestrator import (
     MODEL_DOWN_REPLY,
     MODEL_FAILED_REPLY,
     NO_ANSWER_REPLY,
@@ -110,16 +116,8 @@ from scopehub.hub.hub import (
     Inbound,
     Reply,
 )
-from scopehub.hub.llm import (
-    ChatModel,
-    FunctionModel,
-    LiteLLMModel,
-    ModelResponse,
-    ScriptedModel,
-    ToolCall,
-)
-from scopehub.hub.llm_router import build_router_messages, parse_router_answer
-from scopehub.hub.router import detect_explicit, route
+from scopehub.hub.routing import detect_explicit, route
+from scopehub.hub.routing.llm_router import build_router_messages, parse_router_answer
 from scopehub.hub.runtime import STEP_LIMIT_REPLY, run_tool
 from scopehub.hub.settings import Settings
 from scopehub.memory import (
@@ -536,7 +534,7 @@ def _tail(path: Path, chars: int = 400) -> str:
         return ""
 
 
-_HANDLE_CHILD = "from eval.faults import _handle_child; _handle_child()"
+_HANDLE_CHILD = "from scopehub.eval.faults import _handle_child; _handle_child()"
 
 
 def _handle_child(argv: Sequence[str] | None = None) -> None:
@@ -1053,7 +1051,7 @@ def _reply_stored(store: Store, reply: Reply | None) -> bool:
     """An agent's answer is stored as the reply (an error reply is not an answer and is not stored)."""
     if reply is None or reply.kind != "agent":
         return True
-    stored = store.get(reply.reply_id) if reply.reply_id is not None else None
+    stored = store.get(reply.scope, reply.reply_id) if reply.reply_id is not None else None
     return stored is not None and stored.text == reply.text
 
 
@@ -1249,14 +1247,14 @@ class HostileProbe:
         # The hub catches a failing command and logs it: keep the exception for the report.
         self.hub_errors = _Records()
         self.hub_errors.setLevel(logging.ERROR)
-        logging.getLogger("scopehub.hub.hub").addHandler(self.hub_errors)
+        logging.getLogger("scopehub.hub.orchestrator").addHandler(self.hub_errors)
         # Another scope holding every hostile piece and a secret: no search may ever return it.
         for piece in (*_PIECES, f"the secret is {VICTIM_SECRET}"):
             self.store.append(NewMessage(scope=VICTIM_SCOPE, role="user", text=f"{piece} {VICTIM_SECRET}", sender="v"))
         add_vault_item(self.store, VICTIM_SCOPE, "note", f"milk tasks email {VICTIM_SECRET}", title=VICTIM_SECRET)
 
     def close(self) -> None:
-        logging.getLogger("scopehub.hub.hub").removeHandler(self.hub_errors)
+        logging.getLogger("scopehub.hub.orchestrator").removeHandler(self.hub_errors)
         self.loop.close()
         self.store.close()
 
@@ -1335,7 +1333,7 @@ class HostileProbe:
         self._call("facts.forget", text, lambda: forget(self.store, scope, text))
         stored = self._call("store.append", text, lambda: self.store.append(NewMessage(scope=scope, role="user", text=text)))
         if stored is not None:
-            back = self.store.get(stored.id, scope)
+            back = self.store.get(scope, stored.id)
             if back is None or back.text != text:
                 self._failed("lost", "store.append", text, "the stored text does not come back whole")
             self.window = [*self.window, stored][-self.window_size :]
@@ -1379,7 +1377,7 @@ class HostileProbe:
                 self._failed("crashed", target, text, f"{type(exc).__name__}: {exc}")
         self.model.calls.clear()
         del self.hub_errors.records[:]
-        if self.window and self.store.get(self.window[-1].id) is None:
+        if self.window and self.store.get(self.window[-1].scope, self.window[-1].id) is None:
             self.window = []  # "/forget all" erased the scope
 
 
@@ -1420,7 +1418,7 @@ def huge_message(workdir: Path, *, chars: int = 100_000, out: Outcome | None = N
             if first is None or first.message_id is None:
                 out.fail("crashed", "the huge message got no reply")
                 return out
-            stored = store.get(first.message_id)
+            stored = store.get(first.scope, first.message_id)
             if stored is None or stored.text != text or len(stored.text) != chars:
                 out.fail("lost", f"the huge message is not stored whole ({len(stored.text) if stored else 0} of {chars} chars)")
             agent_calls = [call for call in model.calls if not is_extraction(call.messages)]
@@ -1594,7 +1592,7 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                         hits = store.search(scope, query, k=10, method=method, embedder=embedder)
                         check(f"search[{method}]", " ".join(f"{h.text} {h.snippet}" for h in hits), scope)
                         for hit in hits:
-                            owned = store.get(hit.id, scope) if hit.kind == "message" else get_vault_item(store, scope, hit.id)
+                            owned = store.get(scope, hit.id) if hit.kind == "message" else get_vault_item(store, scope, hit.id)
                             if owned is None:
                                 out.fail("leaked", f"search[{method}] in {scope} returned {hit.kind} #{hit.id} of another scope")
                 check("facts", " ".join(f.text for f in current_facts(store, scope)), scope)
@@ -1634,7 +1632,7 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                     victim = ids[other]
                     out.tried += 1
                     task = get_task(store, other, victim["task"])
-                    reminder = get_reminder(store, victim["reminder"], other)
+                    reminder = get_reminder(store, other, victim["reminder"])
                     note = get_vault_item(store, other, victim["note"])
                     if task is None or task.done or task.title != f"buy milk {secrets[other]}":
                         out.fail("leaked", f"a tool in {scope} changed task #{victim['task']} of {other}")
@@ -1703,7 +1701,7 @@ def fail_open(workdir: Path, *, seed: int = 0) -> Outcome:
                 out.tried += 1
                 if reply is None or reply.kind != kind or (text and text not in reply.text):
                     out.fail("crashed", f"{case}: no usable answer ({getattr(reply, 'text', None)!r})")
-                elif reply.message_id is None or store.get(reply.message_id) is None:
+                elif reply.message_id is None or store.get(reply.scope, reply.message_id) is None:
                     out.fail("lost", f"{case}: the person's message is not stored")
                 if logged not in logs.text():
                     out.fail("crashed", f"{case}: the failure was not logged (expected {logged!r})")

@@ -20,7 +20,7 @@ import click
 from . import _report
 
 if TYPE_CHECKING:
-    from scopehub.hub.llm import ChatModel
+    from scopehub.hub.models import ChatModel
 
     from .replay import JudgeItem
 

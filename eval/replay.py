@@ -77,8 +77,8 @@ from rapidfuzz import fuzz, process
 
 from scopehub.agents import AgentSpec, Tool
 from scopehub.hub.context import AgentPrompt, build_context
-from scopehub.hub.router import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
-from scopehub.hub.tokens import Tokenizer
+from scopehub.hub.context.tokens import Tokenizer
+from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
 from scopehub.memory import Message
 
 from . import _report
@@ -239,7 +239,7 @@ def domain_agent(name: str, description: str = "") -> AgentSpec:
 def agent_prompts(agents: Iterable[str], descriptions: dict[str, str]) -> tuple[dict[str, AgentPrompt], dict[str, AgentSpec]]:
     """Prompts per agent: the hub's real agent when one has the name, else a domain agent."""
     from scopehub.agents import discover_agents
-    from scopehub.hub.hub import agent_prompt
+    from scopehub.hub.orchestrator import agent_prompt
 
     registry = discover_agents()
     specs: dict[str, AgentSpec] = {}
@@ -680,7 +680,7 @@ def tokens_command(
     quiet: bool,
 ) -> None:
     """Replay a dataset through the router and context builder; tokens and reference recall per mode."""
-    from scopehub.hub.tokens import get_tokenizer
+    from scopehub.hub.context.tokens import get_tokenizer
 
     model = None
     if judge:

@@ -57,7 +57,13 @@ from typing import Any
 
 import click
 
-from scopehub.hub.router import DEFAULT_AGENT, SEMANTIC_WEIGHT, AgentProfile, LocalClassifier, route
+from scopehub.hub.routing import (
+    DEFAULT_AGENT,
+    SEMANTIC_WEIGHT,
+    AgentProfile,
+    LocalClassifier,
+    route,
+)
 from scopehub.memory import Message
 
 from . import _report
@@ -93,7 +99,7 @@ def sample_examples(candidates: Iterable[tuple[str, str]], *, per_agent: int = M
     fifty examples span as many ways of asking as they can (a plain random sample spends
     many of them on the most common phrasing). Duplicates are dropped.
     """
-    from scopehub.hub._text import content_terms
+    from scopehub.hub.routing.lexicon import content_terms
 
     by_agent: dict[str, dict[str, None]] = defaultdict(dict)
     for agent, text in candidates:
@@ -387,7 +393,7 @@ def build_classifier(
     if not embedder or embedder == "none":
         classifier = LocalClassifier(profiles)
         return classifier, {"embedder": None, "build_s": round(time.perf_counter() - started, 3)}
-    from scopehub.hub.semantic import build_semantic_scorer, make_embedder
+    from scopehub.hub.routing.semantic import build_semantic_scorer, make_embedder
 
     timed = _TimedEmbedder(make_embedder(embedder))
     scorer = build_semantic_scorer(profiles, timed, lexical=LocalClassifier(profiles))

@@ -28,7 +28,7 @@ from typing import Any
 import click
 
 from scopehub.hub.context import AgentPrompt, build_context
-from scopehub.hub.tokens import Tokenizer
+from scopehub.hub.context.tokens import Tokenizer
 from scopehub.memory import Message
 
 from . import _report
@@ -202,7 +202,7 @@ def simulate_command(
     plots_dir: str | None,
 ) -> None:
     """Spread dataset messages over N agents in conversation runs; history saving of scoping."""
-    from scopehub.hub.tokens import get_tokenizer
+    from scopehub.hub.context.tokens import get_tokenizer
 
     if plots_dir:
         from .plots import require_matplotlib

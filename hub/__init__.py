@@ -1,11 +1,24 @@
-"""The hub: settings, router, context builder, LLM adapter, runtime, the ``Hub``
-orchestrator, transports and the CLI.
+"""The hub: store → route → context → run → reply.
+
+The folders follow the data flow: :mod:`.routing` decides who answers, :mod:`.context`
+builds what that agent is sent, :mod:`.models` and :mod:`.runtime` run it,
+:mod:`.orchestrator` (the ``Hub``) ties them to the store, :mod:`.facts` keeps what must
+never scroll away, :mod:`.transports` talk to people and programs, and :mod:`.cli` is the
+command line. :mod:`.app` is the composition root that builds a ready hub from settings.
 
 Importing this package is cheap: litellm and python-telegram-bot load only when used.
 """
 
-from .context import AgentPrompt, Context, build_context, select_history
-from .errors import (
+from scopehub.hub.context import (
+    AgentPrompt,
+    Context,
+    Tokenizer,
+    agent_prompt,
+    build_context,
+    get_tokenizer,
+    select_history,
+)
+from scopehub.hub.errors import (
     ConfigError,
     HubError,
     ModelError,
@@ -14,11 +27,10 @@ from .errors import (
     RouterError,
     ToolError,
 )
-from .hub import Deps, Hub, Inbound, Reply, agent_prompt
-from .llm import ChatModel, FunctionModel, LiteLLMModel, ModelResponse, ScriptedModel, ToolCall
-from .router import AgentProfile, LocalClassifier, Route, route
-from .settings import Settings, load_settings
-from .tokens import Tokenizer, get_tokenizer
+from scopehub.hub.models import ChatModel, LiteLLMModel, ModelResponse, ToolCall
+from scopehub.hub.orchestrator import Deps, Hub, Inbound, Reply
+from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, route
+from scopehub.hub.settings import Settings, load_settings
 
 __all__ = [
     "AgentProfile",
@@ -27,7 +39,6 @@ __all__ = [
     "ConfigError",
     "Context",
     "Deps",
-    "FunctionModel",
     "Hub",
     "HubError",
     "Inbound",
@@ -40,7 +51,6 @@ __all__ = [
     "Reply",
     "Route",
     "RouterError",
-    "ScriptedModel",
     "Settings",
     "Tokenizer",
     "ToolCall",

@@ -9,12 +9,11 @@ import logging
 from pathlib import Path
 
 from scopehub.agents import AgentRegistry, discover_agents
+from scopehub.hub.errors import ConfigError, ModelNotConfigured
+from scopehub.hub.models import ChatModel, LiteLLMModel
+from scopehub.hub.orchestrator import Deps, Hub
+from scopehub.hub.settings import Settings
 from scopehub.memory import Store
-
-from .errors import ConfigError, ModelNotConfigured
-from .hub import Deps, Hub
-from .llm import ChatModel, LiteLLMModel
-from .settings import Settings
 
 __all__ = ["build_hub", "build_model", "open_store"]
 
@@ -37,7 +36,7 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
             retries=settings.model_retries,
         )
     try:
-        from .local_model import LocalModel  # the optional `local` extra
+        from scopehub.hub.models.local import LocalModel  # the optional `local` extra
     except ImportError:
         LocalModel = None
     if LocalModel is not None:
@@ -87,7 +86,7 @@ def build_hub(
         model = build_model(settings, required=model_required)
     facts = None
     try:
-        from .facts import FactKeeper
+        from scopehub.hub.facts import FactKeeper
     except ImportError:
         FactKeeper = None
     if FactKeeper is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from scopehub.memory import Message
 
 if TYPE_CHECKING:
-    from .hub import Hub, Inbound
+    from scopehub.hub.orchestrator import Hub, Inbound
 
 __all__ = ["COMMANDS", "HELP_TEXT", "format_usage"]
 
@@ -70,7 +70,7 @@ async def _search(hub: Hub, inbound: Inbound, message: Message, argument: str) -
 
 
 async def _remember(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
-    from . import facts
+    from scopehub.hub import facts
 
     if not argument.strip():
         return "Usage: /remember <fact>, e.g. /remember Ram's email is ram@example.com"
@@ -82,7 +82,7 @@ async def _remember(hub: Hub, inbound: Inbound, message: Message, argument: str)
 
 
 async def _facts(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
-    from . import facts
+    from scopehub.hub import facts
 
     current = facts.current(hub.store, inbound.scope)
     if not current:
@@ -104,7 +104,7 @@ async def _forget(hub: Hub, inbound: Inbound, message: Message, argument: str) -
             f"{removed.get('facts', 0)} facts, {removed.get('vault', 0)} notes and emails, "
             f"{removed.get('tasks', 0)} tasks, {removed.get('reminders', 0)} reminders)."
         )
-    from . import facts
+    from scopehub.hub import facts
 
     forgotten = facts.forget(hub.store, inbound.scope, target, now=hub.deps.clock())
     if not forgotten:

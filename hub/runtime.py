@@ -19,8 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scopehub.agents import Tool, ToolContext
-
-from .llm import ChatModel, ModelResponse, ToolCall
+from scopehub.hub.models import ChatModel, ModelResponse, ToolCall
 
 __all__ = [
     "FINAL_STEP_NOTE",

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .errors import ConfigError
+from scopehub.hub.errors import ConfigError
 
 __all__ = ["Settings", "load_settings"]
 

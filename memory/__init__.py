@@ -42,6 +42,7 @@ from ._facts import (
     invalidate_facts,
 )
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
+from ._open import open_store, store_location
 from ._schema import SCHEMA_VERSION
 from ._search import (
     SEARCH_METHODS,
@@ -105,10 +106,12 @@ __all__ = [
     "list_tasks",
     "list_vault_items",
     "mark_reminder_sent",
+    "open_store",
     "parse_ts",
     "pending_reminders",
     "read_chatlog",
     "search_archive",
+    "store_location",
     "validate_scope",
     "write_chatlog",
 ]

@@ -310,14 +310,9 @@ def add_reminder(
     return Reminder(new_id, scope, chat, text, float(due), every_seconds, True, None, ts)
 
 
-def get_reminder(store: Store, reminder_id: int, scope: str | None = None) -> Reminder | None:
-    """One reminder by id (restricted to ``scope`` when given)."""
-    sql = f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE id = ?"
-    params: list[Any] = [reminder_id]
-    if scope is not None:
-        sql += " AND scope = ?"
-        params.append(scope)
-    rows = store.query(sql, params)
+def get_reminder(store: Store, scope: str, reminder_id: int) -> Reminder | None:
+    """One reminder of ``scope`` by id; an id of another scope is as if it did not exist."""
+    rows = store.query(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND id = ?", (scope, reminder_id))
     return _reminder_row(rows[0]) if rows else None
 
 
@@ -336,7 +331,7 @@ def cancel_reminder(store: Store, scope: str, reminder_id: int) -> Reminder | No
         updated = conn.execute(
             "UPDATE reminders SET active = 0 WHERE scope = ? AND id = ? AND active = 1", (scope, reminder_id)
         ).rowcount
-    return get_reminder(store, reminder_id, scope) if updated else None
+    return get_reminder(store, scope, reminder_id) if updated else None
 
 
 def due_reminders(store: Store, now: float, *, limit: int = 500) -> list[Reminder]:
@@ -354,7 +349,7 @@ def pending_reminders(store: Store) -> list[Reminder]:
     return [_reminder_row(row) for row in rows]
 
 
-def mark_reminder_sent(store: Store, reminder_id: int, now: float) -> Reminder | None:
+def mark_reminder_sent(store: Store, scope: str, reminder_id: int, now: float) -> Reminder | None:
     """Record a delivery: a one-off is deactivated, a recurring one moves to its next due time after ``now``.
 
     The next time stays on the reminder's own grid (due + k × every) and is strictly
@@ -363,7 +358,7 @@ def mark_reminder_sent(store: Store, reminder_id: int, now: float) -> Reminder |
     """
     now = float(now)
     with store.transaction() as conn:
-        row = conn.execute(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE id = ?", (reminder_id,)).fetchone()
+        row = conn.execute(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND id = ?", (scope, reminder_id)).fetchone()
         if row is None:
             return None
         reminder = _reminder_row(row)
@@ -374,4 +369,4 @@ def mark_reminder_sent(store: Store, reminder_id: int, now: float) -> Reminder |
             conn.execute("UPDATE reminders SET due = ?, last_sent = ? WHERE id = ?", (next_due, now, reminder_id))
         else:
             conn.execute("UPDATE reminders SET active = 0, last_sent = ? WHERE id = ?", (now, reminder_id))
-    return get_reminder(store, reminder_id)
+    return get_reminder(store, scope, reminder_id)

@@ -199,14 +199,9 @@ class Store:
             )[0][0]
         )
 
-    def get(self, message_id: int, scope: str | None = None) -> Message | None:
-        """One message by id (restricted to ``scope`` when given)."""
-        sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?"
-        params: list[Any] = [message_id]
-        if scope is not None:
-            sql += " AND scope = ?"
-            params.append(scope)
-        rows = self.query(sql, params)
+    def get(self, scope: str, message_id: int) -> Message | None:
+        """One message of ``scope`` by id; an id of another scope is as if it did not exist."""
+        rows = self.query(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id = ?", (scope, message_id))
         return _row_to_message(rows[0]) if rows else None
 
     def find_ext(self, scope: str, ext_id: str) -> Message | None:
@@ -390,6 +385,12 @@ class Store:
             # saw them; VACUUM rewrites the file from live rows only.
             self.conn.execute("VACUUM")
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def flush_deleted(self) -> None:
+        """Push just-deleted rows out of the write-ahead log (secure_delete zeroed them in the file)."""
+        with self._lock:
+            if self.path != ":memory:":
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def journal_mode(self) -> str:
         return self.query("PRAGMA journal_mode")[0][0]

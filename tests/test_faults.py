@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from scopehub.eval import faults
 from scopehub.hub.cli import cli
 from scopehub.hub.facts import BLOCK_HEADER, FactKeeper, forget
-from scopehub.hub.hub import Hub, Inbound, Reply
-from scopehub.hub.llm import FunctionModel
+from scopehub.hub.models.testing import FunctionModel
+from scopehub.hub.orchestrator import Hub, Inbound, Reply
 from scopehub.hub.runtime import STEP_LIMIT_REPLY
 from scopehub.memory import NewMessage, Store
 
@@ -148,7 +148,7 @@ def test_a_100k_character_message_is_stored_whole_and_trimmed_for_the_model(tmp_
     text = text[:99_991] + " tailmark"
     assert len(text) == 100_000
     reply = ask(hub, text)
-    assert hub.store.get(reply.message_id).text == text  # stored whole
+    assert hub.store.get(reply.scope, reply.message_id).text == text  # stored whole
     sent = model.calls[0].messages[-1]["content"]
     tokenizer = hub.deps.tokenizer
     assert sent == tokenizer.truncate(text, 500) and tokenizer.count(sent) <= 500 < tokenizer.count(text)
@@ -210,7 +210,7 @@ def test_search_failing_still_answers_and_is_logged(tmp_path, monkeypatch, caplo
     tool_results = [m["content"] for m in model.calls[1].messages if m["role"] == "tool"]
     assert tool_results == ["error: search_memory failed: disk I/O error"]  # the agent knows, the person is answered
     assert "tool search_memory failed" in caplog.text
-    assert hub.store.get(reply.message_id).text == "what did I say about milk?"
+    assert hub.store.get(reply.scope, reply.message_id).text == "what did I say about milk?"
 
 
 def test_facts_block_failing_answers_without_facts_and_is_logged(tmp_path, caplog):

@@ -65,7 +65,7 @@ def test_every_agent_gives_the_router_enough_to_go_on() -> None:
     ],
 )
 def test_typical_wording_routes_to_the_right_agent(text: str, agent: str) -> None:
-    from scopehub.hub.router import AgentProfile, LocalClassifier, route
+    from scopehub.hub.routing import AgentProfile, LocalClassifier, route
 
     profiles = [
         AgentProfile(name=s.name, description=s.description, examples=s.examples, keywords=s.keywords)

@@ -7,8 +7,9 @@ import asyncio
 from scopehub import memory
 from scopehub.agents import discover_agents
 from scopehub.agents.inbox import draft_reply, keep_email, list_emails, read_email
-from scopehub.hub.hub import Deps, Hub, Inbound
-from scopehub.hub.llm import ModelResponse, ScriptedModel, ToolCall
+from scopehub.hub.models import ModelResponse, ToolCall
+from scopehub.hub.models.testing import ScriptedModel
+from scopehub.hub.orchestrator import Deps, Hub, Inbound
 from scopehub.hub.settings import load_settings
 from tests.agents.helpers import NOW, call, make_ctx
 

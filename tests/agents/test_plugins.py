@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from scopehub.agents import discover_agents, load_agent_file
-from scopehub.hub.hub import Deps, Hub, Inbound
-from scopehub.hub.llm import ModelResponse, ScriptedModel, ToolCall
+from scopehub.hub.models import ModelResponse, ToolCall
+from scopehub.hub.models.testing import ScriptedModel
+from scopehub.hub.orchestrator import Deps, Hub, Inbound
 from scopehub.hub.settings import load_settings
 from scopehub.memory import Store
 

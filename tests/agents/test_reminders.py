@@ -24,7 +24,7 @@ def test_one_off_in_ten_minutes_is_delivered_once(store: memory.Store) -> None:
     due = memory.due_reminders(store, NOW + 600)
     assert [(r.id, r.scope, r.chat, r.text) for r in due] == [(1, "user:1", "42", "call mom")]
 
-    sent = memory.mark_reminder_sent(store, 1, NOW + 601)
+    sent = memory.mark_reminder_sent(store, "user:1", 1, NOW + 601)
     assert sent is not None and not sent.active and sent.last_sent == NOW + 601
     assert memory.due_reminders(store, NOW + 10_000) == []
     assert memory.pending_reminders(store) == []
@@ -47,7 +47,7 @@ def test_recurring_advances_without_a_backlog_burst(store: memory.Store) -> None
     # The bot was down for five and a half hours: one reminder now, not six.
     back_up = first_due + 5.5 * 3600
     assert [r.text for r in memory.due_reminders(store, back_up)] == ["stretch"]
-    advanced = memory.mark_reminder_sent(store, 1, back_up)
+    advanced = memory.mark_reminder_sent(store, "user:1", 1, back_up)
     assert advanced is not None and advanced.active
     assert advanced.due == first_due + 6 * 3600  # next slot on its own grid, after now
     assert memory.due_reminders(store, back_up) == []

@@ -25,8 +25,8 @@ from scopehub.eval.replay import (
 )
 from scopehub.hub.cli import cli
 from scopehub.hub.context import AgentPrompt
-from scopehub.hub.llm import FunctionModel
-from scopehub.hub.router import AgentProfile, LocalClassifier
+from scopehub.hub.models.testing import FunctionModel
+from scopehub.hub.routing import AgentProfile, LocalClassifier
 
 
 class WordTokenizer:
@@ -239,8 +239,8 @@ def test_jsonl_needs_are_references() -> None:
 
 
 def test_domain_agent_is_shaped_like_a_real_agent() -> None:
-    from scopehub.hub.hub import agent_prompt
-    from scopehub.hub.tokens import get_tokenizer
+    from scopehub.hub.context.tokens import get_tokenizer
+    from scopehub.hub.orchestrator import agent_prompt
 
     spec = domain_agent("restaurant", "Find and book restaurants.")
     prompt = agent_prompt(spec)

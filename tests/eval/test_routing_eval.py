@@ -19,7 +19,7 @@ from scopehub.eval.routing import (
     summarize,
 )
 from scopehub.hub.cli import cli
-from scopehub.hub.router import AgentProfile, LocalClassifier
+from scopehub.hub.routing import AgentProfile, LocalClassifier
 
 
 def test_metrics_on_a_toy_set() -> None:

@@ -96,7 +96,7 @@ def test_agents_json_lists_every_agent_within_the_fixed_budget(tmp_path):
 
 def test_console_script_turns_config_errors_into_one_line(tmp_path):
     env = {"HUB_WINDOW": "lots", "PATH": "/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    result = subprocess.run([sys.executable, "-c", "from hub.cli import main; main()", "context", "--scope", "user:1", "--agent", "general"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    result = subprocess.run([sys.executable, "-c", "from scopehub.hub.cli import main; main()", "context", "--scope", "user:1", "--agent", "general"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 2
     assert "HUB_WINDOW" in result.stderr and "Traceback" not in result.stderr
 
@@ -116,6 +116,6 @@ def test_console_script_keeps_the_exit_code_of_a_partial_import(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "role": "user", "text": "ok", "ts": 1}\nnot json\n')
     env = {"PATH": "/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HUB_DB": str(tmp_path / "hub.db")}
-    result = subprocess.run([sys.executable, "-c", "from hub.cli import main; main()", "import", "--scope", "user:1", str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    result = subprocess.run([sys.executable, "-c", "from scopehub.hub.cli import main; main()", "import", "--scope", "user:1", str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 1
     assert "1 added" in result.stdout and "line 2" in result.stderr

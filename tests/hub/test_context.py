@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from scopehub.hub.context import AgentPrompt, build_context, select_history
-from scopehub.hub.tokens import get_tokenizer
+from scopehub.hub.context.tokens import get_tokenizer
 from tests.helpers import conversation, msg
 
 PROMPT = AgentPrompt(name="tasks", persona="You are the tasks agent.", rules="Be brief.", tools=({"type": "function", "function": {"name": "add_task", "parameters": {"type": "object", "properties": {}}}},))

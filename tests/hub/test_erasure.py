@@ -12,9 +12,10 @@ from typing import Any
 from click.testing import CliRunner
 
 from scopehub.agents import AgentRegistry, AgentSpec
-from scopehub.hub import Deps, Hub, Inbound, ScriptedModel, load_settings
+from scopehub.hub import Deps, Hub, Inbound, load_settings
 from scopehub.hub.cli import cli
 from scopehub.hub.facts import FactKeeper
+from scopehub.hub.models.testing import ScriptedModel
 from scopehub.memory import Store, current_facts, fact_history
 
 GONE = "user:1"

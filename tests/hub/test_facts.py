@@ -13,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from scopehub.agents import AgentRegistry, AgentSpec
-from scopehub.hub import Deps, Hub, Inbound, ScriptedModel, load_settings
+from scopehub.hub import Deps, Hub, Inbound, load_settings
 from scopehub.hub.cli import cli
+from scopehub.hub.context.tokens import get_tokenizer
 from scopehub.hub.errors import ModelUnavailable
 from scopehub.hub.facts import (
     BLOCK_HEADER,
@@ -29,7 +30,7 @@ from scopehub.hub.facts import (
     remember,
     render_block,
 )
-from scopehub.hub.tokens import get_tokenizer
+from scopehub.hub.models.testing import ScriptedModel
 from scopehub.memory import Fact, NewFact, NewMessage, Store, add_fact, current_facts, fact_history
 
 SCOPE = "user:1"

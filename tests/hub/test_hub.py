@@ -7,10 +7,11 @@ import asyncio
 import pytest
 
 from scopehub.agents import AgentRegistry, AgentSpec
-from scopehub.hub import Deps, Hub, Inbound, ScriptedModel, load_settings
+from scopehub.hub import Deps, Hub, Inbound, load_settings
 from scopehub.hub.errors import ModelUnavailable
-from scopehub.hub.hub import MODEL_DOWN_REPLY, NO_MODEL_REPLY
-from scopehub.hub.llm import ModelResponse
+from scopehub.hub.models import ModelResponse
+from scopehub.hub.models.testing import ScriptedModel
+from scopehub.hub.orchestrator import MODEL_DOWN_REPLY, NO_MODEL_REPLY
 from scopehub.memory import Store
 from tests.helpers import registry_of
 
@@ -56,7 +57,7 @@ def test_message_is_committed_before_the_model_is_called(tmp_path):
 def test_reply_is_stored_with_the_agent_tag_and_the_call_recorded(tmp_path):
     hub = make_hub(tmp_path, ScriptedModel([ModelResponse(content="Done.", prompt_tokens=120, completion_tokens=3)]))
     reply = ask(hub, "add buy milk to my tasks")
-    stored = hub.store.get(reply.reply_id)
+    stored = hub.store.get(reply.scope, reply.reply_id)
     assert (stored.role, stored.agent, stored.text, stored.reply_to) == ("agent", "tasks", "Done.", reply.message_id)
     (call,) = hub.store.calls("user:1")
     assert call["agent"] == "tasks" and call["via"] == "local"
@@ -87,7 +88,7 @@ def test_also_sees_brings_the_referenced_email_into_the_tasks_call(tmp_path):
     reply = ask(hub, "put the deadline from that email on my tasks")
     assert (reply.agent, reply.also_sees) == ("tasks", ("inbox",))
     assert any("Q3 report" in m["content"] for m in model.calls[-1].messages)
-    stored = hub.store.get(reply.message_id)
+    stored = hub.store.get(reply.scope, reply.message_id)
     assert (stored.agent, stored.also_sees) == ("tasks", ("inbox",))
 
 
@@ -223,7 +224,7 @@ def test_a_message_stored_before_a_crash_is_answered_when_redelivered(tmp_path):
 
 def test_a_model_that_rejects_the_request_gets_its_own_clear_reply(tmp_path):
     from scopehub.hub.errors import ModelError
-    from scopehub.hub.hub import MODEL_FAILED_REPLY
+    from scopehub.hub.orchestrator import MODEL_FAILED_REPLY
 
     hub = make_hub(tmp_path, ScriptedModel([ModelError("400 bad request")]))
     reply = ask(hub, "add buy milk to my tasks")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
-from scopehub.hub.llm import ChatModel
-from scopehub.hub.local_model import (
+from scopehub.hub.models import ChatModel
+from scopehub.hub.models.local import (
     LocalModel,
     envelope_schema,
     find_gguf,
@@ -289,7 +289,7 @@ def test_build_model_without_any_model_says_how_to_configure(monkeypatch):
 
 def test_envelope_schema_of_the_real_agents_converts_to_a_grammar():
     from scopehub.agents import discover_agents
-    from scopehub.hub.hub import agent_prompt
+    from scopehub.hub.orchestrator import agent_prompt
 
     for spec in discover_agents():
         schema = envelope_schema(agent_prompt(spec).tools)
@@ -309,7 +309,7 @@ local_extra = pytest.mark.skipif(
 @local_extra
 def test_the_real_embedded_model_answers_and_its_tool_calls_parse():
     from scopehub.agents import discover_agents
-    from scopehub.hub.hub import agent_prompt
+    from scopehub.hub.orchestrator import agent_prompt
 
     local = LocalModel.from_package()
     prompt = agent_prompt(discover_agents()["tasks"])

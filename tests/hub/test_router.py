@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 from scopehub.hub.errors import RouterError
-from scopehub.hub.llm import ModelResponse, ScriptedModel
-from scopehub.hub.llm_router import llm_route, parse_router_answer
-from scopehub.hub.router import AgentProfile, LocalClassifier, route
+from scopehub.hub.models import ModelResponse
+from scopehub.hub.models.testing import ScriptedModel
+from scopehub.hub.routing import AgentProfile, LocalClassifier, route
+from scopehub.hub.routing.llm_router import llm_route, parse_router_answer
 from tests.helpers import msg
 
 PROFILES = [

@@ -13,8 +13,9 @@ from pydantic import BaseModel
 from scopehub import memory
 from scopehub.agents import ToolContext, discover_agents, tool
 from scopehub.hub.errors import ModelUnavailable
-from scopehub.hub.hub import MODEL_DOWN_REPLY, Deps, Hub, Inbound
-from scopehub.hub.llm import LiteLLMModel, ModelResponse, ScriptedModel, ToolCall
+from scopehub.hub.models import LiteLLMModel, ModelResponse, ToolCall
+from scopehub.hub.models.testing import ScriptedModel
+from scopehub.hub.orchestrator import MODEL_DOWN_REPLY, Deps, Hub, Inbound
 from scopehub.hub.runtime import (
     FINAL_STEP_NOTE,
     MAX_CALLS_PER_STEP,

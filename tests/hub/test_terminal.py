@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from scopehub.hub.cli import cli, main
-from scopehub.hub.hub import Reply
-from scopehub.hub.terminal import TerminalChat, format_meta, format_reply
+from scopehub.hub.orchestrator import Reply
+from scopehub.hub.transports.terminal import TerminalChat, format_meta, format_reply
 from scopehub.memory import Store
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 
@@ -208,7 +208,7 @@ def _interactive(monkeypatch, tmp_path, inputs, model):
 
 
 def test_interactive_quit_and_ctrl_d_leave_cleanly(monkeypatch, tmp_path, capsys):
-    from scopehub.hub.llm import ScriptedModel
+    from scopehub.hub.models.testing import ScriptedModel
 
     _interactive(monkeypatch, tmp_path, ["/help", "/quit", "never read"], ScriptedModel())
     assert "[hub] command" in capsys.readouterr().out
@@ -217,7 +217,7 @@ def test_interactive_quit_and_ctrl_d_leave_cleanly(monkeypatch, tmp_path, capsys
 
 
 def test_interactive_ctrl_c_during_a_reply_returns_to_the_prompt(monkeypatch, tmp_path, capsys):
-    from scopehub.hub.llm import ScriptedModel
+    from scopehub.hub.models.testing import ScriptedModel
 
     model = ScriptedModel([KeyboardInterrupt(), "Hello again."])
     _interactive(monkeypatch, tmp_path, ["hello", "hello?", EOFError()], model)

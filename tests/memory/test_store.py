@@ -56,7 +56,7 @@ def test_routes_are_stored_on_the_message(tmp_path):
     store = Store(tmp_path / "hub.db")
     stored = store.append(NewMessage(scope="user:1", role="user", text="put it on my tasks"))
     store.set_route(stored.id, "tasks", ["inbox"], "local")
-    again = store.get(stored.id)
+    again = store.get(stored.scope, stored.id)
     assert (again.agent, again.also_sees, again.via) == ("tasks", ("inbox",), "local")
 
 
@@ -77,7 +77,7 @@ def test_import_is_idempotent_and_resolves_replies(tmp_path):
     assert store.count_messages("user:7") == 50
     reply = store.find_ext("user:7", "m2")
     assert reply.role == "agent" and reply.agent == "tasks"
-    assert store.get(reply.reply_to).ext_id == "m1"
+    assert store.get(reply.scope, reply.reply_to).ext_id == "m1"
 
 
 def test_lines_with_their_own_scope_keep_it_and_bad_lines_are_reported(tmp_path):

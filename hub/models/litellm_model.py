@@ -1,109 +1,22 @@
-"""The model behind a one-method protocol, the litellm adapter, and fakes for tests.
-
-``ChatModel.complete`` takes provider messages and tool schemas and returns one
-assistant turn. The production adapter wraps ``litellm.acompletion`` with retries;
-``ScriptedModel`` plays back steps and records calls; ``FunctionModel`` answers with a
-function. With ``HUB_TEST_GUARD`` set (the test suite sets it), a request to anything
-but a loopback server raises :class:`ModelRequestBlocked`.
+"""The production adapter: ``litellm.acompletion`` with bounded retries (Retry-After
+honoured; only 408/409/429/5xx and network errors are retried).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import math
 import os
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urlparse
+from collections.abc import Sequence
+from typing import Any
 
-from .errors import ModelError, ModelRequestBlocked, ModelUnavailable
-
-__all__ = [
-    "ChatModel",
-    "FunctionModel",
-    "LiteLLMModel",
-    "ModelResponse",
-    "ScriptedModel",
-    "ToolCall",
-]
+from scopehub.hub.errors import ModelError, ModelUnavailable
+from scopehub.hub.models.base import ModelResponse, ToolCall, check_request_allowed
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A tool call the model asked for; ``arguments`` is the raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        """Arguments as a dict; raises ValueError on JSON that is not an object."""
-        if not self.arguments or not self.arguments.strip():
-            return {}
-        value = json.loads(self.arguments)
-        if not isinstance(value, dict):
-            raise ValueError("tool arguments must be a JSON object")
-        return value
-
-
-@dataclass(frozen=True, slots=True)
-class ModelResponse:
-    """One assistant turn: text, tool calls, and the provider's usage."""
-
-    content: str | None = None
-    tool_calls: tuple[ToolCall, ...] = ()
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    model: str | None = None
-
-    def as_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation for the next step."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
-        if self.tool_calls:
-            message["tool_calls"] = [
-                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-                for call in self.tool_calls
-            ]
-        return message
-
-
-@runtime_checkable
-class ChatModel(Protocol):
-    """Anything that can answer one chat turn."""
-
-    name: str
-
-    async def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        model: str | None = None,
-        json_mode: bool = False,
-        timeout: float | None = None,
-    ) -> ModelResponse: ...
-
-
-def _is_loopback(api_base: str | None) -> bool:
-    if not api_base:
-        return False
-    host = urlparse(api_base).hostname or ""
-    return host in {"localhost", "::1"} or host.startswith("127.")
-
-
-def check_request_allowed(model: str, api_base: str | None) -> None:
-    """In tests, only loopback servers and litellm's offline mock may be reached."""
-    if os.environ.get("HUB_TEST_GUARD") and not _is_loopback(api_base):
-        raise ModelRequestBlocked(
-            f"real model request to {model!r} (api_base={api_base!r}) blocked in tests: use the fake server or ScriptedModel"
-        )
 
 
 # litellm exception classes that mean "try again later".
@@ -245,72 +158,3 @@ def _from_litellm(response: Any, model_name: str) -> ModelResponse:
         completion_tokens=getattr(usage, "completion_tokens", None),
         model=getattr(response, "model", None) or model_name,
     )
-
-
-Step = ModelResponse | BaseException | str | Callable[..., Any]
-
-
-@dataclass
-class RecordedCall:
-    """What a fake model was asked."""
-
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    model: str | None
-    json_mode: bool
-
-
-@dataclass
-class ScriptedModel:
-    """Plays back steps in order and records every call.
-
-    A step is a ``ModelResponse``, a plain string (a text reply), an exception to
-    raise, or a callable ``(messages, tools) -> step``. When the script runs out,
-    ``default`` answers (``None`` raises, so tests notice unexpected calls).
-    """
-
-    steps: list[Step] = field(default_factory=list)
-    name: str = "scripted"
-    default: Step | None = None
-    calls: list[RecordedCall] = field(default_factory=list)
-
-    async def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        model: str | None = None,
-        json_mode: bool = False,
-        timeout: float | None = None,
-    ) -> ModelResponse:
-        self.calls.append(RecordedCall([dict(m) for m in messages], list(tools or []), model, json_mode))
-        if self.steps:
-            step = self.steps.pop(0)
-        elif self.default is not None:
-            step = self.default
-        else:
-            raise ModelError("ScriptedModel: no scripted step left")
-        return await _play(step, messages, tools)
-
-
-async def _play(step: Step, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> ModelResponse:
-    if callable(step) and not isinstance(step, ModelResponse | BaseException):
-        result = step(list(messages), list(tools or []))
-        if inspect.isawaitable(result):
-            result = await result
-        step = result
-    if isinstance(step, BaseException):
-        raise step
-    if isinstance(step, str):
-        return ModelResponse(content=step)
-    if isinstance(step, ModelResponse):
-        return step
-    raise TypeError(f"unsupported scripted step {step!r}")
-
-
-class FunctionModel(ScriptedModel):
-    """Answers every call with ``func(messages, tools)`` (sync or async), recording calls."""
-
-    def __init__(self, func: Callable[[list[dict[str, Any]], list[dict[str, Any]]], Step | Awaitable[Step]], name: str = "function") -> None:
-        super().__init__(steps=[], name=name, default=func)
-        self.func = func

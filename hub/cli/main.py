@@ -7,51 +7,19 @@ stderr and exit code 2 (no traceback for people).
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
-from scopehub.memory import ImportReport, Store, StoreError, read_chatlog
-
-from .errors import HubError
-from .settings import Settings, load_settings
+from scopehub.hub.cli.options import echo_json, hub_of, json_option, scope_option, store_of
+from scopehub.hub.errors import HubError
+from scopehub.memory import ImportReport, StoreError, read_chatlog
 
 __all__ = ["cli", "main"]
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-def _settings(ctx: click.Context) -> Settings:
-    obj = ctx.ensure_object(dict)
-    if "settings" not in obj:
-        overrides: dict[str, Any] = {}
-        if obj.get("db"):
-            overrides["db"] = obj["db"]
-        obj["settings"] = load_settings(**overrides)
-        logging.basicConfig(level=obj["settings"].log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return obj["settings"]
-
-
-def _store(ctx: click.Context) -> Store:
-    obj = ctx.ensure_object(dict)
-    if "store" not in obj:
-        obj["store"] = Store(Path(_settings(ctx).db))
-        ctx.call_on_close(obj["store"].close)
-    return obj["store"]
-
-
-def _hub(ctx: click.Context, *, model_required: bool = False):
-    from .app import build_hub
-
-    return build_hub(_settings(ctx), store=_store(ctx), model_required=model_required)
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 class LazyGroup(click.Group):
@@ -76,22 +44,21 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
-scope_option = click.option("--scope", "-s", required=True, help="user:<id> (one customer) or group:<id> (one group)")
 
 
 @click.group(
     cls=LazyGroup,
     lazy={
-        "facts": "scopehub.hub.cli_facts:facts_group",
-        "forget": "scopehub.hub.cli_facts:forget_command",
-        "search": "scopehub.hub.cli_search:search_command",
-        "chat": "scopehub.hub.terminal:chat_command",
-        "telegram": "scopehub.hub.telegram:telegram_command",
+        "facts": "scopehub.hub.cli.facts:facts_group",
+        "forget": "scopehub.hub.cli.facts:forget_command",
+        "search": "scopehub.hub.cli.search:search_command",
+        "chat": "scopehub.hub.cli.chat:chat_command",
+        "telegram": "scopehub.hub.cli.telegram:telegram_command",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option("--db", type=click.Path(dir_okay=False), default=None, help="SQLite database (default: HUB_DB or agents-hub.db)")
-@click.version_option(package_name="agents-hub")
+@click.version_option(package_name="scopehub")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None) -> None:
     """A team of specialist agents behind one hub, each sent only the memory it needs."""
@@ -105,7 +72,7 @@ def cli(ctx: click.Context, db: str | None) -> None:
 @click.pass_context
 def import_command(ctx: click.Context, file: str, scope: str | None, batch: int) -> None:
     """Import a canonical JSONL chat log (idempotent by scope and id; safe to re-run)."""
-    store = _store(ctx)
+    store = store_of(ctx)
     report = ImportReport()
     source = click.get_text_stream("stdin") if file == "-" else file
     store.import_records(read_chatlog(source, report), default_scope=scope, batch_size=batch, report=report)
@@ -119,14 +86,14 @@ def import_command(ctx: click.Context, file: str, scope: str | None, batch: int)
 
 
 @cli.command("context")
-@scope_option
+@scope_option()
 @click.option("--agent", "-a", required=True, help="the agent whose context to show")
 @click.option("--also", default="", help="comma-separated also_sees agents")
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@json_option
 @click.pass_context
 def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_json: bool) -> None:
     """Print exactly what AGENT would be sent for the scope's newest message."""
-    hub = _hub(ctx)
+    hub = hub_of(ctx, must_exist=True)
     if agent not in hub.registry:
         raise click.BadParameter(f"unknown agent {agent!r}; agents: {', '.join(hub.registry.names)}", param_hint="--agent")
     also_sees = tuple(name.strip() for name in also.split(",") if name.strip())
@@ -140,7 +107,7 @@ def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_js
     history = [{"id": m.id, "role": m.role, "agent": m.agent, "text": m.text} for m in built.history]
     current = {"id": latest.id, "role": latest.role, "agent": latest.agent, "text": latest.text}
     if as_json:
-        _echo_json(
+        echo_json(
             {
                 "agent": agent,
                 "also_sees": list(also_sees),
@@ -160,16 +127,16 @@ def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_js
 
 
 @cli.command("usage")
-@scope_option
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@scope_option()
+@json_option
 @click.pass_context
 def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
     """Messages, agent calls, tokens sent and the saving against full history."""
-    from .commands import format_usage
+    from scopehub.hub.commands import format_usage
 
-    usage = _store(ctx).usage(scope)
+    usage = store_of(ctx, must_exist=True).usage(scope)
     if as_json:
-        _echo_json(
+        echo_json(
             {
                 "scope": scope,
                 "messages": usage.messages,
@@ -184,14 +151,13 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
 
 
 @cli.command("agents")
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@json_option
 @click.pass_context
 def agents_command(ctx: click.Context, as_json: bool) -> None:
     """List every agent: name, description, tools, fixed tokens per call."""
     from scopehub.agents import discover_agents
-
-    from .hub import agent_prompt
-    from .tokens import get_tokenizer
+    from scopehub.hub.context.tokens import get_tokenizer
+    from scopehub.hub.orchestrator import agent_prompt
 
     registry = discover_agents()
     tokenizer = get_tokenizer()
@@ -210,7 +176,7 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
             }
         )
     if as_json:
-        _echo_json(rows)
+        echo_json(rows)
     else:
         for row in rows:
             click.echo(f"{row['name']:<12} {row['fixed_tokens']:>4} tokens  {row['description']}")

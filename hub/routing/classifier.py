@@ -1,29 +1,15 @@
-"""The router: which agent answers a message, and whose recent messages it may also read.
+"""The local classifier: which agent a text is about, with zero LLM tokens.
 
-Pure functions over plain data, replayed millions of times by the evaluation. The
-cascade: an explicit ``/agent`` or ``@agent`` → a reply to an agent's message → the
-local classifier (zero LLM tokens, sticky for follow-ups). The optional LLM router
-(``hub.llm_router``) sits after these and falls back to the local decision.
-
-The local classifier is complement naive Bayes over stems, stem bigrams and character
-4-grams (numbers count as "a number"), trained on each agent's name, keywords,
-description and examples. Conversation state decides more than the words: a message
-stays with the current agent unless another one wins by ``switch_margin`` times the
-classifier's typical margin (half that after "also", "too"); a message with no known
-content word never switches; and the current thread's user messages are weighed
-together, so a thread that opened ambiguously moves to the agent its follow-ups point at.
-An optional semantic scorer (``hub.semantic``, sentence embeddings of the examples) adds
+Complement naive Bayes over stems, stem bigrams and character 4-grams (numbers count as
+"a number"), trained on each agent's name, keywords, description and examples. An
+optional semantic scorer (:mod:`.semantic`, sentence embeddings of the examples) adds
 its evidence to the lexical one; without it, scoring is purely lexical.
-
-``also_sees`` is predicted locally too (see :func:`predict_also_sees`): named domains,
-names only another agent's messages hold, back-references ("the same day", "there"),
-and a thread's first also_sees kept for its next two messages.
 """
+
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -33,24 +19,9 @@ from typing import Protocol
 
 from rapidfuzz import fuzz, process
 
-from scopehub.memory import Message
-
-from ._text import STOPWORDS, content_terms, stem, terms
-
-__all__ = ["AgentProfile", "LocalClassifier", "Route", "SemanticScores", "detect_explicit", "predict_also_sees", "route"]
+from scopehub.hub.routing.lexicon import DEICTIC_RE, STOPWORDS, content_terms, stem, terms
 
 DEFAULT_AGENT = "general"
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """Where a message goes: the agent, who else's messages it may read, and how we decided."""
-
-    agent: str
-    also_sees: tuple[str, ...] = ()
-    via: str = "local"  # explicit | reply | local | sticky | llm | default
-    text: str | None = None  # the message without its /agent or @agent address, when one was used
-    confidence: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,36 +47,6 @@ class SemanticScores(Protocol):
         ...
 
 
-_EXPLICIT_RE = re.compile(r"^\s*/([A-Za-z][\w-]{0,31})(?:@\w+)?(?:\s+|$)(.*)$", re.S)
-_MENTION_RE = re.compile(r"(?<![\w@])@([A-Za-z][\w-]{0,31})\b")
-# "that email", "the restaurant", "this hotel": a noun phrase pointing back at earlier content.
-_DEICTIC_RE = re.compile(r"\b(?:that|this|those|these|the|same)\s+(\w+)")
-# Back-references that name no domain: "the same day", "a cab there", "between the two"
-# (not the "there" of "is there", "there will be").
-_ANAPHORA_RE = re.compile(
-    r"\b(?:same|both|between|the two"
-    r"|(?<!is )(?<!are )there(?!['’]s| (?:is|are|was|were|will|would|should|might|be|any)\b)"
-    r"|that (?:area|day|date|time|place|location|price|night|trip|commute))\b",
-    re.I,
-)
-# These may point past the thread just before: look at the two before.
-_PAIR_WORDS = frozenset({"both", "between", "the two", "same"})
-# Words people use to start a new errand in the same chat ("I also need a taxi").
-_SWITCH_CUE_RE = re.compile(r"\b(?:also|too|as well|additionally)\b", re.I)
-
-
-def detect_explicit(text: str, agents: Iterable[str]) -> tuple[str, str] | None:
-    """``(agent, remaining text)`` when the message addresses an agent by ``/agent`` or ``@agent``."""
-    names = {name.lower(): name for name in agents}
-    match = _EXPLICIT_RE.match(text)
-    if match and match.group(1).lower() in names:
-        return names[match.group(1).lower()], match.group(2).strip()
-    for mention in _MENTION_RE.finditer(text):
-        name = mention.group(1).lower()
-        if name in names:
-            rest = (text[: mention.start()] + text[mention.end() :]).strip()
-            return names[name], re.sub(r"\s{2,}", " ", rest)
-    return None
 
 
 _DEFAULT_SCALE = 15.0  # typical evidence of a clear request when a classifier has too few texts to tell
@@ -293,7 +234,7 @@ class LocalClassifier:
         if len(named) < 2:
             return set()
         referenced = set()
-        for match in _DEICTIC_RE.finditer(text.lower()):
+        for match in DEICTIC_RE.finditer(text.lower()):
             term_stems = content_terms(match.group(1))
             for agent in named:
                 if self.names_domain(term_stems, agent):
@@ -369,192 +310,3 @@ class LocalClassifier:
         return any(term in naming for term in text_terms)
 
 
-def current_agent(window: Sequence[Message]) -> str | None:
-    """The agent of the conversation's current thread: the newest tagged user message's tag."""
-    for message in reversed(window):
-        if message.role == "user" and message.agent:
-            return message.agent
-    return None
-
-
-def _recent_other_agents(window: Sequence[Message], agent: str) -> list[str]:
-    """Other agents of the window's user messages, most recent first."""
-    seen: dict[str, None] = {}
-    for message in reversed(window):
-        if message.role == "user" and message.agent and message.agent != agent:
-            seen.setdefault(message.agent)
-    return list(seen)
-
-
-_TYPO_CUTOFF = 88  # rapidfuzz ratio: "attractinon" names "attraction" (95), "hotels" is a stem away
-
-
-def _named(naming: frozenset[str], message_terms: set[str]) -> set[str]:
-    """The naming terms a message uses, a typo allowed in words of six letters or more."""
-    found = set(naming & message_terms)
-    for term in message_terms - found:
-        if len(term) >= 6:
-            match = process.extractOne(term, naming, scorer=fuzz.ratio, score_cutoff=_TYPO_CUTOFF)
-            if match is not None:
-                found.add(match[0])
-    return found
-
-
-def predict_also_sees(
-    text: str,
-    agent: str,
-    window: Sequence[Message],
-    classifier: LocalClassifier,
-    *,
-    tail: int = 4,
-) -> tuple[str, ...]:
-    """Other agents whose recent messages this message refers to.
-
-    A message refers to agent B when it names B's domain ("that email", "the
-    restaurant"); when it shares a specific word (one that at most one agent's profile
-    uses, such as a name) with B's messages that the routed agent cannot already see;
-    when it points back without naming anything ("the same day", "a cab there",
-    "between the two") — then B is the agent the conversation was with just before
-    (the two before, for "both" and "between"); and when the thread's previous message
-    already read B ("book a taxi from the hotel" → "at 5pm, please").
-    """
-    others = _recent_other_agents(window, agent)
-    others += [name for name in dict.fromkeys(m.agent for m in reversed(window)) if name and name != agent and name not in others]
-    if not others:
-        return ()
-    message_terms = set(content_terms(text))
-    chosen: set[str] = set()
-    naming: set[str] = set()
-    for other in others:
-        words = _named(classifier.naming_terms(other), message_terms)
-        if words:
-            chosen.add(other)
-            naming |= words
-    tail_ids = {m.id for m in window[-tail:]} if tail > 0 else set()
-    visible_terms: set[str] = set()
-    hidden: dict[str, set[str]] = {}
-    hidden_count: dict[str, Counter[str]] = {}
-    for message in window:
-        words = set(content_terms(message.text))
-        if message.agent == agent or message.id in tail_ids:
-            visible_terms |= words
-        elif message.agent:
-            hidden.setdefault(message.agent, set()).update(words)
-            hidden_count.setdefault(message.agent, Counter()).update(words)
-    # A name the agents' profiles never use ("Pizza Hut", "Ram") seen in one or two hidden
-    # messages of another agent (asked and answered) points at them.
-    specific = {term for term in message_terms - visible_terms if len(term) >= 4 and not term.isdigit() and not classifier.agents_using(term)}
-    if naming:
-        # "leave the hotel": whoever's messages talk about a hotel (a misrouted one too).
-        chosen.update(m.agent for m in window if m.agent and m.agent != agent and naming & set(content_terms(m.text)))
-    if specific:
-        for other, words in hidden.items():
-            if other != agent and any(hidden_count[other][term] <= 3 for term in specific & words):
-                chosen.add(other)
-    if not chosen:
-        match = _ANAPHORA_RE.search(text)
-        if match:
-            recent = _recent_other_agents(window, agent) or others
-            # Small talk rarely holds what "the same day" points at; a specialist does.
-            recent = [name for name in recent if name != classifier.default_agent] or recent
-            chosen.update(recent[: 2 if match.group(0).lower() in _PAIR_WORDS else 1])
-    # A thread that needed another agent's messages still does for its next few messages
-    # ("book a taxi from the hotel" → "at 5pm, please"), then it has what it needs.
-    carried = 0
-    inherited: tuple[str, ...] = ()
-    for message in reversed(window):
-        if message.role != "user":
-            continue
-        if message.agent != agent or not message.also_sees or (inherited and message.also_sees != inherited):
-            break
-        inherited = message.also_sees
-        carried += 1
-    if inherited and carried <= CARRY_MESSAGES and classifier.has_content(text):
-        chosen.update(name for name in inherited if name in others)
-    chosen.discard(agent)
-    return tuple(sorted(chosen))
-
-
-def route(
-    text: str,
-    *,
-    classifier: LocalClassifier,
-    window: Sequence[Message] = (),
-    reply_to: Message | None = None,
-    tail: int = 4,
-    default_also_sees: dict[str, tuple[str, ...]] | None = None,
-) -> Route:
-    """Route one message: explicit address → reply → sticky local classifier.
-
-    ``window`` is the scope's recent messages before this one (oldest first).
-    """
-    defaults = default_also_sees or {}
-
-    def finish(agent: str, via: str, confidence: float, routed_text: str | None = None) -> Route:
-        also = predict_also_sees(routed_text if routed_text is not None else text, agent, window, classifier, tail=tail)
-        merged = tuple(dict.fromkeys((*defaults.get(agent, ()), *also)))
-        merged = tuple(name for name in merged if name != agent)
-        return Route(agent=agent, also_sees=merged, via=via, text=routed_text, confidence=confidence)
-
-    explicit = detect_explicit(text, classifier.agents)
-    if explicit is not None:
-        agent, rest = explicit
-        return finish(agent, "explicit", 1.0, rest)
-
-    if reply_to is not None and reply_to.role == "agent" and reply_to.agent in classifier.agents:
-        return finish(reply_to.agent, "reply", 1.0)
-
-    current = current_agent(window)
-    if current not in classifier.agents:
-        current = None
-    if current is not None and not classifier.has_content(text):
-        # No content words (or none we know): a follow-up never switches.
-        return finish(current, "sticky", 0.0)
-    evidence = classifier.evidence(text)
-    if not evidence:
-        return finish(current or classifier.default_agent, "sticky" if current else "default", 0.0)
-    best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold
-    if _SWITCH_CUE_RE.search(text):
-        margin *= classifier.cue_factor  # "I also need a room": people announce a new errand
-    if current is not None and best != current and evidence[best] - evidence[current] < margin:
-        # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
-        best = current
-    if current is not None and best == current:
-        # The thread so far may say better than its first message whom it is for ("find me a
-        # movie" → movies, then "rent it with subtitles" → media): weigh its user messages.
-        corrected = _thread_choice(evidence, current, window, classifier)
-        if corrected != current:
-            return finish(corrected, "local", _confidence(evidence, corrected))
-        return finish(current, "sticky", _confidence(evidence, current))
-    confidence = _confidence(evidence, best)
-    if confidence < classifier.min_confidence:
-        return finish(current or classifier.default_agent, "sticky" if current else "default", confidence)
-    return finish(best, "local", confidence)
-
-
-def _confidence(evidence: dict[str, float], agent: str) -> float:
-    peak = max(evidence.values())
-    return math.exp(evidence[agent] - peak) / sum(math.exp(value - peak) for value in evidence.values())
-
-
-CARRY_MESSAGES = 2  # follow-ups of a thread that keep the also_sees its first message needed
-THREAD_MESSAGES = 6  # user messages of the current thread weighed for a correction
-
-
-def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Message], classifier: LocalClassifier) -> str:
-    """The agent the current thread's user messages (and this one) favour by the switch margin."""
-    totals = dict(evidence)
-    counted = 0
-    for message in reversed(window):
-        if message.role != "user":
-            continue
-        if message.agent != current or counted >= THREAD_MESSAGES:
-            break
-        counted += 1
-        for agent, value in classifier.evidence(message.text).items():
-            totals[agent] += value
-    if not counted:
-        return current
-    best = max(totals, key=totals.__getitem__)
-    return best if totals[best] - totals[current] >= classifier.switch_threshold else current

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scopehub.hub.context.tokens import MESSAGE_OVERHEAD, Tokenizer
 from scopehub.memory import Message
-
-from .tokens import MESSAGE_OVERHEAD, Tokenizer
 
 __all__ = ["SECTIONS", "AgentPrompt", "Context", "build_context", "render_history", "select_history"]
 

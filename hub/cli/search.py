@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import click
 
-from scopehub.memory import Store
-
-from .settings import load_settings
+from scopehub.hub.cli.options import json_option, scope_option, settings_of, store_of
 
 __all__ = ["search_command"]
 
@@ -19,17 +16,15 @@ METHODS = ("hybrid", "bm25", "fuzzy", "semantic", "hybrid_semantic")
 
 @click.command("search")
 @click.argument("query")
-@click.option("--scope", "-s", required=True, help="user:<id> or group:<id>")
+@scope_option()
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000), help="how many results")
 @click.option("--method", type=click.Choice(METHODS), default="hybrid", show_default=True, help="ranking method")
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@json_option
 @click.pass_context
 def search_command(ctx: click.Context, query: str, scope: str, k: int, method: str, as_json: bool) -> None:
     """Search a scope's archive: messages, notes and emails (any text is a valid query)."""
-    root = ctx.find_root().obj or {}
-    settings = load_settings(**({"db": root["db"]} if root.get("db") else {}))
-    with Store(Path(settings.db)) as store:
-        hits = store.search(scope, query, k=k, method=method, half_life_days=settings.search_half_life_days)
+    settings = settings_of(ctx)
+    hits = store_of(ctx, must_exist=True).search(scope, query, k=k, method=method, half_life_days=settings.search_half_life_days)
     if as_json:
         click.echo(
             json.dumps(

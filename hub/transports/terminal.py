@@ -28,24 +28,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from scopehub.memory import InvalidScope, validate_scope
-
 if TYPE_CHECKING:
-    from .hub import Hub, Reply
+    from scopehub.hub.orchestrator import Hub, Reply
 
-__all__ = ["DEFAULT_SCOPE", "QUIT_WORDS", "chat_command", "format_meta", "format_reply"]
+__all__ = ["DEFAULT_SCOPE", "NOISY_LOGGERS", "QUIT_WORDS", "TerminalChat", "format_meta", "format_reply"]
 
 DEFAULT_SCOPE = "user:local"
 QUIT_WORDS = frozenset({"/quit", "/exit", "/q"})
 PROMPT = "you> "
 
 # Third-party loggers that narrate every HTTP request at INFO; noise in a chat.
-_NOISY_LOGGERS = ("httpx", "httpcore", "LiteLLM", "litellm", "openai")
+NOISY_LOGGERS = ("httpx", "httpcore", "LiteLLM", "litellm", "openai")
 
 
 def format_meta(reply: Reply) -> str:
@@ -95,7 +92,7 @@ class TerminalChat:
 
     async def send(self, text: str) -> None:
         """Answer one message, print it, then learn from it (fact extraction) before returning."""
-        from .hub import Inbound
+        from scopehub.hub.orchestrator import Inbound
 
         reply = await self.hub.handle(Inbound(scope=self.scope, text=text, chat="terminal", sender="local"))
         if reply is None:
@@ -138,53 +135,3 @@ class TerminalChat:
                 # asyncio.Runner cancelled the reply; the message itself is already stored.
                 click.echo("\n(interrupted; your message is saved)", err=True)
             self._print("")
-
-
-@click.command("chat")
-@click.option("--scope", "-s", default=DEFAULT_SCOPE, show_default=True, help="whose memory: user:<id> or group:<id>")
-@click.option("--message", "-m", "message", default=None, help="answer this one message and exit")
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per reply (for scripts)")
-@click.pass_context
-def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: bool) -> None:
-    """Chat with the hub in the terminal (same agents, memory and commands as Telegram).
-
-    Reads lines from standard input when it is not a terminal. Each reply is followed by
-    `[agent ← also_sees] N tokens (full history M)`.
-    """
-    from .app import build_hub, build_model
-    from .cli import _settings, _store
-
-    if message is not None and not message.strip():
-        raise click.BadParameter("the message is empty", param_hint="--message")
-    try:
-        validate_scope(scope)
-    except InvalidScope as exc:
-        raise click.BadParameter(str(exc), param_hint="--scope") from exc
-    settings = _settings(ctx)
-    if "log_level" not in settings.model_fields_set:
-        # A chat is for people: only warnings unless HUB_LOG_LEVEL asks for more.
-        logging.getLogger().setLevel(logging.WARNING)
-    for name in _NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
-    # Before reading any input: no model is one clear error (ModelNotConfigured, exit 2).
-    model = build_model(settings)
-    if settings.model or settings.router_model:
-        import litellm
-
-        litellm.suppress_debug_info = True  # else it prints help banners on standard output
-    hub = build_hub(settings, store=_store(ctx), model=model)
-    chat = TerminalChat(hub, scope, as_json=as_json)
-    stdin = click.get_text_stream("stdin")
-    with asyncio.Runner() as runner:
-        if message is not None:
-            runner.run(chat.send(message))
-        elif not stdin.isatty():
-            chat.run_lines(runner, stdin)
-        else:
-            click.echo(
-                f"agents-hub chat · scope {scope} · model {getattr(model, 'name', '?')} · "
-                f"{', '.join(hub.registry.names)}\n/help for commands, /quit or Ctrl-D to leave.",
-                err=True,
-            )
-            chat.run_interactive(runner)
-        runner.run(hub.drain())

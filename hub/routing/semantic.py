@@ -34,10 +34,10 @@ import statistics
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .errors import ConfigError
+from scopehub.hub.errors import ConfigError
 
 if TYPE_CHECKING:
-    from .router import AgentProfile, LocalClassifier
+    from scopehub.hub.routing import AgentProfile, LocalClassifier
 
 __all__ = [
     "EMBEDDERS",
@@ -246,7 +246,7 @@ def build_semantic_scorer(
     ``lexical`` is the purely lexical classifier over the same profiles (built here when
     not given); it tells which examples to set apart.
     """
-    from .router import LocalClassifier
+    from scopehub.hub.routing import LocalClassifier
 
     texts = [(profile.name, example) for profile in profiles for example in dict.fromkeys(profile.examples) if example.strip()]
     vectors = embedder.embed([text for _, text in texts]) if texts else []

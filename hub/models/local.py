@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelError, ModelNotConfigured, ModelUnavailable
-from .llm import ModelResponse, ToolCall
+from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
+from scopehub.hub.models import ModelResponse, ToolCall
 
 __all__ = [
     "INSTALL_HINT",

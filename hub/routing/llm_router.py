@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ValidationError, field_validator
 
+from scopehub.hub.errors import RouterError
+from scopehub.hub.models import ChatModel
+from scopehub.hub.routing import AgentProfile, Route
 from scopehub.memory import Message
 
-from .errors import RouterError
-from .llm import ChatModel
-from .router import AgentProfile, Route
-
 __all__ = ["RouterAnswer", "build_router_messages", "llm_route"]
+
+log = logging.getLogger(__name__)
 
 _SNIPPET_CHARS = 160
 
@@ -93,3 +95,30 @@ async def llm_route(
     answer = parse_router_answer(response.content, [p.name for p in profiles])
     route = Route(agent=answer.agent, also_sees=tuple(answer.also_sees), via="llm")
     return route, response.prompt_tokens or 0, response.completion_tokens or 0
+
+
+async def refine_with_llm(
+    local: Route,
+    text: str,
+    *,
+    model: ChatModel,
+    profiles: Sequence[AgentProfile],
+    window: Sequence[Message],
+    timeout: float = 8.0,
+    model_name: str | None = None,
+) -> Route:
+    """The LLM stage after the local cascade; any failure of it keeps the local route.
+
+    An explicit address or a reply to an agent is never second-guessed.
+    """
+    if local.via in ("explicit", "reply"):
+        return local
+    try:
+        decided, _, _ = await llm_route(text, model=model, profiles=profiles, window=window, timeout=timeout, model_name=model_name)
+    except RouterError as exc:
+        log.warning("LLM router unusable (%s); keeping the local route", exc)
+        return local
+    except Exception:
+        log.exception("LLM router crashed; keeping the local route")
+        return local
+    return decided

@@ -1,4 +1,4 @@
-"""The Telegram transport: python-telegram-bot in front of the :class:`~hub.hub.Hub`.
+"""The Telegram transport: python-telegram-bot in front of the :class:`~scopehub.hub.orchestrator.Hub`.
 
 ``build_application(hub, settings)`` returns a ready, not yet running, PTB ``Application``
 (the tests drive it against a loopback Bot API); ``agents-hub telegram`` runs it with
@@ -15,12 +15,10 @@ What it does with an update:
 * access: ``HUB_ALLOWED_USERS`` / ``HUB_ALLOWED_CHATS`` (both empty = everyone); a message
   passes when its sender *or* its chat is listed; anyone else gets one polite refusal
   per chat and process, and nothing of theirs is stored;
-* order: the updates of one scope are handled one after another, in arrival order,
-  different scopes concurrently (:class:`ScopeOrderedProcessor`);
-* replies: plain text (no parse mode, so no formatting error can lose one), the agent's
-  name on the first line, split under Telegram's 4,096-character limit, the typing
-  action while the agent works, RetryAfter and network errors retried with a bound;
-* reminders: delivered by the JobQueue at their due time (see :class:`ReminderScheduler`).
+* order: the updates of one scope are handled one after another (:mod:`.delivery`);
+* replies: plain text, the agent's name on the first line, split under Telegram's limit,
+  the typing action while the agent works, retried with a bound (:mod:`.delivery`);
+* reminders: delivered by the JobQueue at their due time (:mod:`.reminders`).
 """
 
 from __future__ import annotations
@@ -28,17 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import re
-import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any, TypeVar
-from urllib.parse import urlparse
+from typing import Any
 
-import click
 from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType
 from telegram.error import (
@@ -46,54 +37,44 @@ from telegram.error import (
     ChatMigrated,
     Forbidden,
     NetworkError,
-    RetryAfter,
     TelegramError,
 )
 from telegram.ext import (
     Application,
     ApplicationBuilder,
-    BaseUpdateProcessor,
     ContextTypes,
-    Job,
-    JobQueue,
     MessageHandler,
     filters,
 )
 
-from scopehub.memory import Store, due_reminders, get_reminder, mark_reminder_sent
-
-from .errors import ConfigError
-from .hub import Hub, Inbound, Reply
-from .settings import Settings
-
-__all__ = [
-    "APOLOGY",
-    "APOLOGY_SAVED",
-    "BOT_DATA_KEY",
-    "REFUSAL",
-    "TELEGRAM_LIMIT",
-    "ReminderScheduler",
-    "RetryPolicy",
-    "ScopeOrderedProcessor",
-    "TelegramBot",
-    "build_application",
-    "call_with_retry",
-    "is_allowed",
-    "scope_for",
-    "split_message",
-    "telegram_command",
-]
+from scopehub.hub.errors import ConfigError
+from scopehub.hub.orchestrator import Hub, Inbound, Reply
+from scopehub.hub.settings import Settings
+from scopehub.hub.transports.telegram.delivery import (
+    TELEGRAM_LIMIT,
+    RetryPolicy,
+    ScopeOrderedProcessor,
+    bot_url,
+    call_with_retry,
+    file_url,
+    is_allowed,
+    scope_for,
+    split_message,
+    trim_text,
+)
+from scopehub.hub.transports.telegram.reminders import ReminderScheduler
+from scopehub.memory import Store
 
 log = logging.getLogger(__name__)
 
-TELEGRAM_LIMIT = 4096  # characters per message, counted in UTF-16 code units
+
 BOT_DATA_KEY = "agents_hub"  # application.bot_data[BOT_DATA_KEY] is the TelegramBot
 
 REFUSAL = "Sorry, this bot is private and you are not on its list of allowed users. Nothing you send here is stored."
 APOLOGY_SAVED = "Sorry, something went wrong; your message is saved."
 APOLOGY = "Sorry, something went wrong; please send your message again."
 TEXT_ONLY = "I can only read text messages for now."
-REMINDER_PREFIX = "⏰ Reminder: "
+
 
 # setMyCommands descriptions of the hub's own commands (agents bring their description).
 HUB_COMMANDS: dict[str, str] = {
@@ -109,328 +90,6 @@ HUB_COMMANDS: dict[str, str] = {
 _COMMAND_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 _LEADING_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-
-T = TypeVar("T")
-
-
-# -- pure helpers -----------------------------------------------------------------------
-
-
-def scope_for(chat_type: str, chat_id: int, user_id: int | None) -> str:
-    """``user:<id>`` for a private chat (the customer's memory), ``group:<chat id>`` otherwise."""
-    if chat_type == ChatType.PRIVATE:
-        return f"user:{user_id if user_id is not None else chat_id}"
-    return f"group:{chat_id}"
-
-
-def is_allowed(settings: Settings, user_id: int | None, chat_id: int) -> bool:
-    """Both lists empty: everyone. Otherwise the sender or the chat must be listed."""
-    users, chats = settings.allowed_user_ids, settings.allowed_chat_ids
-    if not users and not chats:
-        return True
-    return (user_id is not None and user_id in users) or chat_id in chats
-
-
-def _utf16_units(char: str) -> int:
-    return 2 if ord(char) > 0xFFFF else 1
-
-
-def _utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _fit(text: str, limit: int) -> int:
-    """The longest prefix length (in characters) of ``text`` within ``limit`` UTF-16 units."""
-    units = 0
-    for index, char in enumerate(text):
-        units += _utf16_units(char)
-        if units > limit:
-            return index
-    return len(text)
-
-
-def split_message(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """Split ``text`` into chunks of at most ``limit`` UTF-16 units, in order.
-
-    Cuts at the last paragraph break that keeps a chunk at least half full, else a line
-    break, else a space, else hard. Only the whitespace at a cut is dropped.
-    """
-    if limit < 2:
-        raise ValueError("limit must be at least 2")
-    text = text.strip()
-    chunks: list[str] = []
-    while text and _utf16_len(text) > limit:
-        cut = _fit(text, limit)
-        window = text[:cut]
-        for separator in ("\n\n", "\n", " "):
-            at = window.rfind(separator)
-            if at >= cut // 2:
-                head, rest = text[:at], text[at + len(separator) :]
-                break
-        else:  # one long word: cut hard
-            head, rest = window, text[cut:]
-        head = head.rstrip()
-        if head:
-            chunks.append(head)
-        text = rest.lstrip()
-    if text:
-        chunks.append(text)
-    return chunks
-
-
-def _trim(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` UTF-16 units with a visible mark when cut."""
-    if _utf16_len(text) <= limit:
-        return text
-    mark = "\n[…trimmed]"
-    return text[: _fit(text, limit - len(mark))].rstrip() + mark
-
-
-def _bot_url(base_url: str) -> str:
-    """PTB wants ``<server>/bot`` (it appends the token); accept the server root too."""
-    base = base_url.rstrip("/")
-    if "{token}" in base or base.endswith("/bot"):
-        return base
-    return base + "/bot"
-
-
-def _file_url(base_url: str) -> str:
-    base = _bot_url(base_url)
-    if "{token}" in base:
-        return base.replace("/bot{token}", "/file/bot{token}")
-    return base[: -len("/bot")] + "/file/bot"
-
-
-def _retry_after_seconds(exc: RetryAfter) -> float:
-    # PTB 22 warns when reading retry_after as an int; both forms are accepted here.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        value = exc.retry_after
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return float(value)
-
-
-# -- retries ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded retries of Bot API calls: RetryAfter waits as told, network errors back off."""
-
-    attempts: int = 4
-    max_wait: float = 60.0  # a longer RetryAfter gives up instead of blocking the chat
-    backoff: float = 0.5
-    max_backoff: float = 8.0
-
-    def delay(self, attempt: int) -> float:
-        """Exponential backoff with jitter for network errors (attempt counts from 1)."""
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * (0.75 + random.random() / 2)
-
-
-async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy, what: str = "request") -> T:
-    """Run a Bot API call, retrying RetryAfter and network errors up to ``policy.attempts``.
-
-    BadRequest is a NetworkError subclass in PTB but retrying it cannot help, so it (and
-    every other TelegramError) is raised at once.
-    """
-    attempt = 1
-    while True:
-        try:
-            return await call()
-        except RetryAfter as exc:
-            delay = _retry_after_seconds(exc)
-            if attempt >= policy.attempts or delay > policy.max_wait:
-                raise
-            log.warning("%s: rate limited by Telegram; retrying in %.1fs", what, delay)
-        except BadRequest:
-            raise
-        except NetworkError as exc:  # TimedOut included
-            if attempt >= policy.attempts:
-                raise
-            delay = policy.delay(attempt)
-            log.warning("%s: %s; retrying in %.1fs", what, type(exc).__name__, delay)
-        await asyncio.sleep(delay)
-        attempt += 1
-
-
-# -- ordering -----------------------------------------------------------------------------
-
-
-def _order_key(update: object) -> str | None:
-    if not isinstance(update, Update) or update.effective_chat is None:
-        return None
-    chat = update.effective_chat
-    user = update.effective_user
-    return scope_for(chat.type, chat.id, user.id if user else None)
-
-
-class ScopeOrderedProcessor(BaseUpdateProcessor):
-    """Updates of one scope one after another in arrival order; different scopes concurrently.
-
-    PTB's ``concurrent_updates=True`` runs every update as its own task and does not keep
-    the order within a chat (the whole handler, reply sending included, must not
-    overtake the previous one). The order is fixed when an update enters
-    :meth:`do_process_update`, which PTB does in arrival order, before any wait. Waiting
-    updates hold no slot of ``max_active``, so a busy chat cannot starve the others.
-    """
-
-    def __init__(self, max_active: int = 32, max_queued: int = 4096) -> None:
-        # PTB's own semaphore only bounds queued updates; ours bounds the working ones.
-        super().__init__(max_concurrent_updates=max_queued)
-        self.max_active = max_active
-        self._active: asyncio.Semaphore | None = None
-        self._tails: dict[str, asyncio.Event] = {}
-
-    async def initialize(self) -> None:
-        self._active = asyncio.Semaphore(self.max_active)
-
-    async def shutdown(self) -> None:
-        self._tails.clear()
-
-    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
-        if self._active is None:
-            self._active = asyncio.Semaphore(self.max_active)
-        key = _order_key(update)
-        previous = self._tails.get(key) if key is not None else None
-        mine = asyncio.Event()
-        if key is not None:
-            self._tails[key] = mine
-        started = False
-        try:
-            if previous is not None:
-                await previous.wait()  # an Event: cancelling us never cancels the others
-            async with self._active:
-                started = True
-                await coroutine
-        finally:
-            if not started and hasattr(coroutine, "close"):
-                coroutine.close()  # cancelled while queued: no "never awaited" warning
-            mine.set()
-            if key is not None and self._tails.get(key) is mine:
-                del self._tails[key]
-
-
-# -- reminders ----------------------------------------------------------------------------
-
-
-class ReminderScheduler:
-    """Delivers the store's reminders through PTB's JobQueue.
-
-    A sweep runs at start (which reschedules everything after a restart) and then every
-    ``interval`` seconds. For every active reminder due before the next sweep it
-    adds a one-off job at the exact due time. The hub also triggers a sweep after each
-    answer, so a reminder set for "in 30 seconds" is not late by a sweep interval. Why a
-    sweep and not only one job per reminder: the reminders agent writes to the store, not
-    to us, and the sweep also picks up reminders added elsewhere (another process, the
-    CLI) and retries failed deliveries. A delivery marks the reminder sent only after
-    Telegram accepted it; a failure is retried on later sweeps with a growing delay.
-    """
-
-    def __init__(self, transport: TelegramBot, interval: float = 20.0) -> None:
-        self.transport = transport
-        self.interval = interval
-        self._scheduled: dict[int, Job[Any]] = {}
-        self._inflight: set[int] = set()
-        self._failures: dict[int, int] = {}
-        self._retry_at: dict[int, float] = {}
-        self._job_queue: JobQueue[Any] | None = None
-
-    @property
-    def store(self) -> Store:
-        return self.transport.hub.store
-
-    def _now(self) -> float:
-        return self.transport.hub.deps.clock()
-
-    def start(self, job_queue: JobQueue[Any]) -> None:
-        """Reschedule what is due soon (after a restart too) and start the periodic sweep."""
-        self._job_queue = job_queue
-        self.sweep()
-        job_queue.run_repeating(self._sweep_job, interval=self.interval, first=self.interval, name="reminders:sweep")
-
-    def scheduled(self) -> set[int]:
-        """Ids of reminders with a delivery job waiting."""
-        return set(self._scheduled)
-
-    async def _sweep_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
-        self.sweep()
-
-    def sweep(self) -> None:
-        """Add a delivery job for every reminder due before the next sweep."""
-        job_queue = self._job_queue
-        if job_queue is None:
-            return
-        now = self._now()
-        for rid, job in list(self._scheduled.items()):
-            if job_queue.scheduler.get_job(job.job.id) is None:  # gone without running (e.g. missed)
-                del self._scheduled[rid]
-        for reminder in due_reminders(self.store, now + self.interval * 1.5):
-            rid = reminder.id
-            if rid in self._scheduled or rid in self._inflight or self._retry_at.get(rid, 0.0) > now:
-                continue
-            self._scheduled[rid] = job_queue.run_once(
-                self._deliver_job,
-                when=max(0.0, reminder.due - now),
-                data=(rid, reminder.scope),
-                name=f"reminder:{rid}",
-                # APScheduler drops a one-off job that fires over 1 s late by default; late is better.
-                job_kwargs={"misfire_grace_time": None},
-            )
-
-    async def cancel_scope(self, scope: str) -> None:
-        """Drop the waiting jobs of ``scope`` (a hub erase hook: /forget all)."""
-        for rid, job in list(self._scheduled.items()):
-            if job.data[1] == scope:
-                job.schedule_removal()
-                del self._scheduled[rid]
-                self._failures.pop(rid, None)
-                self._retry_at.pop(rid, None)
-
-    async def _deliver_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
-        assert context.job is not None
-        rid, _scope = context.job.data
-        if self._scheduled.get(rid) is context.job:
-            del self._scheduled[rid]
-        await self.deliver(context.bot, rid)
-
-    async def deliver(self, bot: Bot, rid: int) -> bool:
-        """Send one reminder if it is still active and due; True when it was sent."""
-        reminder = get_reminder(self.store, rid)
-        # Erased, cancelled, or already moved to its next time since the job was made.
-        if reminder is None or not reminder.active or reminder.due > self._now() + 0.5 or rid in self._inflight:
-            return False
-        chat_id = _reminder_chat(reminder.chat, reminder.scope)
-        if chat_id is None:
-            log.error("reminder %s of %s has no chat to go to; dropping it", rid, reminder.scope)
-            mark_reminder_sent(self.store, rid, self._now())
-            return False
-        self._inflight.add(rid)
-        try:
-            sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + reminder.text, what=f"reminder {rid}")
-        finally:
-            self._inflight.discard(rid)
-        if sent is None:
-            failures = self._failures[rid] = self._failures.get(rid, 0) + 1
-            delay = min(3600.0, self.interval * 2 ** (failures - 1))
-            self._retry_at[rid] = self._now() + delay
-            log.warning("reminder %s not delivered (attempt %d); retrying in about %.0fs", rid, failures, delay)
-            return False
-        self._failures.pop(rid, None)
-        self._retry_at.pop(rid, None)
-        mark_reminder_sent(self.store, rid, self._now())
-        return True
-
-
-def _reminder_chat(chat: str | None, scope: str) -> int | None:
-    """The reminder's own chat, else the scope's (a private chat's id is the user's id)."""
-    for candidate in (chat, scope.split(":", 1)[1] if ":" in scope else None):
-        if candidate and candidate.lstrip("-").isdigit():
-            return int(candidate)
-    return None
-
-
-# -- the transport ------------------------------------------------------------------------
 
 
 class _ReplyOwed(Exception):
@@ -682,7 +341,7 @@ class TelegramBot:
             log.warning("Telegram refused %s to %s (%s); sending a trimmed plain fallback", what, chat_id, exc)
             try:
                 return await call_with_retry(
-                    lambda: bot.send_message(chat_id, _trim(text, TELEGRAM_LIMIT - 96)), self.retry, f"fallback {what}"
+                    lambda: bot.send_message(chat_id, trim_text(text, TELEGRAM_LIMIT - 96)), self.retry, f"fallback {what}"
                 )
             except TelegramError as again:
                 log.error("the fallback %s to %s failed too: %s", what, chat_id, again)
@@ -758,7 +417,7 @@ def build_application(
         .post_stop(transport.post_stop)
     )
     if base_url:
-        builder = builder.base_url(_bot_url(base_url)).base_file_url(_file_url(base_url))
+        builder = builder.base_url(bot_url(base_url)).base_file_url(file_url(base_url))
     application = builder.build()
     if application.job_queue is None:
         raise ConfigError("reminders need python-telegram-bot's job queue: pip install 'python-telegram-bot[job-queue]'")
@@ -768,48 +427,3 @@ def build_application(
     application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.ChatType.PRIVATE & ~filters.TEXT, transport.on_other))
     application.add_error_handler(transport.on_error)
     return application
-
-
-@click.command("telegram")
-@click.option("--webhook-url", default=None, help="public HTTPS URL Telegram posts updates to (default: long polling)")
-@click.option("--listen", default="0.0.0.0", show_default=True, help="address the webhook server binds")
-@click.option("--port", default=8443, show_default=True, type=click.IntRange(1, 65535), help="port the webhook server binds")
-@click.option("--url-path", default=None, help="local path of the webhook (default: the path of --webhook-url)")
-@click.option(
-    "--secret-token",
-    envvar="TELEGRAM_WEBHOOK_SECRET",
-    default=None,
-    help="secret Telegram sends with every webhook request (env TELEGRAM_WEBHOOK_SECRET)",
-)
-@click.pass_context
-def telegram_command(
-    ctx: click.Context, webhook_url: str | None, listen: str, port: int, url_path: str | None, secret_token: str | None
-) -> None:
-    """Run the Telegram bot (long polling, or a webhook with --webhook-url)."""
-    from .app import build_hub
-    from .cli import _settings, _store
-
-    settings = _settings(ctx)
-    secret_token = secret_token or settings.telegram_webhook_secret or None  # .env counts too
-    if not settings.telegram_bot_token:
-        raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
-    if webhook_url is None and (url_path or secret_token):
-        raise click.UsageError("--url-path and --secret-token need --webhook-url")
-    if webhook_url is not None and urlparse(webhook_url).scheme not in ("https", "http"):
-        raise click.BadParameter("expected an https:// URL", param_hint="--webhook-url")
-    if secret_token is not None and not _SECRET_RE.match(secret_token):
-        raise click.BadParameter("1-256 characters of A-Z, a-z, 0-9, _ and -", param_hint="--secret-token")
-    # httpx logs every request URL at INFO, and the URL carries the bot token.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    hub = build_hub(settings, store=_store(ctx), model_required=True)
-    application = build_application(hub, settings)
-    updates = [Update.MESSAGE]
-    if webhook_url is None:
-        log.info("starting the Telegram bot with long polling")
-        application.run_polling(allowed_updates=updates)
-        return
-    path = url_path if url_path is not None else urlparse(webhook_url).path.lstrip("/")
-    log.info("starting the Telegram bot with a webhook on %s:%s/%s", listen, port, path)
-    application.run_webhook(
-        listen=listen, port=port, url_path=path, webhook_url=webhook_url, secret_token=secret_token, allowed_updates=updates
-    )

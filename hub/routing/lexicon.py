@@ -35,3 +35,21 @@ def terms(text: str) -> list[str]:
 def content_terms(text: str) -> list[str]:
     """Stemmed tokens of ``text`` without stopwords and one-letter words."""
     return [stem(word) for word in terms(text) if word not in STOPWORDS and (len(word) > 1 or not word.isascii())]
+
+
+# -- English back-references and switch cues (routing); add a language by adding its patterns.
+# "that email", "the restaurant", "this hotel": a noun phrase pointing back at earlier content.
+DEICTIC_RE = re.compile(r"\b(?:that|this|those|these|the|same)\s+(\w+)")
+# Back-references that name no domain: "the same day", "a cab there", "between the two"
+# (not the "there" of "is there", "there will be").
+ANAPHORA_RE = re.compile(
+    r"\b(?:same|both|between|the two"
+    r"|(?<!is )(?<!are )there(?!['’]s| (?:is|are|was|were|will|would|should|might|be|any)\b)"
+    r"|that (?:area|day|date|time|place|location|price|night|trip|commute))\b",
+    re.I,
+)
+# These may point past the thread just before: look at the two before.
+PAIR_WORDS = frozenset({"both", "between", "the two", "same"})
+# Words people use to start a new errand in the same chat ("I also need a taxi").
+SWITCH_CUE_RE = re.compile(r"\b(?:also|too|as well|additionally)\b", re.I)
+

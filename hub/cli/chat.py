@@ -1,0 +1,58 @@
+"""``agents-hub chat``: the terminal chat on the same hub as the Telegram bot."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import click
+
+from scopehub.hub.cli.options import scope_option, settings_of, store_of
+from scopehub.hub.transports.terminal import DEFAULT_SCOPE, NOISY_LOGGERS, TerminalChat
+
+__all__ = ["chat_command"]
+
+
+@click.command("chat")
+@scope_option(default=DEFAULT_SCOPE, help="whose memory: user:<id> or group:<id>")
+@click.option("--message", "-m", "message", default=None, help="answer this one message and exit")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per reply (for scripts)")
+@click.pass_context
+def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: bool) -> None:
+    """Chat with the hub in the terminal (same agents, memory and commands as Telegram).
+
+    Reads lines from standard input when it is not a terminal. Each reply is followed by
+    `[agent ← also_sees] N tokens (full history M)`.
+    """
+    from scopehub.hub.app import build_hub, build_model
+
+    if message is not None and not message.strip():
+        raise click.BadParameter("the message is empty", param_hint="--message")
+    settings = settings_of(ctx)
+    if "log_level" not in settings.model_fields_set:
+        # A chat is for people: only warnings unless HUB_LOG_LEVEL asks for more.
+        logging.getLogger().setLevel(logging.WARNING)
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+    # Before reading any input: no model is one clear error (ModelNotConfigured, exit 2).
+    model = build_model(settings)
+    if settings.model or settings.router_model:
+        import litellm
+
+        litellm.suppress_debug_info = True  # else it prints help banners on standard output
+    hub = build_hub(settings, store=store_of(ctx), model=model)
+    chat = TerminalChat(hub, scope, as_json=as_json)
+    stdin = click.get_text_stream("stdin")
+    with asyncio.Runner() as runner:
+        if message is not None:
+            runner.run(chat.send(message))
+        elif not stdin.isatty():
+            chat.run_lines(runner, stdin)
+        else:
+            click.echo(
+                f"agents-hub chat · scope {scope} · model {getattr(model, 'name', '?')} · "
+                f"{', '.join(hub.registry.names)}\n/help for commands, /quit or Ctrl-D to leave.",
+                err=True,
+            )
+            chat.run_interactive(runner)
+        runner.run(hub.drain())

@@ -1,0 +1,82 @@
+"""What every command shares: the settings, the store of ``--db``, the hub, and the
+``--scope`` and ``--json`` options. One way to open the store for every command.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from scopehub.hub.settings import Settings, load_settings
+from scopehub.memory import InvalidScope, Store, open_store, validate_scope
+
+if TYPE_CHECKING:
+    from scopehub.hub.orchestrator import Hub
+
+__all__ = ["echo_json", "hub_of", "json_option", "scope_option", "settings_of", "store_of"]
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    """The settings of this invocation (environment, .env, then the root ``--db``)."""
+    obj = ctx.find_root().ensure_object(dict)
+    if "settings" not in obj:
+        overrides: dict[str, Any] = {}
+        if obj.get("db"):
+            overrides["db"] = obj["db"]
+        obj["settings"] = load_settings(**overrides)
+        logging.basicConfig(level=obj["settings"].log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return obj["settings"]
+
+
+def store_of(ctx: click.Context, *, must_exist: bool = False) -> Store:
+    """The store of ``--db`` (or ``HUB_DB``), opened once per invocation and closed at its end.
+
+    Read-only commands pass ``must_exist`` so that a mistyped path is an error, not a new
+    empty database.
+    """
+    root = ctx.find_root()
+    obj = root.ensure_object(dict)
+    if obj.get("store") is None:
+        obj["store"] = open_store(settings_of(ctx).db, must_exist=must_exist)
+        root.call_on_close(obj["store"].close)
+    return obj["store"]
+
+
+def hub_of(ctx: click.Context, *, model_required: bool = False, must_exist: bool = False) -> Hub:
+    """The same hub every transport runs, on this invocation's store."""
+    from scopehub.hub.app import build_hub
+
+    return build_hub(settings_of(ctx), store=store_of(ctx, must_exist=must_exist), model_required=model_required)
+
+
+def _check_scope(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return validate_scope(value)
+    except InvalidScope as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def scope_option(*, required: bool = True, default: str | None = None, help: str | None = None):
+    """``--scope/-s``, validated: ``user:<id>`` (one customer) or ``group:<id>`` (one group)."""
+    return click.option(
+        "--scope",
+        "-s",
+        required=required and default is None,
+        default=default,
+        show_default=default is not None,
+        callback=_check_scope,
+        help=help or "user:<id> (one customer) or group:<id> (one group)",
+    )
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as indented JSON, non-ASCII kept readable."""
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))

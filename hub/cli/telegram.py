@@ -1,0 +1,65 @@
+"""``agents-hub telegram``: run the bot with long polling or a webhook."""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlparse
+
+import click
+
+from scopehub.hub.cli.options import settings_of, store_of
+from scopehub.hub.errors import ConfigError
+
+__all__ = ["telegram_command"]
+
+log = logging.getLogger(__name__)
+
+_SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+
+
+@click.command("telegram")
+@click.option("--webhook-url", default=None, help="public HTTPS URL Telegram posts updates to (default: long polling)")
+@click.option("--listen", default="0.0.0.0", show_default=True, help="address the webhook server binds")
+@click.option("--port", default=8443, show_default=True, type=click.IntRange(1, 65535), help="port the webhook server binds")
+@click.option("--url-path", default=None, help="local path of the webhook (default: the path of --webhook-url)")
+@click.option(
+    "--secret-token",
+    envvar="TELEGRAM_WEBHOOK_SECRET",
+    default=None,
+    help="secret Telegram sends with every webhook request (env TELEGRAM_WEBHOOK_SECRET)",
+)
+@click.pass_context
+def telegram_command(
+    ctx: click.Context, webhook_url: str | None, listen: str, port: int, url_path: str | None, secret_token: str | None
+) -> None:
+    """Run the Telegram bot (long polling, or a webhook with --webhook-url)."""
+    from telegram import Update
+
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.transports.telegram import build_application
+
+    settings = settings_of(ctx)
+    secret_token = secret_token or settings.telegram_webhook_secret or None  # .env counts too
+    if not settings.telegram_bot_token:
+        raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
+    if webhook_url is None and (url_path or secret_token):
+        raise click.UsageError("--url-path and --secret-token need --webhook-url")
+    if webhook_url is not None and urlparse(webhook_url).scheme not in ("https", "http"):
+        raise click.BadParameter("expected an https:// URL", param_hint="--webhook-url")
+    if secret_token is not None and not _SECRET_RE.match(secret_token):
+        raise click.BadParameter("1-256 characters of A-Z, a-z, 0-9, _ and -", param_hint="--secret-token")
+    # httpx logs every request URL at INFO, and the URL carries the bot token.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    hub = build_hub(settings, store=store_of(ctx), model_required=True)
+    application = build_application(hub, settings)
+    updates = [Update.MESSAGE]
+    if webhook_url is None:
+        log.info("starting the Telegram bot with long polling")
+        application.run_polling(allowed_updates=updates)
+        return
+    path = url_path if url_path is not None else urlparse(webhook_url).path.lstrip("/")
+    log.info("starting the Telegram bot with a webhook on %s:%s/%s", listen, port, path)
+    application.run_webhook(
+        listen=listen, port=port, url_path=path, webhook_url=webhook_url, secret_token=secret_token, allowed_updates=updates
+    )

@@ -1,0 +1,103 @@
+"""The hub's facts service: the block for every call, and learning from what people say
+(extraction, then reconciliation) after the reply is sent, off the request path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from scopehub.hub.context.tokens import Tokenizer
+from scopehub.hub.facts.block import render_block
+from scopehub.hub.facts.commands import subject_of
+from scopehub.hub.facts.extraction import EXTRACTOR_PROMPT, Candidate, parse_extraction
+from scopehub.hub.facts.keys import is_explicit, looks_factual
+from scopehub.hub.facts.reconcile import Decision, learn
+from scopehub.hub.facts.text import KNOWN_IN_PROMPT, quote
+from scopehub.hub.models import ChatModel
+from scopehub.memory import (
+    Fact,
+    Message,
+    Store,
+    current_facts,
+)
+
+log = logging.getLogger(__name__)
+
+
+class FactKeeper:
+    """The hub's facts service: the block for every call, and learning after a reply is sent."""
+
+    def __init__(
+        self,
+        store: Store,
+        model: ChatModel | None = None,
+        *,
+        model_name: str | None = None,
+        clock: Callable[[], float] = time.time,
+        timeout: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.model_name = model_name
+        self.clock = clock
+        self.timeout = timeout
+
+    def block(self, scope: str, tokenizer: Tokenizer, budget: int) -> str:
+        """The scope's facts for the system message, within ``budget`` tokens."""
+        return render_block(current_facts(self.store, scope), tokenizer, budget)
+
+    def prompt(self, message: Message, known: Sequence[Fact], speaker: str | None = None) -> list[dict[str, str]]:
+        """The extractor's messages: the rules, the known facts and the message, all quoted."""
+        lines = []
+        recent = sorted(known, key=lambda fact: -fact.id)[:KNOWN_IN_PROMPT]
+        if recent:
+            lines.append("Known facts:")
+            lines.extend(f"- {fact.key or '(no key)'}: {quote(fact.text, 200)}" for fact in recent)
+        else:
+            lines.append("Known facts: none")
+        if speaker:
+            lines.append(f"Speaker (the subject of 'I' and 'my'): {quote(speaker, 60)}")
+        lines.append("Message: " + json.dumps(message.text[:2000], ensure_ascii=False))
+        return [{"role": "system", "content": EXTRACTOR_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
+
+    async def extract(self, message: Message, known: Sequence[Fact], speaker: str | None = None) -> list[Candidate] | None:
+        """Ask the model for candidate facts; ``None`` when its answer is unusable."""
+        if self.model is None:
+            return None
+        response = await self.model.complete(
+            self.prompt(message, known, speaker), model=self.model_name, json_mode=True, timeout=self.timeout
+        )
+        return parse_extraction(response.content)
+
+    async def after_reply(self, scope: str, message: Message) -> None:
+        """Learn from the person's message, off the request path (the hub calls this after sending)."""
+        await self.learn_from(scope, message)
+
+    async def learn_from(self, scope: str, message: Message) -> list[Decision]:
+        """Extract candidate facts from ``message`` and reconcile them; returns the decisions taken."""
+        if self.model is None or message.role != "user" or message.scope != scope or not looks_factual(message.text):
+            return []
+        subject, speaker = subject_of(self.store, scope, message.id)
+        try:
+            candidates = await self.extract(message, current_facts(self.store, scope), speaker)
+        except Exception as exc:  # learning is best effort; the reply was already sent
+            log.warning("fact extraction failed for %s: %s", scope, exc)
+            return []
+        if not candidates:
+            return []
+        # No await from here on: reading current facts and writing the result cannot interleave.
+        decisions, _ = learn(
+            self.store,
+            scope,
+            candidates,
+            confidence="derived",
+            explicit_message=is_explicit(message.text),
+            source_message=message.id,
+            subject=subject,
+            now=self.clock(),
+            require_message=True,
+        )
+        return decisions

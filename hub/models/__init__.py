@@ -1,0 +1,14 @@
+"""Models: the one-method ``ChatModel`` protocol, the litellm adapter, the embedded local
+model (:mod:`.local`, the optional ``local`` extra) and fakes for tests (:mod:`.testing`).
+"""
+
+from scopehub.hub.models.base import ChatModel, ModelResponse, ToolCall, check_request_allowed
+from scopehub.hub.models.litellm_model import LiteLLMModel
+
+__all__ = [
+    "ChatModel",
+    "LiteLLMModel",
+    "ModelResponse",
+    "ToolCall",
+    "check_request_allowed",
+]

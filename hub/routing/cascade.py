@@ -1,0 +1,146 @@
+"""The routing cascade: which agent answers a message, and whose messages it may also read.
+
+Pure functions over plain data, replayed millions of times by the evaluation: an explicit
+``/agent`` or ``@agent`` → a reply to an agent's message → the local classifier (zero LLM
+tokens, sticky for follow-ups). The optional LLM router (:mod:`.llm_router`) sits after
+these and falls back to the local decision.
+
+Conversation state decides more than the words: a message stays with the current agent
+unless another one wins by ``switch_margin`` times the classifier's typical margin (half
+that after "also", "too"); a message with no known content word never switches; and the
+current thread's user messages are weighed together, so a thread that opened ambiguously
+moves to the agent its follow-ups point at.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from scopehub.hub.routing.also_sees import predict_also_sees
+from scopehub.hub.routing.classifier import LocalClassifier
+from scopehub.hub.routing.lexicon import SWITCH_CUE_RE
+from scopehub.memory import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a message goes: the agent, who else's messages it may read, and how we decided."""
+
+    agent: str
+    also_sees: tuple[str, ...] = ()
+    via: str = "local"  # explicit | reply | local | sticky | llm | default
+    text: str | None = None  # the message without its /agent or @agent address, when one was used
+    confidence: float = 1.0
+
+
+_EXPLICIT_RE = re.compile(r"^\s*/([A-Za-z][\w-]{0,31})(?:@\w+)?(?:\s+|$)(.*)$", re.S)
+_MENTION_RE = re.compile(r"(?<![\w@])@([A-Za-z][\w-]{0,31})\b")
+
+
+def detect_explicit(text: str, agents: Iterable[str]) -> tuple[str, str] | None:
+    """``(agent, remaining text)`` when the message addresses an agent by ``/agent`` or ``@agent``."""
+    names = {name.lower(): name for name in agents}
+    match = _EXPLICIT_RE.match(text)
+    if match and match.group(1).lower() in names:
+        return names[match.group(1).lower()], match.group(2).strip()
+    for mention in _MENTION_RE.finditer(text):
+        name = mention.group(1).lower()
+        if name in names:
+            rest = (text[: mention.start()] + text[mention.end() :]).strip()
+            return names[name], re.sub(r"\s{2,}", " ", rest)
+    return None
+
+
+def current_agent(window: Sequence[Message]) -> str | None:
+    """The agent of the conversation's current thread: the newest tagged user message's tag."""
+    for message in reversed(window):
+        if message.role == "user" and message.agent:
+            return message.agent
+    return None
+
+
+def route(
+    text: str,
+    *,
+    classifier: LocalClassifier,
+    window: Sequence[Message] = (),
+    reply_to: Message | None = None,
+    tail: int = 4,
+    default_also_sees: dict[str, tuple[str, ...]] | None = None,
+) -> Route:
+    """Route one message: explicit address → reply → sticky local classifier.
+
+    ``window`` is the scope's recent messages before this one (oldest first).
+    """
+    defaults = default_also_sees or {}
+
+    def finish(agent: str, via: str, confidence: float, routed_text: str | None = None) -> Route:
+        also = predict_also_sees(routed_text if routed_text is not None else text, agent, window, classifier, tail=tail)
+        merged = tuple(dict.fromkeys((*defaults.get(agent, ()), *also)))
+        merged = tuple(name for name in merged if name != agent)
+        return Route(agent=agent, also_sees=merged, via=via, text=routed_text, confidence=confidence)
+
+    explicit = detect_explicit(text, classifier.agents)
+    if explicit is not None:
+        agent, rest = explicit
+        return finish(agent, "explicit", 1.0, rest)
+
+    if reply_to is not None and reply_to.role == "agent" and reply_to.agent in classifier.agents:
+        return finish(reply_to.agent, "reply", 1.0)
+
+    current = current_agent(window)
+    if current not in classifier.agents:
+        current = None
+    if current is not None and not classifier.has_content(text):
+        # No content words (or none we know): a follow-up never switches.
+        return finish(current, "sticky", 0.0)
+    evidence = classifier.evidence(text)
+    if not evidence:
+        return finish(current or classifier.default_agent, "sticky" if current else "default", 0.0)
+    best = max(evidence, key=evidence.__getitem__)
+    margin = classifier.switch_threshold
+    if SWITCH_CUE_RE.search(text):
+        margin *= classifier.cue_factor  # "I also need a room": people announce a new errand
+    if current is not None and best != current and evidence[best] - evidence[current] < margin:
+        # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
+        best = current
+    if current is not None and best == current:
+        # The thread so far may say better than its first message whom it is for ("find me a
+        # movie" → movies, then "rent it with subtitles" → media): weigh its user messages.
+        corrected = _thread_choice(evidence, current, window, classifier)
+        if corrected != current:
+            return finish(corrected, "local", _confidence(evidence, corrected))
+        return finish(current, "sticky", _confidence(evidence, current))
+    confidence = _confidence(evidence, best)
+    if confidence < classifier.min_confidence:
+        return finish(current or classifier.default_agent, "sticky" if current else "default", confidence)
+    return finish(best, "local", confidence)
+
+
+def _confidence(evidence: dict[str, float], agent: str) -> float:
+    peak = max(evidence.values())
+    return math.exp(evidence[agent] - peak) / sum(math.exp(value - peak) for value in evidence.values())
+
+
+THREAD_MESSAGES = 6  # user messages of the current thread weighed for a correction
+
+
+def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Message], classifier: LocalClassifier) -> str:
+    """The agent the current thread's user messages (and this one) favour by the switch margin."""
+    totals = dict(evidence)
+    counted = 0
+    for message in reversed(window):
+        if message.role != "user":
+            continue
+        if message.agent != current or counted >= THREAD_MESSAGES:
+            break
+        counted += 1
+        for agent, value in classifier.evidence(message.text).items():
+            totals[agent] += value
+    if not counted:
+        return current
+    best = max(totals, key=totals.__getitem__)
+    return best if totals[best] - totals[current] >= classifier.switch_threshold else current

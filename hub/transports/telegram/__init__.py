@@ -1,0 +1,43 @@
+"""Telegram: python-telegram-bot in front of the hub (:mod:`.bot`), with delivery and
+ordering (:mod:`.delivery`) and reminders (:mod:`.reminders`)."""
+
+from scopehub.hub.transports.telegram.bot import (
+    APOLOGY,
+    APOLOGY_SAVED,
+    BOT_DATA_KEY,
+    HUB_COMMANDS,
+    REFUSAL,
+    TEXT_ONLY,
+    TelegramBot,
+    build_application,
+)
+from scopehub.hub.transports.telegram.delivery import (
+    TELEGRAM_LIMIT,
+    RetryPolicy,
+    ScopeOrderedProcessor,
+    call_with_retry,
+    is_allowed,
+    scope_for,
+    split_message,
+)
+from scopehub.hub.transports.telegram.reminders import REMINDER_PREFIX, ReminderScheduler
+
+__all__ = [
+    "APOLOGY",
+    "APOLOGY_SAVED",
+    "BOT_DATA_KEY",
+    "HUB_COMMANDS",
+    "REFUSAL",
+    "REMINDER_PREFIX",
+    "TELEGRAM_LIMIT",
+    "TEXT_ONLY",
+    "ReminderScheduler",
+    "RetryPolicy",
+    "ScopeOrderedProcessor",
+    "TelegramBot",
+    "build_application",
+    "call_with_retry",
+    "is_allowed",
+    "scope_for",
+    "split_message",
+]
