@@ -41,6 +41,7 @@ from ._facts import (
     get_fact,
     invalidate_facts,
 )
+from ._interface import MemoryStore
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
 from ._schema import SCHEMA_VERSION
@@ -71,6 +72,7 @@ __all__ = [
     "InvalidScope",
     "LiteLLMEmbedder",
     "LogRecord",
+    "MemoryStore",
     "Message",
     "NewFact",
     "NewMessage",
