@@ -1,11 +1,12 @@
 """Memory: the SQLite store of messages and their routes, facts, vault, tasks,
 reminders and token records, the archive search over them, and the coordination
-records: schema-validated events with id cursors.
+records: schema-validated events with id cursors, and claims with a TTL.
 
 Imports nothing of ours.
 """
 
 from ._chatlog import ImportReport, LogRecord, parse_ts, read_chatlog, write_chatlog
+from ._claims import Claim, acquire_claim, active_claims, get_claim, release_claim, renew_claim
 from ._data import (
     Reminder,
     Task,
@@ -90,6 +91,7 @@ __all__ = [
     "SEARCH_METHODS",
     "SUMMARY_CHARS",
     "CallRecord",
+    "Claim",
     "DateMention",
     "DuplicateMessage",
     "Embedder",
@@ -116,6 +118,8 @@ __all__ = [
     "UnknownEventType",
     "Usage",
     "VaultItem",
+    "acquire_claim",
+    "active_claims",
     "add_fact",
     "add_reminder",
     "add_task",
@@ -137,6 +141,7 @@ __all__ = [
     "expand_event_types",
     "fact_history",
     "facts_by_key",
+    "get_claim",
     "get_fact",
     "get_reminder",
     "get_task",
@@ -153,6 +158,8 @@ __all__ = [
     "pending_reminders",
     "read_chatlog",
     "register_event_type",
+    "release_claim",
+    "renew_claim",
     "search_archive",
     "summarize_event",
     "unconsumed_events",
