@@ -16,6 +16,7 @@ from scopehub import memory
 from ._dates import format_datetime, local_now, parse_date, parse_repeat, parse_when
 from ._spec import AgentSpec, ToolContext, tool
 
+NAME = "reminders"
 _EVERY_WEEKDAY_RE = re.compile(r"^\s*every\s+([a-z]+)\s*$", re.IGNORECASE)
 
 
@@ -74,9 +75,12 @@ def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
         due += timedelta(seconds=every * ((now - due).total_seconds() // every + 1))
     if due <= now:
         raise ValueError(f"{args.when!r} is {format_datetime(due)}, already past (now {format_datetime(now)})")
-    reminder = memory.add_reminder(
-        ctx.store, ctx.scope, args.text, due.timestamp(), every_seconds=every, chat=ctx.chat, now=ctx.now()
-    )
+    with ctx.transaction():
+        reminder = memory.add_reminder(
+            ctx.store, ctx.scope, args.text, due.timestamp(), every_seconds=every, chat=ctx.chat, now=ctx.now()
+        )
+        payload = {"reminder_id": reminder.id, "text": reminder.text, "due": due.isoformat(), "every_seconds": every}
+        ctx.emit("reminder.set", payload, agent=NAME)
     return f"Set {_line(ctx, reminder)}, {_zone_name(ctx)} time."
 
 
@@ -93,14 +97,17 @@ def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
 @tool
 def cancel_reminder(ctx: ToolContext, args: ReminderIdArgs) -> str:
     """Cancel a reminder."""
-    reminder = memory.cancel_reminder(ctx.store, ctx.scope, args.id)
+    with ctx.transaction():
+        reminder = memory.cancel_reminder(ctx.store, ctx.scope, args.id)
+        if reminder is not None:
+            ctx.emit("reminder.cancelled", {"reminder_id": reminder.id, "text": reminder.text}, agent=NAME)
     if reminder is None:
         return f"No active reminder #{args.id}; call list_reminders."
     return f"Cancelled {_line(ctx, reminder)}"
 
 
 agent = AgentSpec(
-    name="reminders",
+    name=NAME,
     description="Reminders: remind the person at a time, once or repeating; list and cancel reminders.",
     instructions=(
         "Set, list and cancel reminders with your tools. Pass 'when' as the person said it "
@@ -124,4 +131,8 @@ agent = AgentSpec(
     ),
     keywords=("reminder", "remind", "alarm", "ping", "forget", "alert", "notify"),
     tools=(set_reminder, list_reminders, cancel_reminder),
+    # reminder.fired is emitted on delivery, by the transport, in the reminders agent's name.
+    emits=("reminder.set", "reminder.cancelled", "reminder.fired"),
+    interests=("email.received", "task.created"),
+    collaborators=("tasks", "inbox"),
 )
