@@ -301,25 +301,34 @@ def emit_event(
     return Event(new_id, scope, ts, agent, type, data, target, message_id)
 
 
-def _merged(
-    store: Store, base: str, params: Sequence[Any], parts: Sequence[tuple[str, Sequence[Any]]], *, newest: bool, limit: int
-) -> list[Event]:
-    """Union of per-index subqueries, each already ordered and limited, merged by id.
+# (condition, its parameters[, index to use]): one index range scan of a read.
+_Part = tuple[str, Sequence[Any]] | tuple[str, Sequence[Any], str]
 
-    One range scan per type (or target, or agent) stays fast however long the log is;
-    an ``IN (...)`` over the same columns would sort every match before the limit.
+
+def _merged(
+    store: Store, base: str, params: Sequence[Any], parts: Sequence[_Part], *, newest: bool, limit: int
+) -> list[Event]:
+    """The first ``limit`` events (by id) of a union of per-index scans.
+
+    Each part is one index range scan (a type, a target, an emitter), ordered by id and
+    cut at ``limit`` on its own, and reads ids only; rows are fetched for the winners.
+    So a read costs about ``parts x limit`` index entries however long the log is, where
+    one scan filtering ``type IN (...)`` could walk the whole scope for a rare type.
     """
     if limit <= 0 or not parts:
         return []
     order = "DESC" if newest else "ASC"
     sql_parts: list[str] = []
     args: list[Any] = []
-    for where, extra in parts:
-        sql_parts.append(f"SELECT * FROM (SELECT {_COLUMNS} FROM events WHERE {base} AND {where} ORDER BY id {order} LIMIT ?)")
+    for part in parts:
+        where, extra = part[0], part[1]
+        # A third element pins the part to an index the planner would not pick.
+        source = f"events INDEXED BY {part[2]}" if len(part) > 2 else "events"
+        sql_parts.append(f"SELECT * FROM (SELECT id FROM {source} WHERE {base} AND {where} ORDER BY id {order} LIMIT ?)")
         args.extend([*params, *extra, limit])
-    sql = " UNION ALL ".join(sql_parts) + f" ORDER BY id {order} LIMIT ?"
-    rows = store.query(sql, [*args, limit])
-    return [_row(row) for row in rows]
+    ids = " UNION ALL ".join(sql_parts) + f" ORDER BY id {order} LIMIT ?"
+    sql = f"SELECT {_COLUMNS} FROM events WHERE id IN ({ids}) ORDER BY id {order}"
+    return [_row(row) for row in store.query(sql, [*args, limit])]
 
 
 def events_after(
@@ -331,17 +340,23 @@ def events_after(
     types: Iterable[str] | None = None,
     agent: str | None = None,
 ) -> list[Event]:
-    """The scope's events with id above ``after_id``, oldest first (all targets).
+    """The scope's events with id above ``after_id``, oldest first, whoever they target.
 
     ``types`` may hold patterns (``reminder.*``); ``agent`` keeps one emitter's events.
     """
     base, params = "scope = ? AND id > ?", [scope, int(after_id)]
-    parts: list[tuple[str, Sequence[Any]]]
+    parts: list[_Part]
     if types is not None:
-        # The unary + keeps SQLite on the (scope, type, id) index for these scans.
+        # The unary + keeps SQLite on the (scope, type, target, id) index for these scans.
         emitter = " AND +agent = ?" if agent is not None else ""
         extra = [agent] if agent is not None else []
-        parts = [(f"type = ?{emitter}", [name, *extra]) for name in expand_event_types(types)]
+        parts = []
+        for name in expand_event_types(types):
+            parts.append((f"type = ? AND target IS NULL{emitter}", [name, *extra]))
+            # Targets are never empty, so "> ''" is every targeted event: an index range,
+            # sorted by id afterwards (targeted events are few), where a scan by id would
+            # walk the whole scope after after_id when there are none.
+            parts.append((f"type = ? AND target > ''{emitter}", [name, *extra], "events_scope_type"))
     elif agent is not None:
         parts = [("agent = ?", [agent])]
     else:
@@ -364,25 +379,27 @@ def latest_events(
     that will read them, so nobody sees what was meant for another.
     """
     base, params = "scope = ?", [scope]
-    if for_agent is None:
-        visible, visible_params = "+target IS NULL", []
-    else:
-        visible, visible_params = "(+target IS NULL OR +target = ?)", [for_agent]
     agent_list = sorted(set(agents)) if agents is not None else None
+    if agent_list == []:
+        return []
+    by_agent, agent_params = "", []
+    if agent_list is not None:
+        by_agent, agent_params = f" AND +agent IN ({', '.join('?' * len(agent_list))})", agent_list
+    # Broadcasts and the events targeted at for_agent are separate index ranges, never an OR.
+    parts: list[_Part] = []
     if types is not None:
-        names = expand_event_types(types)
-        by_agent = ""
-        agent_params: list[Any] = []
-        if agent_list is not None:
-            by_agent = f" AND +agent IN ({', '.join('?' * len(agent_list))})" if agent_list else " AND 0"
-            agent_params = list(agent_list)
-        parts = [(f"type = ? AND {visible}{by_agent}", [name, *visible_params, *agent_params]) for name in names]
-    elif agent_list is not None:
-        parts = [(f"agent = ? AND {visible}", [name, *visible_params]) for name in agent_list]
+        for name in expand_event_types(types):
+            parts.append((f"type = ? AND target IS NULL{by_agent}", [name, *agent_params]))
+            if for_agent is not None:
+                parts.append((f"type = ? AND target = ?{by_agent}", [name, for_agent, *agent_params]))
     else:
-        parts = [(visible, visible_params)]
-    events = _merged(store, base, params, parts, newest=True, limit=limit)
-    return list(reversed(events))
+        if agent_list is not None:
+            parts += [("agent = ? AND +target IS NULL", [name]) for name in agent_list]
+        else:
+            parts.append(("+target IS NULL", []))
+        if for_agent is not None:
+            parts.append((f"target = ?{by_agent}", [for_agent, *agent_params]))
+    return list(reversed(_merged(store, base, params, parts, newest=True, limit=limit)))
 
 
 def unconsumed_events(
@@ -394,10 +411,11 @@ def unconsumed_events(
     (patterns such as ``reminder.*`` allowed). Events targeted at other agents never.
     Show them, record the call, then :func:`advance_cursor` to the newest id shown.
     """
-    after = cursor_of(store, scope, agent)
-    base, params = "scope = ? AND id > ?", [scope, after]
-    parts: list[tuple[str, Sequence[Any]]] = [("target = ?", [agent])]
-    parts += [("type = ? AND +target IS NULL", [name]) for name in expand_event_types(interests)]
+    # The cursor is read in the same statement as the events: one consistent snapshot.
+    base = "scope = ? AND id > coalesce((SELECT event_id FROM cursors WHERE scope = ? AND agent = ?), 0)"
+    params = [scope, scope, agent]
+    parts: list[_Part] = [("target = ?", [agent])]
+    parts += [("type = ? AND target IS NULL", [name]) for name in expand_event_types(interests)]
     return _merged(store, base, params, parts, newest=False, limit=limit)
 
 

@@ -155,8 +155,8 @@ def _v3_coordination(db: sqlite_utils.Database) -> None:
         )"""
     )
     db.execute("CREATE INDEX events_scope_id ON events(scope, id)")
-    # unconsumed_events: broadcasts per type, and events targeted at one agent.
-    db.execute("CREATE INDEX events_scope_type ON events(scope, type, id)")
+    # unconsumed_events and latest_events: one id range per (type, broadcast) and per target.
+    db.execute("CREATE INDEX events_scope_type ON events(scope, type, target, id)")
     db.execute("CREATE INDEX events_scope_target ON events(scope, target, id)")
     # latest_events(agents=...): what the collaborators did.
     db.execute("CREATE INDEX events_scope_agent ON events(scope, agent, id)")

@@ -216,6 +216,10 @@ def test_a_targeted_event_is_seen_by_its_target_only(store):
     assert latest_events(store, U1) == [broadcast]
     assert latest_events(store, U1, for_agent="notes") == [broadcast]
     assert latest_events(store, U1, for_agent="tasks") == [broadcast, targeted]
+    assert latest_events(store, U1, types=["email.*"], agents=["inbox"], for_agent="tasks") == [broadcast, targeted]
+    assert latest_events(store, U1, agents=["inbox"], for_agent="notes") == [broadcast]
+    # The raw log (not for agents' eyes) holds both.
+    assert events_after(store, U1, 0, types=["email.received"]) == [broadcast, targeted]
 
 
 def test_interests_select_broadcast_types_and_patterns_match_a_family(store):
