@@ -1,7 +1,8 @@
 """``reminders``: one-off and recurring reminders, persisted; the transport delivers them when due.
 
 The agent only writes rows; delivery belongs to the transports, which call
-``memory.due_reminders`` / ``memory.mark_reminder_sent`` / ``memory.pending_reminders``.
+``memory.due_reminders`` / ``memory.pending_reminders``, and :func:`record_delivery`
+(``memory.mark_reminder_sent`` plus the ``reminder.fired`` event, in one transaction).
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ def _align_weekday(moment: datetime, repeat: str | None) -> datetime:
     if target is None:
         return moment
     return moment.replace(year=target.year, month=target.month, day=target.day)
+
+
+def record_delivery(store: memory.Store, reminder_id: int, now: float) -> memory.Reminder | None:
+    """Record that a reminder was delivered: mark it sent and emit ``reminder.fired``, together.
+
+    For transports, in place of ``memory.mark_reminder_sent``; returns the updated
+    reminder (None when unknown, and then nothing is recorded).
+    """
+    with store.transaction():
+        delivered = memory.get_reminder(store, reminder_id)
+        updated = memory.mark_reminder_sent(store, reminder_id, now)
+        if delivered is not None:
+            payload = {"reminder_id": delivered.id, "text": delivered.text}
+            memory.emit_event(store, delivered.scope, NAME, "reminder.fired", payload, now=now)
+    return updated
 
 
 class SetReminderArgs(BaseModel):

@@ -13,9 +13,9 @@ from scopehub.agents import AgentRegistry, AgentSpec, ToolContext, discover_agen
 from scopehub.agents import _spec as spec_module
 from scopehub.agents.inbox import draft_reply, keep_email
 from scopehub.agents.notes import save_note
-from scopehub.agents.reminders import cancel_reminder, set_reminder
+from scopehub.agents.reminders import cancel_reminder, record_delivery, set_reminder
 from scopehub.agents.tasks import add_task, complete_task
-from tests.agents.helpers import call, make_ctx
+from tests.agents.helpers import NOW, call, make_ctx
 
 EMAIL = """From: Ram Kumar <ram@example.com>
 Subject: Quarterly report
@@ -92,6 +92,15 @@ def test_notes_drafts_and_reminders_record_their_events(store):
     assert recorded[3].payload["due"] == "2024-05-01T18:00:00+02:00"
     assert recorded[3].summary() == 'reminder #1 set for Wed 2024-05-01 18:00: "call mom"'
     assert recorded[4].payload == {"reminder_id": 1, "text": "call mom"}
+
+
+def test_a_delivered_reminder_is_marked_sent_and_recorded_together(store):
+    call(set_reminder, make_ctx(store), text="call mom", when="in 10 minutes")
+    updated = record_delivery(store, 1, NOW + 600)
+    assert updated is not None and not updated.active
+    fired = events(store)[-1]
+    assert (fired.type, fired.agent, fired.payload) == ("reminder.fired", "reminders", {"reminder_id": 1, "text": "call mom"})
+    assert record_delivery(store, 42, NOW + 600) is None and len(events(store)) == 2
 
 
 def test_a_tool_that_fails_records_nothing(store):
