@@ -164,7 +164,7 @@ def expand_event_types(names: Iterable[str]) -> list[str]:
     process. Patterns match the types registered in this one.
     """
     out: set[str] = set()
-    for name in names:
+    for name in [names] if isinstance(names, str) else names:  # one name, not its letters
         if name == "*":
             out.update(_REGISTRY)
         elif name.endswith(".*"):
@@ -379,7 +379,7 @@ def latest_events(
     that will read them, so nobody sees what was meant for another.
     """
     base, params = "scope = ?", [scope]
-    agent_list = sorted(set(agents)) if agents is not None else None
+    agent_list = sorted({agents} if isinstance(agents, str) else set(agents)) if agents is not None else None
     if agent_list == []:
         return []
     by_agent, agent_params = "", []

@@ -229,6 +229,8 @@ def test_interests_select_broadcast_types_and_patterns_match_a_family(store):
     assert unconsumed_events(store, U1, "tasks", interests={"reminder.*"}) == [set_, fired]
     assert unconsumed_events(store, U1, "tasks", interests={"task.created", "reminder.fired"}) == [made, fired]
     assert unconsumed_events(store, U1, "tasks", interests=set()) == []
+    assert unconsumed_events(store, U1, "tasks", interests="task.created") == [made]  # one name, not letters
+    assert latest_events(store, U1, agents="tasks") == [made]
 
 
 def test_latest_events_filters_by_emitter_and_type_newest_kept_oldest_first(store):
