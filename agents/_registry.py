@@ -54,6 +54,23 @@ class AgentRegistry:
     def names(self) -> tuple[str, ...]:
         return tuple(self.agents)
 
+    def check_coordination(self) -> list[str]:
+        """What the agents declare but does not exist: event types nobody registered, unknown collaborators.
+
+        Event types are checked here, after every module has loaded, because a plugin may
+        register its types after its spec is built. Problems are reported, not fatal: an
+        emit of an unknown type fails on its own, with the type named.
+        """
+        problems: list[str] = []
+        for spec in self.agents.values():
+            problems.extend(spec.check_event_types())
+            problems.extend(
+                f"{spec.name}: collaborator {name!r} is not a loaded agent"
+                for name in spec.collaborators
+                if name not in self.agents or name == spec.name
+            )
+        return problems
+
 
 def _specs_in(module: ModuleType) -> list[AgentSpec]:
     return [value for key, value in vars(module).items() if isinstance(value, AgentSpec) and not key.startswith("_")]
@@ -116,4 +133,6 @@ def discover_agents(
             _load_module(registry, f"entry point {ep.name} ({ep.value})", ep.load)
     for path in extra_files:
         load_agent_file(path, registry)
+    for problem in registry.check_coordination():
+        log.warning("agent declaration: %s", problem)
     return registry

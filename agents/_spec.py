@@ -3,29 +3,48 @@
 A tool is a function ``(ctx: ToolContext, args: ArgsModel) -> str`` whose arguments
 are a pydantic model; its JSON schema is derived from that model and kept tight,
 because every schema is paid for on every call.
+
+A tool that changes something records it as an event in the same transaction::
+
+    with ctx.transaction():
+        task = memory.add_task(ctx.store, ctx.scope, title)
+        ctx.emit("task.created", {"task_id": task.id, "title": task.title})
+
+An invalid payload raises ``memory.InvalidEvent`` naming the field; the runtime turns it
+into text for the model, and the row is rolled back with the event.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from scopehub.memory import Store
+from scopehub.memory import (
+    Event,
+    InvalidEvent,
+    Store,
+    emit_event,
+    event_types,
+    is_event_pattern,
+)
 
 __all__ = ["AgentSpec", "Tool", "ToolContext", "tool"]
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{1,31}$")
+_EVENT_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+$")
 
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool may touch: the store, within one scope, at one moment."""
+    """What a tool may touch: the store, within one scope, at one moment, for one agent."""
 
     store: Store
     scope: str
@@ -33,9 +52,42 @@ class ToolContext:
     message_id: int | None = None
     clock: Callable[[], float] = time.time
     extra: dict[str, Any] = field(default_factory=dict)
+    agent: str | None = None  # the agent whose call runs the tool; the runtime sets it
 
     def now(self) -> float:
         return self.clock()
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """The store's transaction (re-entrant): wrap a row write and its ``emit`` in it."""
+        return self.store.transaction()
+
+    def emit(
+        self,
+        type: str,
+        payload: Mapping[str, Any] | BaseModel,
+        *,
+        target: str | None = None,
+        agent: str | None = None,
+    ) -> Event:
+        """Record an event of this scope, caused by the current message, in the current transaction.
+
+        The emitter is ``agent`` when given (a built-in agent's tools name their own agent,
+        so they emit correctly when called outside the runtime, as tests and evaluations
+        do), else the context's agent. Raises ``memory.InvalidEvent`` naming the field.
+        """
+        emitter = agent or self.agent
+        if not emitter:
+            raise InvalidEvent(f"event {type}: no emitting agent (the runtime sets ToolContext.agent)")
+        return emit_event(
+            self.store,
+            self.scope,
+            emitter,
+            type,
+            payload,
+            target=target,
+            message_id=self.message_id,
+            now=self.now(),
+        )
 
 
 ToolFunction = Callable[[ToolContext, Any], "str | Awaitable[str]"]
@@ -143,6 +195,12 @@ class AgentSpec(BaseModel):
     tools: tuple[Tool, ...] = ()
     model: str | None = None
     also_sees: tuple[str, ...] = ()
+    # Coordination. Event type names are checked for form here, and against the registry by
+    # check_event_types() once every plugin has registered its types (discovery does it):
+    # a plugin agent may name a type its own module registers after the spec is built.
+    emits: tuple[str, ...] = ()  # event types its tools emit
+    interests: tuple[str, ...] = ()  # broadcast event types it is shown ("reminder.*" allowed)
+    collaborators: tuple[str, ...] = ()  # agents whose recent events it is made aware of
 
     @field_validator("name")
     @classmethod
@@ -150,3 +208,35 @@ class AgentSpec(BaseModel):
         if not _NAME_RE.match(value):
             raise ValueError(f"agent name {value!r}: use 2-32 lower-case letters, digits or _ starting with a letter")
         return value
+
+    @field_validator("emits", "interests")
+    @classmethod
+    def _valid_event_names(cls, value: tuple[str, ...], info: Any) -> tuple[str, ...]:
+        for name in value:
+            if not (_EVENT_TYPE_RE.match(name) or (info.field_name == "interests" and is_event_pattern(name))):
+                raise ValueError(f"{info.field_name}: {name!r} is not an event type name such as 'task.created'")
+        return value
+
+    @field_validator("collaborators")
+    @classmethod
+    def _valid_collaborators(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _NAME_RE.match(name):
+                raise ValueError(f"collaborators: {name!r} is not an agent name")
+        return value
+
+    def check_event_types(self, known: Iterable[str] | None = None) -> list[str]:
+        """Problems with ``emits`` and ``interests`` against the registered event types ([] if none).
+
+        ``known`` defaults to every type registered now; call it after plugins have loaded.
+        """
+        registered = set(known) if known is not None else {entry.name for entry in event_types()}
+        problems = [f"{self.name}: emits unknown event type {name!r}" for name in self.emits if name not in registered]
+        for name in self.interests:
+            if is_event_pattern(name):
+                prefix = "" if name == "*" else name[:-1]
+                if not any(known_name.startswith(prefix) for known_name in registered):
+                    problems.append(f"{self.name}: interest {name!r} matches no registered event type")
+            elif name not in registered:
+                problems.append(f"{self.name}: interested in unknown event type {name!r}")
+        return problems

@@ -26,4 +26,8 @@ agent = AgentSpec(
         "translate good night into Spanish",
     ),
     keywords=("help", "hello", "joke", "chat", "bot", "question"),
+    # The fallback answers "what's going on": it is shown what the specialists recorded.
+    # fact.learned comes from the hub's fact keeper, not from a tool of this agent.
+    interests=("fact.learned", "task.created", "note.saved", "email.received", "reminder.set"),
+    collaborators=("tasks", "notes", "inbox", "reminders"),
 )

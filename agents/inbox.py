@@ -18,6 +18,7 @@ from scopehub import memory
 from ._dates import find_dates, format_date, local_now
 from ._spec import AgentSpec, ToolContext, tool
 
+NAME = "inbox"
 EMAIL, DRAFT = "email", "draft"
 _READ_CHARS = 3000
 _MAX_ACTIONS = 8
@@ -47,6 +48,10 @@ _IMPERATIVE_VERBS = frozenset(
         "forward", "print", "register", "renew", "finish", "email", "contact", "arrange", "order", "cancel",
         "join", "attend", "upload", "install", "verify", "provide", "remember", "note",
     }
+)
+# A date right after one of these words is a deadline ("reply by Friday", "due: May 3").
+_DEADLINE_BEFORE_RE = re.compile(
+    r"\b(?:by|before|until|till|due|deadline|no later than|latest)\b[^.!?\n]{0,20}$", re.IGNORECASE
 )
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•·]|\d+[.)])\s+")
@@ -136,6 +141,16 @@ def parse_email(text: str, today: date) -> ParsedEmail:
     return parsed
 
 
+def _date_mentions(body: str, dates: list[tuple[str, date]]) -> list[dict[str, object]]:
+    """The dates found, for the ``email.received`` event, each marked when it reads as a deadline."""
+    mentions = []
+    for phrase, day in dates:
+        at = body.find(phrase)
+        deadline = at >= 0 and bool(_DEADLINE_BEFORE_RE.search(body[max(0, at - 40) : at]))
+        mentions.append({"text": phrase, "day": day.isoformat(), "deadline": deadline})
+    return mentions
+
+
 def _sender_label(sender: str) -> str:
     name, address = parseaddr(sender)
     if name and address:
@@ -185,17 +200,25 @@ def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
         "dates": [[phrase, day.isoformat()] for phrase, day in parsed.dates],
         "actions": parsed.actions,
     }
-    item = memory.add_vault_item(
-        ctx.store,
-        ctx.scope,
-        EMAIL,
-        text.strip(),
-        title=parsed.subject or "(no subject)",
-        meta=meta,
-        agent="inbox",
-        source_message=ctx.message_id,
-        now=ctx.now(),
-    )
+    with ctx.transaction():
+        item = memory.add_vault_item(
+            ctx.store,
+            ctx.scope,
+            EMAIL,
+            text.strip(),
+            title=parsed.subject or "(no subject)",
+            meta=meta,
+            agent=NAME,
+            source_message=ctx.message_id,
+            now=ctx.now(),
+        )
+        payload = {
+            "email_id": item.id,
+            "sender": _sender_label(parsed.sender),
+            "subject": item.title,
+            "dates": _date_mentions(parsed.body, parsed.dates),
+        }
+        ctx.emit("email.received", payload, agent=NAME)
     lines = [
         f"Kept email #{item.id}.",
         f"From: {_sender_label(parsed.sender)}",
@@ -243,23 +266,26 @@ def draft_reply(ctx: ToolContext, args: DraftReplyArgs) -> str:
             return f"No email #{args.email_id}; call list_emails."
         to = original.meta.get("from", "")
         subject = "Re: " + re.sub(r"^(?:(?:re|fwd?|aw|wg)\s*:\s*)+", "", original.title, flags=re.IGNORECASE)
-    item = memory.add_vault_item(
-        ctx.store,
-        ctx.scope,
-        DRAFT,
-        args.body.strip(),
-        title=subject,
-        meta={"reply_to": args.email_id, "to": to},
-        agent="inbox",
-        source_message=ctx.message_id,
-        now=ctx.now(),
-    )
+    with ctx.transaction():
+        item = memory.add_vault_item(
+            ctx.store,
+            ctx.scope,
+            DRAFT,
+            args.body.strip(),
+            title=subject,
+            meta={"reply_to": args.email_id, "to": to},
+            agent=NAME,
+            source_message=ctx.message_id,
+            now=ctx.now(),
+        )
+        payload = {"draft_id": item.id, "to": _sender_label(to) if to else "", "subject": subject, "reply_to": args.email_id}
+        ctx.emit("draft.saved", payload, agent=NAME)
     head = f"Draft #{item.id} saved (not sent).\nTo: {_sender_label(to) if to else '(fill in)'}\nSubject: {subject}"
     return f"{head}\n\n{item.body}"
 
 
 agent = AgentSpec(
-    name="inbox",
+    name=NAME,
     description="Email: keep pasted or forwarded emails, extract sender, dates and action items, draft replies.",
     instructions=(
         "When the person pastes or forwards an email, call keep_email without text, then summarise "
@@ -284,4 +310,8 @@ agent = AgentSpec(
     ),
     keywords=("email", "mail", "e-mail", "inbox", "reply", "forward", "fwd", "subject", "sender", "dear", "regards"),
     tools=(keep_email, list_emails, read_email, draft_reply),
+    emits=("email.received", "draft.saved"),
+    # Whether a deadline from an email already became a task or a reminder.
+    interests=("task.created", "task.done", "reminder.set"),
+    collaborators=("tasks", "reminders"),
 )

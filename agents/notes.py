@@ -9,6 +9,7 @@ from scopehub import memory
 from ._dates import format_datetime, local_now
 from ._spec import AgentSpec, ToolContext, tool
 
+NAME = "notes"
 KIND = "note"
 _TITLE_CHARS = 60
 _READ_CHARS = 3000  # a note read back is context for the next call: keep it bounded
@@ -40,16 +41,18 @@ class NoteIdArgs(BaseModel):
 def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
     """Save a note."""
     title = (args.title or "").strip() or _title(args.text)
-    item = memory.add_vault_item(
-        ctx.store,
-        ctx.scope,
-        KIND,
-        args.text.strip(),
-        title=title,
-        agent="notes",
-        source_message=ctx.message_id,
-        now=ctx.now(),
-    )
+    with ctx.transaction():
+        item = memory.add_vault_item(
+            ctx.store,
+            ctx.scope,
+            KIND,
+            args.text.strip(),
+            title=title,
+            agent=NAME,
+            source_message=ctx.message_id,
+            now=ctx.now(),
+        )
+        ctx.emit("note.saved", {"note_id": item.id, "title": item.title}, agent=NAME)
     return f"Saved note #{item.id}: {item.title}"
 
 
@@ -82,7 +85,7 @@ def delete_note(ctx: ToolContext, args: NoteIdArgs) -> str:
 
 
 agent = AgentSpec(
-    name="notes",
+    name=NAME,
     description="Notes: save, list, read and delete notes and things to remember.",
     instructions=(
         "Keep the person's notes with your tools; save their words, not a paraphrase. "
@@ -104,4 +107,7 @@ agent = AgentSpec(
     ),
     keywords=("note", "notes", "jot", "write down", "idea", "memo"),
     tools=(save_note, list_notes, read_note, delete_note),
+    emits=("note.saved",),
+    interests=("fact.learned",),
+    collaborators=("general",),
 )

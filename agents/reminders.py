@@ -1,7 +1,8 @@
 """``reminders``: one-off and recurring reminders, persisted; the transport delivers them when due.
 
 The agent only writes rows; delivery belongs to the transports, which call
-``memory.due_reminders`` / ``memory.mark_reminder_sent`` / ``memory.pending_reminders``.
+``memory.due_reminders`` / ``memory.pending_reminders``, and :func:`record_delivery`
+(``memory.mark_reminder_sent`` plus the ``reminder.fired`` event, in one transaction).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from scopehub import memory
 from ._dates import format_datetime, local_now, parse_date, parse_repeat, parse_when
 from ._spec import AgentSpec, ToolContext, tool
 
+NAME = "reminders"
 _EVERY_WEEKDAY_RE = re.compile(r"^\s*every\s+([a-z]+)\s*$", re.IGNORECASE)
 
 
@@ -49,6 +51,21 @@ def _align_weekday(moment: datetime, repeat: str | None) -> datetime:
     return moment.replace(year=target.year, month=target.month, day=target.day)
 
 
+def record_delivery(store: memory.Store, scope: str, reminder_id: int, now: float) -> memory.Reminder | None:
+    """Record that a reminder was delivered: mark it sent and emit ``reminder.fired``, together.
+
+    For transports, in place of ``memory.mark_reminder_sent``; returns the updated
+    reminder (None when unknown, and then nothing is recorded).
+    """
+    with store.transaction():
+        delivered = memory.get_reminder(store, scope, reminder_id)
+        updated = memory.mark_reminder_sent(store, scope, reminder_id, now)
+        if delivered is not None:
+            payload = {"reminder_id": delivered.id, "text": delivered.text}
+            memory.emit_event(store, delivered.scope, NAME, "reminder.fired", payload, now=now)
+    return updated
+
+
 class SetReminderArgs(BaseModel):
     text: str = Field(description="what to remind of")
     when: str = Field(description="ISO datetime or words: in 10 minutes, tomorrow 9am, at 18:00")
@@ -74,9 +91,12 @@ def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
         due += timedelta(seconds=every * ((now - due).total_seconds() // every + 1))
     if due <= now:
         raise ValueError(f"{args.when!r} is {format_datetime(due)}, already past (now {format_datetime(now)})")
-    reminder = memory.add_reminder(
-        ctx.store, ctx.scope, args.text, due.timestamp(), every_seconds=every, chat=ctx.chat, now=ctx.now()
-    )
+    with ctx.transaction():
+        reminder = memory.add_reminder(
+            ctx.store, ctx.scope, args.text, due.timestamp(), every_seconds=every, chat=ctx.chat, now=ctx.now()
+        )
+        payload = {"reminder_id": reminder.id, "text": reminder.text, "due": due.isoformat(), "every_seconds": every}
+        ctx.emit("reminder.set", payload, agent=NAME)
     return f"Set {_line(ctx, reminder)}, {_zone_name(ctx)} time."
 
 
@@ -93,14 +113,17 @@ def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
 @tool
 def cancel_reminder(ctx: ToolContext, args: ReminderIdArgs) -> str:
     """Cancel a reminder."""
-    reminder = memory.cancel_reminder(ctx.store, ctx.scope, args.id)
+    with ctx.transaction():
+        reminder = memory.cancel_reminder(ctx.store, ctx.scope, args.id)
+        if reminder is not None:
+            ctx.emit("reminder.cancelled", {"reminder_id": reminder.id, "text": reminder.text}, agent=NAME)
     if reminder is None:
         return f"No active reminder #{args.id}; call list_reminders."
     return f"Cancelled {_line(ctx, reminder)}"
 
 
 agent = AgentSpec(
-    name="reminders",
+    name=NAME,
     description="Reminders: remind the person at a time, once or repeating; list and cancel reminders.",
     instructions=(
         "Set, list and cancel reminders with your tools. Pass 'when' as the person said it "
@@ -124,4 +147,8 @@ agent = AgentSpec(
     ),
     keywords=("reminder", "remind", "alarm", "ping", "forget", "alert", "notify"),
     tools=(set_reminder, list_reminders, cancel_reminder),
+    # reminder.fired is emitted on delivery, by the transport, in the reminders agent's name.
+    emits=("reminder.set", "reminder.cancelled", "reminder.fired"),
+    interests=("email.received", "task.created"),
+    collaborators=("tasks", "inbox"),
 )

@@ -11,6 +11,7 @@ from scopehub import memory
 from ._dates import format_date, local_now, parse_date
 from ._spec import AgentSpec, ToolContext, tool
 
+NAME = "tasks"
 _DUE_HELP = "YYYY-MM-DD or words: tomorrow, friday, in 3 days"
 _CLEAR = {"none", "no", "clear", "remove", "null", "-"}
 
@@ -66,7 +67,11 @@ class EditTaskArgs(BaseModel):
 @tool
 def add_task(ctx: ToolContext, args: AddTaskArgs) -> str:
     """Add a task."""
-    task = memory.add_task(ctx.store, ctx.scope, args.title, _due(ctx, args.due), now=ctx.now())
+    due = _due(ctx, args.due)
+    with ctx.transaction():
+        task = memory.add_task(ctx.store, ctx.scope, args.title, due, now=ctx.now())
+        payload = {"task_id": task.id, "number": task.id, "title": task.title, "due": task.due}
+        ctx.emit("task.created", payload, agent=NAME)
     return "Added " + _line(task, _today(ctx))
 
 
@@ -85,7 +90,11 @@ def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> str:
 @tool
 def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:
     """Mark a task done."""
-    task = memory.complete_task(ctx.store, ctx.scope, args.id, now=ctx.now())
+    with ctx.transaction():
+        before = memory.get_task(ctx.store, ctx.scope, args.id)
+        task = memory.complete_task(ctx.store, ctx.scope, args.id, now=ctx.now())
+        if task is not None and before is not None and not before.done:
+            ctx.emit("task.done", {"task_id": task.id, "number": task.id, "title": task.title}, agent=NAME)
     if task is None:
         return f"No task #{args.id}; call list_tasks to see the ids."
     return "Done: " + _line(task, _today(ctx))
@@ -106,7 +115,7 @@ def edit_task(ctx: ToolContext, args: EditTaskArgs) -> str:
 
 
 agent = AgentSpec(
-    name="tasks",
+    name=NAME,
     description="To-do list: add, list, complete and edit tasks with due dates.",
     instructions=(
         "Keep the person's to-do list with your tools; never claim a change you did not make. "
@@ -131,4 +140,8 @@ agent = AgentSpec(
     ),
     keywords=("task", "todo", "to-do", "list", "due", "deadline", "done", "finish"),
     tools=(add_task, list_tasks, complete_task, edit_task),
+    emits=("task.created", "task.done"),
+    # Deadlines in kept emails and reminders being set are what a to-do list should know of.
+    interests=("email.received", "reminder.*"),
+    collaborators=("inbox", "reminders"),
 )

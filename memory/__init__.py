@@ -1,10 +1,12 @@
 """Memory: the SQLite store of messages and their routes, facts, vault, tasks,
-reminders and token records, and the archive search over them.
+reminders and token records, the archive search over them, and the coordination
+records: schema-validated events with id cursors, and claims with a TTL.
 
 Imports nothing of ours.
 """
 
 from ._chatlog import ImportReport, LogRecord, parse_ts, read_chatlog, write_chatlog
+from ._claims import Claim, acquire_claim, active_claims, get_claim, release_claim, renew_claim
 from ._data import (
     Reminder,
     Task,
@@ -25,6 +27,26 @@ from ._data import (
     list_vault_items,
     mark_reminder_sent,
     pending_reminders,
+)
+from ._events import (
+    SUMMARY_CHARS,
+    DateMention,
+    Event,
+    EventPayload,
+    EventType,
+    advance_cursor,
+    cursor_of,
+    emit_event,
+    event_type,
+    event_types,
+    events_after,
+    expand_event_types,
+    is_event_pattern,
+    latest_events,
+    register_event_type,
+    summarize_event,
+    unconsumed_events,
+    validate_event_payload,
 )
 from ._facts import (
     FACT_CONFIDENCES,
@@ -55,19 +77,33 @@ from ._search import (
     search_archive,
 )
 from ._store import Store
-from .errors import DuplicateMessage, InvalidRecord, InvalidScope, StoreError
+from .errors import (
+    DuplicateMessage,
+    InvalidEvent,
+    InvalidRecord,
+    InvalidScope,
+    StoreError,
+    UnknownEventType,
+)
 
 __all__ = [
     "FACT_CONFIDENCES",
     "FACT_KINDS",
     "SCHEMA_VERSION",
     "SEARCH_METHODS",
+    "SUMMARY_CHARS",
     "CallRecord",
+    "Claim",
+    "DateMention",
     "DuplicateMessage",
     "Embedder",
+    "Event",
+    "EventPayload",
+    "EventType",
     "Fact",
     "FactChange",
     "ImportReport",
+    "InvalidEvent",
     "InvalidRecord",
     "InvalidScope",
     "LiteLLMEmbedder",
@@ -82,28 +118,41 @@ __all__ = [
     "Store",
     "StoreError",
     "Task",
+    "UnknownEventType",
     "Usage",
     "VaultItem",
+    "acquire_claim",
+    "active_claims",
     "add_fact",
     "add_reminder",
     "add_task",
     "add_vault_item",
+    "advance_cursor",
     "apply_fact_changes",
     "cancel_reminder",
     "complete_task",
     "current_facts",
+    "cursor_of",
     "delete_facts",
     "delete_vault_item",
     "due_reminders",
     "edit_task",
+    "emit_event",
+    "event_type",
+    "event_types",
+    "events_after",
+    "expand_event_types",
     "fact_history",
     "facts_by_key",
+    "get_claim",
     "get_fact",
     "get_reminder",
     "get_task",
     "get_vault_item",
     "index_embeddings",
     "invalidate_facts",
+    "is_event_pattern",
+    "latest_events",
     "list_reminders",
     "list_tasks",
     "list_vault_items",
@@ -112,8 +161,14 @@ __all__ = [
     "parse_ts",
     "pending_reminders",
     "read_chatlog",
+    "register_event_type",
+    "release_claim",
+    "renew_claim",
     "search_archive",
     "store_location",
+    "summarize_event",
+    "unconsumed_events",
+    "validate_event_payload",
     "validate_scope",
     "write_chatlog",
 ]

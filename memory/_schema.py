@@ -137,8 +137,54 @@ def _v1_core(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX reminders_scope ON reminders(scope)")
 
 
+def _v3_coordination(db: sqlite_utils.Database) -> None:
+    """Events (the id is the cursor), per-agent cursors, and claims with a TTL."""
+    # AUTOINCREMENT: ids are never reused, not even after the newest events are erased,
+    # so a cursor can never point at a later, different event.
+    db.execute(
+        """
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            scope TEXT NOT NULL,
+            ts REAL NOT NULL,
+            agent TEXT NOT NULL,
+            target TEXT,
+            type TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            message_id INTEGER
+        )"""
+    )
+    db.execute("CREATE INDEX events_scope_id ON events(scope, id)")
+    # unconsumed_events and latest_events: one id range per (type, broadcast) and per target.
+    db.execute("CREATE INDEX events_scope_type ON events(scope, type, target, id)")
+    db.execute("CREATE INDEX events_scope_target ON events(scope, target, id)")
+    # latest_events(agents=...): what the collaborators did.
+    db.execute("CREATE INDEX events_scope_agent ON events(scope, agent, id)")
+    db.execute(
+        """
+        CREATE TABLE cursors (
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            event_id INTEGER NOT NULL,
+            PRIMARY KEY (scope, agent)
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE claims (
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            note TEXT NOT NULL DEFAULT '',
+            acquired REAL NOT NULL,
+            expires REAL NOT NULL,
+            PRIMARY KEY (scope, key)
+        )"""
+    )
+
+
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core, create_search_schema]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core, create_search_schema, _v3_coordination]
 
 
 SCHEMA_VERSION = len(MIGRATIONS)

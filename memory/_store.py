@@ -28,7 +28,7 @@ __all__ = ["Store"]
 _MESSAGE_COLUMNS = "id, scope, role, text, ts, agent, also_sees, via, sender, chat, reply_to, ext_id, needs"
 _SECTIONS = ("persona", "rules", "tools", "facts", "history", "message", "total")
 # Tables holding a scope's data, erased together. Search index rows follow through triggers.
-_SCOPED_TABLES = ("calls", "facts", "vault", "tasks", "reminders", "messages", "scopes")
+_SCOPED_TABLES = ("calls", "facts", "vault", "tasks", "reminders", "events", "cursors", "claims", "messages", "scopes")
 
 
 def _row_to_message(row: Sequence[Any]) -> Message:
@@ -65,6 +65,7 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._depth = 0  # nesting of transaction() on the thread holding the lock
         self.db = sqlite_utils.Database(conn)
         deadline = time.monotonic() + busy_timeout_ms / 1000
         while True:
@@ -100,10 +101,23 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One short write transaction; rolled back on error."""
+        """One short write transaction; rolled back on error. Re-entrant.
+
+        A nested ``with store.transaction()`` on the thread that holds the outer one runs
+        in a SAVEPOINT of it: an error inside undoes only the nested block, and nothing
+        is committed before the outer block ends. So a tool's row and its event compose
+        (``with store.transaction(): add_task(...); emit_event(...)`` keeps both or
+        neither). Other threads wait on the store's lock until the outer block ends.
+        Never ``await`` inside a transaction: another coroutine of the same thread would
+        re-enter it as if it were nested.
+        """
         with self._lock:
             conn = self.conn
+            if self._depth:
+                yield from self._savepoint(conn)
+                return
             conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
             try:
                 yield conn
             except BaseException:
@@ -111,6 +125,23 @@ class Store:
                 raise
             else:
                 conn.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        name = f"nested_{self._depth}"
+        conn.execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            conn.execute(f"RELEASE {name}")
+        finally:
+            self._depth -= 1
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
         """Run a read query and return all rows."""

@@ -6,7 +6,7 @@ nothing of ours, so its errors live here.
 
 from __future__ import annotations
 
-__all__ = ["DuplicateMessage", "InvalidRecord", "InvalidScope", "StoreError"]
+__all__ = ["DuplicateMessage", "InvalidEvent", "InvalidRecord", "InvalidScope", "StoreError", "UnknownEventType"]
 
 
 class StoreError(Exception):
@@ -23,3 +23,11 @@ class InvalidRecord(StoreError, ValueError):
 
 class DuplicateMessage(StoreError):
     """A message with this (scope, external id) is already stored."""
+
+
+class InvalidEvent(InvalidRecord):
+    """An event payload does not fit its type's model; the message names the type and the field."""
+
+
+class UnknownEventType(InvalidEvent):
+    """An event names a type nobody registered; the message names it."""

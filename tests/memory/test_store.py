@@ -184,3 +184,23 @@ def test_import_is_fast_enough_to_be_useful(tmp_path):
     store.import_records(read_chatlog(log), default_scope="user:1")
     assert store.count_messages() == 20_000
     print(f"import: {20_000 / (time.perf_counter() - started):.0f} messages/s")
+
+
+def test_nested_transactions_commit_with_the_outer_one_and_fail_alone(tmp_path):
+    from scopehub.memory import add_task, list_tasks
+
+    store = Store(tmp_path / "hub.db")
+    other = Store(tmp_path / "hub.db")  # another connection: what other processes see
+    with store.transaction():
+        add_task(store, "user:1", "kept")  # add_task opens its own (nested) transaction
+        with pytest.raises(InvalidRecord), store.transaction():
+            add_task(store, "user:1", "undone with its block")
+            raise InvalidRecord("inner block fails")
+        assert list_tasks(other, "user:1") == []  # nothing committed before the outer block ends
+    assert [t.title for t in list_tasks(other, "user:1")] == ["kept"]
+    with pytest.raises(RuntimeError), store.transaction():
+        add_task(store, "user:1", "rolled back with the outer block")
+        raise RuntimeError("outer block fails")
+    assert [t.title for t in list_tasks(other, "user:1")] == ["kept"]
+    other.close()
+    store.close()

@@ -1,0 +1,154 @@
+"""Claims: "I am doing this" per (scope, key), held by one holder until its TTL runs out.
+
+A claim says in plain language what is being done ("setting a reminder: call mom"), so a
+model can read it like the rest of its prompt. Acquire is one atomic upsert: it works
+between threads and between processes sharing one SQLite file, and exactly one of
+several racing holders gets the claim.
+
+The TTL is the only way a claim expires: no idle expiry, and nothing here deletes or
+shortens a live claim. Choose a TTL longer than the work; renew for longer work. A
+crashed holder never blocks for longer than its TTL. A holder name must be unique per
+worker (process and task): acquiring a claim one already holds renews it. Rows of
+expired claims stay until someone takes the key, the holder releases it, or the scope
+is erased; they are never returned as active.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._model import validate_scope
+from ._schema import ensure_scope
+from ._store import Store
+from .errors import InvalidRecord
+
+__all__ = ["Claim", "acquire_claim", "active_claims", "get_claim", "release_claim", "renew_claim"]
+
+_COLUMNS = "scope, key, holder, note, acquired, expires"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A live or past claim; live while ``now < expires``."""
+
+    scope: str
+    key: str
+    holder: str
+    note: str
+    acquired: float  # unix seconds
+    expires: float
+
+    def is_active(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) < self.expires
+
+
+def _row(row: Sequence[Any]) -> Claim:
+    return Claim(scope=row[0], key=row[1], holder=row[2], note=row[3], acquired=row[4], expires=row[5])
+
+
+def _now(now: float | None) -> float:
+    value = time.time() if now is None else float(now)
+    if not math.isfinite(value):
+        raise InvalidRecord("a claim's clock must be a finite number")
+    return value
+
+
+def _check(key: str, holder: str) -> None:
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidRecord("a claim needs a key")
+    if not isinstance(holder, str) or not holder.strip():
+        raise InvalidRecord("a claim needs a holder")
+
+
+def _ttl(ttl: float) -> float:
+    value = float(ttl)
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidRecord(f"a claim's ttl must be a positive number of seconds, not {ttl!r}")
+    return value
+
+
+def acquire_claim(
+    store: Store, scope: str, key: str, holder: str, *, note: str, ttl: float, now: float | None = None
+) -> Claim | None:
+    """Take the claim if it is free, expired, or already ours; None when someone else holds it.
+
+    One ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` in a write transaction: the update
+    happens only if the stored claim has expired or is ours, then the stored holder
+    says who won. Re-acquiring one's own live claim renews it (new note and expiry,
+    the original acquisition time).
+    """
+    validate_scope(scope)
+    _check(key, holder)
+    ts = _now(now)
+    expires = ts + _ttl(ttl)
+    with store.transaction() as conn:
+        ensure_scope(conn, scope, ts)
+        conn.execute(
+            "INSERT INTO claims(scope, key, holder, note, acquired, expires) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(scope, key) DO UPDATE SET"
+            "  acquired = CASE WHEN claims.holder = excluded.holder AND claims.expires > ?"
+            "   THEN claims.acquired ELSE excluded.acquired END,"
+            "  holder = excluded.holder, note = excluded.note, expires = excluded.expires"
+            " WHERE claims.expires <= ? OR claims.holder = excluded.holder",
+            (scope, key, holder, note, ts, expires, ts, ts),
+        )
+        row = conn.execute(f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key = ?", (scope, key)).fetchone()
+    claim = _row(row)
+    return claim if claim.holder == holder else None
+
+
+def renew_claim(
+    store: Store,
+    scope: str,
+    key: str,
+    holder: str,
+    *,
+    ttl: float,
+    note: str | None = None,
+    now: float | None = None,
+) -> bool:
+    """Extend one's live claim to ``now + ttl`` (and change its note if given).
+
+    False when the holder does not hold it or it has already expired: an expired claim
+    may have been taken, so it is acquired again, not renewed.
+    """
+    _check(key, holder)
+    ts = _now(now)
+    expires = ts + _ttl(ttl)
+    with store.transaction() as conn:
+        changed = conn.execute(
+            "UPDATE claims SET expires = ?, note = coalesce(?, note)"
+            " WHERE scope = ? AND key = ? AND holder = ? AND expires > ?",
+            (expires, note, scope, key, holder, ts),
+        ).rowcount
+    return changed > 0
+
+
+def release_claim(store: Store, scope: str, key: str, holder: str) -> bool:
+    """Give the claim up; False when this holder does not hold it (another's is never touched)."""
+    _check(key, holder)
+    with store.transaction() as conn:
+        removed = conn.execute(
+            "DELETE FROM claims WHERE scope = ? AND key = ? AND holder = ?", (scope, key, holder)
+        ).rowcount
+    return removed > 0
+
+
+def get_claim(store: Store, scope: str, key: str, *, now: float | None = None) -> Claim | None:
+    """The live claim on ``key`` in the scope, if any."""
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key = ? AND expires > ?", (scope, key, _now(now))
+    )
+    return _row(rows[0]) if rows else None
+
+
+def active_claims(store: Store, scope: str, now: float | None = None) -> list[Claim]:
+    """The scope's live claims, oldest first."""
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND expires > ? ORDER BY acquired, key", (scope, _now(now))
+    )
+    return [_row(row) for row in rows]

@@ -1,0 +1,37 @@
+"""The event-log benchmark, on a small log: it runs, reports every figure, keeps the database if asked."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from scopehub.eval.events_bench import events_bench_command
+from scopehub.memory import Store, events_after
+
+
+def test_the_benchmark_prints_emit_and_read_latencies():
+    result = CliRunner().invoke(events_bench_command, ["--events", "500", "--ops", "20"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("520 events in the scope (+3 other scopes)")
+    for label in ("emit", "unconsumed, cursor 200 behind", "unconsumed, no cursor yet", "latest by interests"):
+        assert any(line.strip().startswith(label) and "p95" in line for line in lines), label
+
+
+def test_the_benchmark_figures_as_json_and_its_database(tmp_path):
+    db = tmp_path / "events.db"
+    result = CliRunner().invoke(
+        events_bench_command, ["--events", "300", "--ops", "10", "--behind", "50", "--db", str(db), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert (figures["events"], figures["events_in_scope"], figures["ops"]) == (300, 310, 10)
+    for key in ("emit", "unconsumed_warm", "unconsumed_cold", "latest"):
+        assert 0 < figures[key]["p50_ms"] <= figures[key]["p95_ms"] <= figures[key]["max_ms"]
+    assert figures["warm_read_returned"] > 0
+    with Store(db) as store:  # the kept database holds valid events of every scope filled
+        assert len(events_after(store, "user:1", 0, limit=1000)) == 310
+        assert events_after(store, "group:9", 0)
+    again = CliRunner().invoke(events_bench_command, ["--events", "10", "--db", str(db)])
+    assert again.exit_code != 0 and "exists" in again.output
