@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from scopehub.memory import (
     Event,
@@ -211,7 +211,7 @@ class AgentSpec(BaseModel):
 
     @field_validator("emits", "interests")
     @classmethod
-    def _valid_event_names(cls, value: tuple[str, ...], info: Any) -> tuple[str, ...]:
+    def _valid_event_names(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         for name in value:
             if not (_EVENT_TYPE_RE.match(name) or (info.field_name == "interests" and is_event_pattern(name))):
                 raise ValueError(f"{info.field_name}: {name!r} is not an event type name such as 'task.created'")

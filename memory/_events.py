@@ -326,8 +326,9 @@ def _merged(
         source = f"events INDEXED BY {part[2]}" if len(part) > 2 else "events"
         sql_parts.append(f"SELECT * FROM (SELECT id FROM {source} WHERE {base} AND {where} ORDER BY id {order} LIMIT ?)")
         args.extend([*params, *extra, limit])
-    ids = " UNION ALL ".join(sql_parts) + f" ORDER BY id {order} LIMIT ?"
-    sql = f"SELECT {_COLUMNS} FROM events WHERE id IN ({ids}) ORDER BY id {order}"
+    # The outer query walks the ids in order and stops at the limit. (An ORDER BY on the
+    # compound itself makes SQLite merge-sort pairwise: 7x slower at ten parts.)
+    sql = f"SELECT {_COLUMNS} FROM events WHERE id IN ({' UNION ALL '.join(sql_parts)}) ORDER BY id {order} LIMIT ?"
     return [_row(row) for row in store.query(sql, [*args, limit])]
 
 
@@ -411,9 +412,9 @@ def unconsumed_events(
     (patterns such as ``reminder.*`` allowed). Events targeted at other agents never.
     Show them, record the call, then :func:`advance_cursor` to the newest id shown.
     """
-    # The cursor is read in the same statement as the events: one consistent snapshot.
-    base = "scope = ? AND id > coalesce((SELECT event_id FROM cursors WHERE scope = ? AND agent = ?), 0)"
-    params = [scope, scope, agent]
+    # Read apart from the events (a subquery would run once per part): if the cursor moves
+    # in between, already consumed events are shown once more, never fewer.
+    base, params = "scope = ? AND id > ?", [scope, cursor_of(store, scope, agent)]
     parts: list[_Part] = [("target = ?", [agent])]
     parts += [("type = ? AND target IS NULL", [name]) for name in expand_event_types(interests)]
     return _merged(store, base, params, parts, newest=False, limit=limit)
