@@ -535,6 +535,7 @@ def _tail(path: Path, chars: int = 400) -> str:
 
 
 _HANDLE_CHILD = "from scopehub.eval.faults import _handle_child; _handle_child()"
+CRASH_CLAIM_TTL = 0.5  # seconds: a killed child's claims on answers run out this soon
 
 
 def _handle_child(argv: Sequence[str] | None = None) -> None:
@@ -547,7 +548,7 @@ def _handle_child(argv: Sequence[str] | None = None) -> None:
     items = [json.loads(line) for line in Path(inbox).read_text(encoding="utf-8").splitlines() if line.strip()]
     store = Store(db)
     model = echo_model()
-    hub = make_hub(store, model)
+    hub = make_hub(store, model, claim_ttl=CRASH_CLAIM_TTL)
     queues: dict[str, list[dict[str, str]]] = {}
     for item in items:
         queues.setdefault(item["scope"], []).append(item)
@@ -562,6 +563,10 @@ def _handle_child(argv: Sequence[str] | None = None) -> None:
             sys.stdout.flush()
 
     async def main() -> None:
+        # A killed run may have left answers claimed: once their claims run out (the TTL is
+        # the only expiry), answer them as a restarted transport does.
+        await asyncio.sleep(CRASH_CLAIM_TTL)
+        await hub.answer_stalled(limit=100_000)
         await asyncio.gather(*(chat(queue) for queue in queues.values()))
 
     asyncio.run(main())

@@ -11,13 +11,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scopehub.agents import AgentRegistry, ToolContext, search_memory
 from scopehub.hub.context import Context, build_context
+from scopehub.hub.context.awareness import Awareness, render_awareness
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
@@ -25,11 +29,29 @@ from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
-from scopehub.memory import CallRecord, DuplicateMessage, Message, NewMessage, Store, validate_scope
+from scopehub.memory import (
+    CallRecord,
+    DuplicateMessage,
+    Message,
+    NewMessage,
+    Store,
+    acquire_claim,
+    active_claims,
+    advance_cursor,
+    drop_expired_claim,
+    expired_claims,
+    latest_events,
+    release_claim,
+    unconsumed_events,
+    validate_scope,
+)
 
 __all__ = ["Deps", "FactsService", "Hub", "Inbound", "Reply"]
 
 log = logging.getLogger(__name__)
+
+AWARENESS_EVENTS = 20  # unconsumed events read per call; the budget decides how many are shown
+AWARENESS_CONTEXT = 5  # latest events of collaborators considered
 
 MODEL_DOWN_REPLY = "Sorry, I can't reach the language model right now. Your message is saved; please try again in a minute."
 MODEL_FAILED_REPLY = "Sorry, the language model rejected this request. Your message is saved; try rephrasing it."
@@ -112,6 +134,8 @@ class Hub:
         self.commands = dict(commands)
         # Called after /forget all (a transport cancels that scope's scheduled reminders).
         self.erase_hooks: list[Callable[[str], Awaitable[None]]] = []
+        # Who this process is when it claims work (host, pid, instance): claims say who holds them.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -154,7 +178,44 @@ class Hub:
         """The scope's last HUB_WINDOW messages before ``before_id``."""
         return self.store.window(scope, self.settings.window, up_to=before_id - 1)
 
-    def build_call(self, agent: str, scope: str, recent: list[Message], text: str, also_sees: tuple[str, ...] = ()) -> Context:
+    def awareness_for(self, agent: str, scope: str) -> Awareness:
+        """What the rest of the team did, for ``agent``; fail-open: a failure means no block, logged."""
+        budget = self.settings.awareness_tokens
+        spec = self.registry[agent]
+        if budget <= 0:
+            return Awareness()
+        try:
+            now = self.deps.clock()
+            unconsumed = unconsumed_events(self.store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS)
+            collaborators = (
+                latest_events(self.store, scope, agents=spec.collaborators, limit=AWARENESS_CONTEXT, for_agent=agent)
+                if spec.collaborators
+                else []
+            )
+            claims = active_claims(self.store, scope, now=now)
+            return render_awareness(
+                agent,
+                unconsumed=unconsumed,
+                collaborator_events=collaborators,
+                claims=claims,
+                now=now,
+                tokenizer=self.deps.tokenizer,
+                budget=budget,
+            )
+        except Exception:
+            log.exception("awareness unavailable for %s/%s; answering without it", scope, agent)
+            return Awareness()
+
+    def build_call(
+        self,
+        agent: str,
+        scope: str,
+        recent: list[Message],
+        text: str,
+        also_sees: tuple[str, ...] = (),
+        *,
+        awareness: str = "",
+    ) -> Context:
         """The context ``agent`` is sent for ``text`` after the ``recent`` messages."""
         return build_context(
             self.prompts[agent],
@@ -162,6 +223,7 @@ class Hub:
             text,
             tokenizer=self.deps.tokenizer,
             also_sees=also_sees,
+            awareness=awareness,
             facts_block=self.facts_block(scope),
             window=self.settings.window,
             tail=self.settings.tail,
@@ -170,7 +232,8 @@ class Hub:
 
     def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
         """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
-        return self.build_call(agent, scope, self.recent(scope, message.id), message.text, also_sees)
+        awareness = self.awareness_for(agent, scope).text
+        return self.build_call(agent, scope, self.recent(scope, message.id), message.text, also_sees, awareness=awareness)
 
     # -- the request path -----------------------------------------------------------------
     async def handle(self, inbound: Inbound) -> Reply | None:
@@ -221,12 +284,61 @@ class Hub:
                 text = f"/{name} failed; nothing was lost. Please try again."
             return Reply(text=text, kind="command", agent="hub", via="command", message_id=message.id, scope=inbound.scope)
 
+        return await self._route_and_answer(inbound, message, reply_to)
+
+    async def _route_and_answer(self, inbound: Inbound, message: Message, reply_to: Message | None) -> Reply | None:
+        store = self.store
         window = self.recent(inbound.scope, message.id)
         decision = await self._route(inbound.text, window, reply_to)
         store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
         if not inbound.addressed:
             return None
-        return await self._answer(inbound, message, decision, window)
+        # Claim the answer: with several processes on one database, one of them answers. The
+        # claim's TTL is the only expiry; a process that dies mid-reply leaves the claim to
+        # run out, and then answer_stalled() (or the message's redelivery) answers it.
+        key = f"message:{message.id}"
+        note = f"{decision.agent}: answering {' '.join(inbound.text.split())[:60]!r}"
+        if acquire_claim(store, inbound.scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock()) is None:
+            log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
+            return None
+        try:
+            if store.is_answered(message.id):  # answered elsewhere while we routed
+                return None
+            return await self._answer(inbound, message, decision, window)
+        finally:
+            release_claim(store, inbound.scope, key, self.holder)
+
+    async def answer_stalled(self, *, limit: int = 50) -> list[Reply]:
+        """Answer the messages whose answer was claimed by a process that died mid-reply.
+
+        Their claims ran out (the TTL is the only expiry) with no answer stored. Transports
+        call this at start and then every so often, and send what it returns.
+        """
+        replies: list[Reply] = []
+        for claim in expired_claims(self.store, suffix="message:", now=self.deps.clock(), limit=limit):
+            try:
+                message_id = int(claim.key.rsplit(":", 1)[1])
+            except ValueError:
+                continue
+            async with self.lock_for(claim.scope):
+                message = self.store.get(claim.scope, message_id)
+                if message is None or self.store.is_answered(message_id):
+                    drop_expired_claim(self.store, claim.scope, claim.key, now=self.deps.clock())
+                    continue
+                log.warning("answering message %s of %s: the process answering it stopped", message_id, claim.scope)
+                inbound = Inbound(
+                    scope=message.scope,
+                    text=message.text,
+                    chat=message.chat,
+                    sender=message.sender,
+                    ext_id=message.ext_id,
+                    ts=message.ts,
+                )
+                reply_to = self.store.get(claim.scope, message.reply_to) if message.reply_to else None
+                reply = await self._route_and_answer(inbound, message, reply_to)
+            if reply is not None:
+                replies.append(reply)
+        return replies
 
     def _command_of(self, text: str) -> tuple[str, str] | None:
         stripped = text.strip()
@@ -265,7 +377,8 @@ class Hub:
     async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:
         spec = self.registry[decision.agent]
         text_for_agent = decision.text if decision.text else inbound.text
-        context = self.build_call(spec.name, inbound.scope, window, text_for_agent, decision.also_sees)
+        awareness = self.awareness_for(spec.name, inbound.scope)
+        context = self.build_call(spec.name, inbound.scope, window, text_for_agent, decision.also_sees, awareness=awareness.text)
         base = Reply(
             text="",
             agent=spec.name,
@@ -291,6 +404,7 @@ class Hub:
                 message_id=message.id,
                 clock=self.deps.clock,
                 extra={"timezone": self.settings.timezone},
+                agent=spec.name,
             )
             result = await run_agent(
                 context.messages,
@@ -345,6 +459,13 @@ class Hub:
                 extra={"tool_calls": result.tool_calls} if result and result.tool_calls else {},
             )
         )
+        if ok and awareness.consumed_upto:
+            # At-least-once until commit: the cursor moves only now that the call that was
+            # shown these events is recorded; a crash before this line shows them again.
+            try:
+                advance_cursor(self.store, inbound.scope, spec.name, awareness.consumed_upto)
+            except Exception:
+                log.exception("cursor of %s/%s not advanced; its events will be shown again", inbound.scope, spec.name)
         if stored is None:
             return Reply(**{**base.__dict__, "text": text, "kind": "error"})
         return Reply(**{**base.__dict__, "text": text, "reply_id": stored.id})

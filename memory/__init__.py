@@ -6,7 +6,16 @@ Imports nothing of ours.
 """
 
 from ._chatlog import ImportReport, LogRecord, parse_ts, read_chatlog, write_chatlog
-from ._claims import Claim, acquire_claim, active_claims, get_claim, release_claim, renew_claim
+from ._claims import (
+    Claim,
+    acquire_claim,
+    active_claims,
+    drop_expired_claim,
+    expired_claims,
+    get_claim,
+    release_claim,
+    renew_claim,
+)
 from ._data import (
     Reminder,
     Task,
@@ -135,6 +144,7 @@ __all__ = [
     "cursor_of",
     "delete_facts",
     "delete_vault_item",
+    "drop_expired_claim",
     "due_reminders",
     "edit_task",
     "emit_event",
@@ -142,6 +152,7 @@ __all__ = [
     "event_types",
     "events_after",
     "expand_event_types",
+    "expired_claims",
     "fact_history",
     "facts_by_key",
     "get_claim",

@@ -26,7 +26,16 @@ from ._schema import ensure_scope
 from ._store import Store
 from .errors import InvalidRecord
 
-__all__ = ["Claim", "acquire_claim", "active_claims", "get_claim", "release_claim", "renew_claim"]
+__all__ = [
+    "Claim",
+    "acquire_claim",
+    "active_claims",
+    "drop_expired_claim",
+    "expired_claims",
+    "get_claim",
+    "release_claim",
+    "renew_claim",
+]
 
 _COLUMNS = "scope, key, holder, note, acquired, expires"
 
@@ -152,3 +161,26 @@ def active_claims(store: Store, scope: str, now: float | None = None) -> list[Cl
         f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND expires > ? ORDER BY acquired, key", (scope, _now(now))
     )
     return [_row(row) for row in rows]
+
+
+def expired_claims(store: Store, *, suffix: str = "", now: float | None = None, limit: int = 100) -> list[Claim]:
+    """Claims of every scope whose TTL ran out while still held (their holder never released them).
+
+    Across scopes on purpose, like ``due_reminders``: recovery is global. ``suffix``
+    filters keys by their last part's prefix (``"message:"`` finds answers in flight).
+    """
+    pattern = f"%/{suffix}%" if suffix else "%"
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM claims WHERE expires <= ? AND key LIKE ? ORDER BY expires LIMIT ?",
+        (_now(now), pattern, int(limit)),
+    )
+    return [_row(row) for row in rows]
+
+
+def drop_expired_claim(store: Store, scope: str, key: str, *, now: float | None = None) -> bool:
+    """Delete a claim only if its TTL has run out (a live claim is never touched)."""
+    with store.transaction() as conn:
+        removed = conn.execute(
+            "DELETE FROM claims WHERE scope = ? AND key = ? AND expires <= ?", (scope, key, _now(now))
+        ).rowcount
+    return removed > 0

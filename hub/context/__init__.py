@@ -4,6 +4,7 @@
 agent's stable prefix (persona, rules, tools); :mod:`.tokens` counts exact tokens offline.
 """
 
+from scopehub.hub.context.awareness import Awareness, render_awareness
 from scopehub.hub.context.builder import (
     SECTIONS,
     AgentPrompt,
@@ -25,12 +26,14 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "SECTIONS",
     "AgentPrompt",
+    "Awareness",
     "Context",
     "Tokenizer",
     "agent_prompt",
     "build_context",
     "count_message_tokens",
     "get_tokenizer",
+    "render_awareness",
     "render_history",
     "select_history",
 ]

@@ -13,7 +13,8 @@ from telegram.ext import (
     JobQueue,
 )
 
-from scopehub.memory import Store, due_reminders, get_reminder, mark_reminder_sent
+from scopehub.hub.reminders import Fired, fire_reminder
+from scopehub.memory import Reminder, Store, due_reminders
 
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
@@ -49,6 +50,10 @@ class ReminderScheduler:
     @property
     def store(self) -> Store:
         return self.transport.hub.store
+
+    @property
+    def holder(self) -> str:
+        return self.transport.hub.holder
 
     def _now(self) -> float:
         return self.transport.hub.deps.clock()
@@ -105,22 +110,28 @@ class ReminderScheduler:
         await self.deliver(context.bot, scope, rid)
 
     async def deliver(self, bot: Bot, scope: str, rid: int) -> bool:
-        """Send one reminder if it is still active and due; True when it was sent."""
-        reminder = get_reminder(self.store, scope, rid)
-        # Erased, cancelled, or already moved to its next time since the job was made.
-        if reminder is None or not reminder.active or reminder.due > self._now() + 0.5 or rid in self._inflight:
+        """Send one reminder if it is still active and due; True when it was sent.
+
+        Under a claim (:func:`~scopehub.hub.reminders.fire_reminder`): with several
+        processes on one database, each reminder goes out once.
+        """
+        if rid in self._inflight:
             return False
-        chat_id = _reminder_chat(reminder.chat, reminder.scope)
-        if chat_id is None:
-            log.error("reminder %s of %s has no chat to go to; dropping it", rid, reminder.scope)
-            mark_reminder_sent(self.store, scope, rid, self._now())
-            return False
+
+        async def send(reminder: Reminder) -> bool:
+            chat_id = _reminder_chat(reminder.chat, reminder.scope)
+            if chat_id is None:
+                log.error("reminder %s of %s has no chat to go to; dropping it", rid, reminder.scope)
+                return True  # recorded as delivered: there is nowhere to deliver it, ever
+            sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + reminder.text, what=f"reminder {rid}")
+            return sent is not None
+
         self._inflight.add(rid)
         try:
-            sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + reminder.text, what=f"reminder {rid}")
+            outcome = await fire_reminder(self.store, scope, rid, send=send, holder=self.holder, clock=self._now)
         finally:
             self._inflight.discard(rid)
-        if sent is None:
+        if outcome is Fired.FAILED:
             failures = self._failures[rid] = self._failures.get(rid, 0) + 1
             delay = min(3600.0, self.interval * 2 ** (failures - 1))
             self._retry_at[rid] = self._now() + delay
@@ -128,8 +139,7 @@ class ReminderScheduler:
             return False
         self._failures.pop(rid, None)
         self._retry_at.pop(rid, None)
-        mark_reminder_sent(self.store, scope, rid, self._now())
-        return True
+        return outcome is Fired.SENT
 
 
 def _reminder_chat(chat: str | None, scope: str) -> int | None:
