@@ -1,0 +1,1 @@
+"""Transports: ways outside programs and people reach the hub besides chat."""
