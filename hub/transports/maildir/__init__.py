@@ -34,6 +34,7 @@ from .layout import (
 from .outbox import OutboxItem, ack_outbox, list_outbox, read_outbox
 from .send import dispatch_out, send_dispatch
 from .status import InboxBacklog, backlog, dlq_count
+from .watcher import MaildirWatcher
 
 __all__ = [
     "HUB_INBOX",
@@ -44,6 +45,7 @@ __all__ = [
     "DrainReport",
     "InboxBacklog",
     "MaildirIntake",
+    "MaildirWatcher",
     "OutboxItem",
     "Rejected",
     "TokenBucket",
