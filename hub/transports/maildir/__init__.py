@@ -6,6 +6,7 @@ Layout under one root (a parameter everywhere; settings will call it HUB_MAILDIR
     outbox/<team>/{tmp,new,cur}/                   dispatches out: replies, hub dispatches
     dlq/<scope folder>/<inbox>/<name>[.reason]     rejected files, each with its reason
     receipts/<scope folder>/<inbox>/<name>.json    one receipt per processed file
+    recurring.json                                 when each recurring dispatch last went
 
 Scope folders: ``user:42`` -> ``user-42``, ``group:-100123`` -> ``group--100123``; other
 characters of an id are ``%XX``-escaped (see :func:`scope_folder`), reversibly.
@@ -32,6 +33,7 @@ from .layout import (
     slugify,
 )
 from .outbox import OutboxItem, ack_outbox, list_outbox, read_outbox
+from .recurring import RecurringDispatch, due_recurring, load_recurring_state, send_due
 from .send import dispatch_out, send_dispatch
 from .status import InboxBacklog, backlog, dlq_count
 from .watcher import MaildirWatcher
@@ -47,6 +49,7 @@ __all__ = [
     "MaildirIntake",
     "MaildirWatcher",
     "OutboxItem",
+    "RecurringDispatch",
     "Rejected",
     "TokenBucket",
     "ack_outbox",
@@ -54,12 +57,15 @@ __all__ = [
     "dispatch_name",
     "dispatch_out",
     "dlq_count",
+    "due_recurring",
     "erase_scope",
     "list_outbox",
+    "load_recurring_state",
     "parse_name",
     "read_outbox",
     "scope_folder",
     "scope_from_folder",
     "send_dispatch",
+    "send_due",
     "slugify",
 ]
