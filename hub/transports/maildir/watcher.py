@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 from .intake import DrainReport, MaildirIntake
+from .layout import RESERVED
 
 __all__ = ["MaildirWatcher"]
 
@@ -29,7 +30,9 @@ def _arrival_filter(root: Path):
 
     def wanted(change: Change, path: str) -> bool:
         parts = Path(path).parts[root_parts:]
-        return change != Change.deleted and len(parts) == 4 and parts[2] == "new"
+        return (
+            change != Change.deleted and len(parts) == 4 and parts[2] == "new" and parts[0] not in RESERVED
+        )
 
     return wanted
 

@@ -50,20 +50,30 @@ def test_inotify_wakes_the_intake_and_the_backlog_is_drained_at_start(root: Path
     assert not any("maildir: polling" in r.getMessage() for r in caplog.records)
 
 
-def test_our_own_moves_and_receipts_do_not_keep_waking_it(root: Path, hub: StoreHub) -> None:
+def test_only_arrivals_in_new_wake_it(root: Path, hub: StoreHub) -> None:
     for i in range(5):
         send_dispatch(root, "user:1", "notes", sender="cron", subject=f"n{i}", body="x")
     watcher = MaildirWatcher(make_intake(root, hub), poll_interval=60, tick=60)
 
-    async def scenario() -> int:
+    async def scenario() -> tuple[int, int, int]:
         watcher.start()
         await wait_for(lambda: len(hub.seen) == 5)
-        await asyncio.sleep(1.0)
-        passes = watcher.passes
+        await asyncio.sleep(0.8)  # our own moves to cur/, receipts and replies must not wake it
+        after_start = watcher.passes
+        for k in range(3):  # a writer streaming into tmp/, and files outside any new/
+            (root / "user-1" / "notes" / "tmp" / f"part{k}").write_text("x" * 100)
+            (root / "receipts" / f"noise{k}.json").write_text("{}")
+            (root / "outbox" / "cron" / "new").mkdir(parents=True, exist_ok=True)
+            (root / "outbox" / "cron" / "new" / f"out{k}.md").write_text("x")
+        await asyncio.sleep(0.8)
+        after_noise = watcher.passes
+        send_dispatch(root, "user:1", "notes", sender="cron", subject="real", body="x")
+        await wait_for(lambda: len(hub.seen) == 6)
+        after_arrival = watcher.passes
         await watcher.stop()
-        return passes
+        return after_start, after_noise, after_arrival
 
-    assert asyncio.run(scenario()) <= 2  # the start pass (and at most one stray wake-up)
+    assert asyncio.run(scenario()) == (1, 1, 2)
 
 
 def test_it_falls_back_to_polling_when_inotify_fails(root: Path, hub: StoreHub, caplog, monkeypatch) -> None:
