@@ -14,6 +14,7 @@ and a dlq receipt; nothing is deleted.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -274,10 +275,14 @@ class MaildirIntake:
 
     # -- one pass -------------------------------------------------------------------
     async def drain_once(self) -> DrainReport:
-        """Process what may go now; the rest waits for the next pass."""
+        """Process what may go now; the rest waits for the next pass.
+
+        Only ``deliver`` runs on the event loop; scanning, reading, parsing, receipts and
+        moves (with their fsyncs) run in a worker thread, so a backlog never blocks the loop.
+        """
         report = DrainReport()
         held: set[str] = set()
-        for entry in self.pending():
+        for entry in await asyncio.to_thread(self.pending):
             await self._process(entry, report, held)
         return report
 
@@ -285,27 +290,29 @@ class MaildirIntake:
         report.waiting += 1
         report.next_in = wait if report.next_in is None else min(report.next_in, wait)
 
-    async def _process(self, entry: _Entry, report: DrainReport, held: set[str]) -> None:
-        now = self.clock()
+    def _route(self, entry: _Entry) -> tuple[str | None, str | None, str | None]:
+        """``(scope, agent, None)`` for a file the hub may take, or ``(scope, None, reason)``."""
         try:
             entry.name.encode("utf-8")
         except UnicodeEncodeError:
-            self._reject(entry, None, None, "file name is not UTF-8", report)
-            return
+            return None, None, "file name is not UTF-8"
         try:
             scope = scope_from_folder(entry.folder)
         except ValueError:
-            self._reject(entry, None, None, f"unknown scope: folder {entry.folder!r} is no scope folder", report)
-            return
+            return None, None, f"unknown scope: folder {entry.folder!r} is no scope folder"
         if self.scope_ok is not None and not self.scope_ok(scope):
-            self._reject(entry, scope, None, f"unknown scope {scope!r}", report)
-            return
+            return scope, None, f"unknown scope {scope!r}"
         if entry.inbox == HUB_INBOX:
-            agent = None
-        elif entry.inbox in self.agents:
-            agent = entry.inbox
-        else:
-            self._reject(entry, scope, None, f"unknown agent {entry.inbox!r}", report)
+            return scope, None, None
+        if entry.inbox in self.agents:
+            return scope, entry.inbox, None
+        return scope, None, f"unknown agent {entry.inbox!r}"
+
+    async def _process(self, entry: _Entry, report: DrainReport, held: set[str]) -> None:
+        now = self.clock()
+        scope, agent, refusal = self._route(entry)
+        if refusal is not None or scope is None:
+            await asyncio.to_thread(self._reject, entry, scope, None, refusal or "no scope", report)
             return
         if scope in held:
             report.waiting += 1
@@ -320,29 +327,8 @@ class MaildirIntake:
         if retry_at is not None and now < retry_at:
             self._hold(report, retry_at - now)
             return
-        earlier = self._delivered_before(entry)
-        if earlier is not None:
-            if _same_file(earlier, entry.path):
-                # a move to cur/ was cut short between link() and unlink(): finish it
-                os.unlink(entry.path)
-                return
-            self._reject(entry, scope, agent, "a file of this name was already delivered in this scope", report)
-            return
-        try:
-            raw = read_regular(Path(entry.path))
-        except Rejected as exc:
-            self._reject(entry, scope, agent, exc.reason, report)
-            return
-        except FileNotFoundError:
-            return  # moved away meanwhile (another intake); nothing to do
-        except OSError as exc:
-            self._reject(entry, scope, agent, f"cannot read: {exc.strerror}", report)
-            return
-        try:
-            meta, body = parse_dispatch_text(raw)
-            dispatch = build_dispatch(scope, agent, entry.name, meta, body)
-        except Rejected as exc:
-            self._reject(entry, scope, agent, exc.reason, report)
+        dispatch = await asyncio.to_thread(self._load, entry, scope, agent, report)
+        if dispatch is None:
             return
         if bucket is not None:
             bucket.take(now)
@@ -351,26 +337,56 @@ class MaildirIntake:
             reply, message_id, answered_by = _unpack(result)
             reply_path = None
             if dispatch.wants_reply and reply and reply.strip():
-                reply_path = self._write_reply(entry, dispatch, reply, answered_by)
+                reply_path = await asyncio.to_thread(self._write_reply, entry, dispatch, reply, answered_by)
         except Exception:
             log.exception("maildir: delivering %s failed; it stays in new/ and is retried", key)
             self._retry_at[key] = now + self.retry_after
             report.failed += 1
             return
         self._retry_at.pop(key, None)
+        await asyncio.to_thread(
+            self._settle, entry, scope, answered_by or agent, message_id, reply_path.name if reply_path else None
+        )
+        report.delivered += 1
+
+    def _load(self, entry: _Entry, scope: str, agent: str | None, report: DrainReport) -> Dispatch | None:
+        """Read and parse one file (worker thread); None when it was rejected or is gone."""
+        earlier = self._delivered_before(entry)
+        if earlier is not None:
+            if _same_file(earlier, entry.path):
+                # a move to cur/ was cut short between link() and unlink(): finish it
+                os.unlink(entry.path)
+                return None
+            self._reject(entry, scope, agent, "a file of this name was already delivered in this scope", report)
+            return None
+        try:
+            raw = read_regular(Path(entry.path))
+        except Rejected as exc:
+            self._reject(entry, scope, agent, exc.reason, report)
+            return None
+        except FileNotFoundError:
+            return None  # moved away meanwhile (another intake); nothing to do
+        except OSError as exc:
+            self._reject(entry, scope, agent, f"cannot read: {exc.strerror}", report)
+            return None
+        try:
+            meta, body = parse_dispatch_text(raw)
+            return build_dispatch(scope, agent, entry.name, meta, body)
+        except Rejected as exc:
+            self._reject(entry, scope, agent, exc.reason, report)
+            return None
+
+    def _settle(
+        self, entry: _Entry, scope: str, agent: str | None, message_id: int | None, reply: str | None
+    ) -> None:
+        """After ``deliver`` returned: the receipt, then new/ -> cur/ (worker thread)."""
         self._write_receipt(
-            entry,
-            scope=scope,
-            agent=answered_by or agent,
-            outcome="drained",
-            message_id=message_id,
-            reply=reply_path.name if reply_path else None,
+            entry, scope=scope, agent=agent, outcome="drained", message_id=message_id, reply=reply
         )
         try:
             move_no_replace(Path(entry.path), Path(entry.path).parent.parent / "cur", entry.name)
         except FileNotFoundError:
-            log.warning("maildir: %s vanished from new/ before the move to cur/", key)
-        report.delivered += 1
+            log.warning("maildir: %s/%s/%s vanished from new/ before the move to cur/", entry.folder, entry.inbox, entry.name)
 
     def _delivered_before(self, entry: _Entry) -> str | None:
         """The path of a file of the same name in a ``cur/`` of the same scope, if any."""

@@ -117,7 +117,7 @@ class MaildirWatcher:
             log.exception("maildir: an intake pass failed")
             report = DrainReport()
         try:
-            self.intake.check_stale()
+            await asyncio.to_thread(self.intake.check_stale)
         except Exception:
             log.exception("maildir: the staleness check failed")
         return report
