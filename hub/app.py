@@ -6,7 +6,6 @@ Transports and the CLI build their hub here, so every surface runs the same hub.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from scopehub.agents import AgentRegistry, discover_agents
 from scopehub.hub.errors import ConfigError, ModelNotConfigured
@@ -14,6 +13,7 @@ from scopehub.hub.models import ChatModel, LiteLLMModel
 from scopehub.hub.orchestrator import Deps, Hub
 from scopehub.hub.settings import Settings
 from scopehub.memory import Store
+from scopehub.memory import open_store as memory_open_store
 
 __all__ = ["build_hub", "build_model", "open_store"]
 
@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def open_store(settings: Settings) -> Store:
-    """The configured SQLite store."""
-    return Store(Path(settings.db))
+    """The configured store (``HUB_DB``)."""
+    return memory_open_store(settings.db)
 
 
 def build_model(settings: Settings, *, required: bool = True) -> ChatModel | None:

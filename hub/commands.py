@@ -24,6 +24,7 @@ Just write; I route each message to the right agent. Or address one: /<agent> te
 /facts - what I keep about this chat
 /forget <fact id or text> - drop a fact; /forget all - erase everything of this chat
 /search <words> - search older messages and notes
+/events - what the agents did recently
 /usage - tokens sent against what full history would cost
 /help - this text"""
 
@@ -90,13 +91,27 @@ async def _facts(hub: Hub, inbound: Inbound, message: Message, argument: str) ->
     return "Facts I keep:\n" + "\n".join(f"#{f.id} [{f.kind}] {f.text}" for f in current)
 
 
+async def _events(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
+    from scopehub.hub.context.awareness import relative_time
+    from scopehub.memory import recent_events, summarize_event
+
+    events = recent_events(hub.store, inbound.scope, limit=10)
+    if not events:
+        return "Nothing recorded yet: agents record what they do (tasks added, notes saved, emails kept...)."
+    now = hub.deps.clock()
+    lines = [f"{e.agent}, {relative_time(e.ts, now)}: {summarize_event(e)}" for e in events]
+    return "What the agents did recently:\n" + "\n".join(lines)
+
+
 async def _forget(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
     target = argument.strip()
     if not target:
         return "Usage: /forget <fact id or text>, or /forget all to erase everything of this chat."
     if target.lower() == "all":
         # VACUUM rewrites the whole file: keep the event loop (other chats) running meanwhile.
-        removed = await asyncio.to_thread(hub.store.erase, inbound.scope)
+        from scopehub.hub.erasure import erase_scope_everywhere
+
+        removed = await asyncio.to_thread(erase_scope_everywhere, hub.store, hub.settings, inbound.scope)
         for hook in hub.erase_hooks:
             await hook(inbound.scope)
         return (
@@ -121,4 +136,5 @@ COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "remember": _remember,
     "facts": _facts,
     "forget": _forget,
+    "events": _events,
 }

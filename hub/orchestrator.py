@@ -92,6 +92,7 @@ class Inbound:
     reply_to_ext: str | None = None  # the transport id of the message this replies to
     ts: float | None = None
     addressed: bool = True  # False: store and tag, but do not answer (group chatter)
+    agent: str | None = None  # addressed to this agent by the transport (a Maildir inbox): no routing
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,12 @@ class Hub:
     async def _route_and_answer(self, inbound: Inbound, message: Message, reply_to: Message | None) -> Reply | None:
         store = self.store
         window = self.recent(inbound.scope, message.id)
-        decision = await self._route(inbound.text, window, reply_to)
+        if inbound.agent is not None and inbound.agent in self.registry:
+            # The transport addressed an agent (a file in its inbox): as explicit as "/agent".
+            also = tuple(name for name in self.default_also_sees.get(inbound.agent, ()) if name != inbound.agent)
+            decision = Route(agent=inbound.agent, also_sees=also, via="explicit")
+        else:
+            decision = await self._route(inbound.text, window, reply_to)
         store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
         if not inbound.addressed:
             return None

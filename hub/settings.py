@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scopehub.hub.errors import ConfigError
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["Settings", "load_settings", "maildir_root"]
 
 
 class Settings(BaseSettings):
@@ -23,7 +23,16 @@ class Settings(BaseSettings):
         env_prefix="HUB_", env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
     )
 
-    db: Path = Field(default=Path("agents-hub.db"), description="SQLite database path")
+    db: str = Field(default="agents-hub.db", description="the database: a SQLite file path (or sqlite:///path)")
+    @field_validator("db", "maildir", mode="before")
+    @classmethod
+    def _path_as_text(cls, value: object) -> object:
+        # A pathlib.Path is welcome; a URL stays as typed (Path would fold "//" in postgresql://).
+        return str(value) if isinstance(value, Path) else value
+
+    maildir: str = Field(default="", description="Maildir root for files from outside programs; empty = <database name>-maildir beside the database")
+    maildir_rate: int = Field(default=10, ge=1, le=100_000, description="Maildir files taken per scope per minute (a burst waits its turn)")
+    maildir_stale: float = Field(default=600.0, gt=0, description="seconds a Maildir file may wait before a warning is logged")
     model: str = Field(default="", description="the agents' model, any litellm model string; empty = embedded local model")
     router_model: str = Field(default="", description="optional LLM router model; empty = local router only")
     api_base: str = Field(default="", description="optional OpenAI-compatible base URL")
@@ -120,3 +129,14 @@ def load_settings(**overrides: object) -> Settings:
             name = _variable(str(loc[0]))
             problems.append(f"{name}: {error.get('msg')} (got {error.get('input')!r})")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from exc
+
+
+def maildir_root(settings: Settings) -> Path:
+    """The Maildir root: ``HUB_MAILDIR``, else a folder beside the SQLite database."""
+    if settings.maildir:
+        return Path(settings.maildir)
+    from scopehub.memory import store_location
+
+    backend, location = store_location(settings.db)
+    base = Path(location) if backend == "sqlite" and location != ":memory:" else Path("agents-hub.db")
+    return base.with_name(base.stem + "-maildir")

@@ -55,6 +55,7 @@ __all__ = [
     "expand_event_types",
     "is_event_pattern",
     "latest_events",
+    "recent_events",
     "register_event_type",
     "summarize_event",
     "unconsumed_events",
@@ -401,6 +402,14 @@ def latest_events(
         if for_agent is not None:
             parts.append((f"target = ?{by_agent}", [for_agent, *agent_params]))
     return list(reversed(_merged(store, base, params, parts, newest=True, limit=limit)))
+
+
+def recent_events(store: Store, scope: str, *, limit: int = 20) -> list[Event]:
+    """The scope's newest events whoever they target, oldest first (for people reading the log)."""
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM events WHERE scope = ? ORDER BY id DESC LIMIT ?", (scope, max(0, int(limit)))
+    )
+    return [_row(row) for row in reversed(rows)]
 
 
 def unconsumed_events(

@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from scopehub.hub import facts as facts_lib
-from scopehub.hub.cli.options import echo_json, json_option, scope_option, store_of
+from scopehub.hub.cli.options import echo_json, json_option, scope_option, settings_of, store_of
+from scopehub.hub.erasure import erase_scope_everywhere
 from scopehub.memory import FACT_KINDS, Fact
 
 __all__ = ["facts_group", "forget_command"]
@@ -107,7 +108,7 @@ def forget_command(ctx: click.Context, scope: str, yes: bool, as_json: bool) -> 
     store = store_of(ctx)
     if not yes:
         click.confirm(f"Erase everything of {scope} from {store.path}? This cannot be undone", abort=True)
-    removed = store.erase(scope)
+    removed = erase_scope_everywhere(store, settings_of(ctx), scope)
     if as_json:
         echo_json({"scope": scope, "removed": removed})
         return

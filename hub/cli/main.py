@@ -52,6 +52,8 @@ class LazyGroup(click.Group):
         "facts": "scopehub.hub.cli.facts:facts_group",
         "forget": "scopehub.hub.cli.facts:forget_command",
         "search": "scopehub.hub.cli.search:search_command",
+        "dispatch": "scopehub.hub.transports.maildir.cli:dispatch_group",
+        "events": "scopehub.hub.cli.events:events_group",
         "chat": "scopehub.hub.cli.chat:chat_command",
         "telegram": "scopehub.hub.cli.telegram:telegram_command",
     },
@@ -200,7 +202,7 @@ def eval_group() -> None:
     """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
 
 
-@cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command"})
+@cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command"})
 def bench_group() -> None:
     """Benchmarks that print figures."""
 

@@ -52,7 +52,7 @@ def telegram_command(
     # httpx logs every request URL at INFO, and the URL carries the bot token.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     hub = build_hub(settings, store=store_of(ctx), model_required=True)
-    application = build_application(hub, settings)
+    application = build_application(hub, settings, watch_maildir=True)
     updates = [Update.MESSAGE]
     if webhook_url is None:
         log.info("starting the Telegram bot with long polling")

@@ -1,10 +1,13 @@
-"""``dispatch``: send files into the hub's inboxes, see what waits, drain a team's outbox.
+"""``agents-hub dispatch``: send files into the hub's inboxes, see what waits, drain a team's
+outbox, and run the intake without a chat transport.
 
-The root defaults to the environment variable HUB_MAILDIR, else ``./agents-hub-maildir``.
+The root is ``--root``, else the hub's setting (``HUB_MAILDIR``, else a folder beside the
+database: ``agents-hub-maildir`` next to ``agents-hub.db``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,17 +23,20 @@ from .status import backlog, dlq_count
 
 __all__ = ["dispatch_group"]
 
-DEFAULT_ROOT = "agents-hub-maildir"
-
 root_option = click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
-    envvar="HUB_MAILDIR",
-    default=DEFAULT_ROOT,
-    show_default=True,
-    show_envvar=True,
-    help="The maildir root folder.",
+    default=None,
+    help="The Maildir root folder (default: HUB_MAILDIR, else <database>-maildir beside the database).",
+    callback=lambda ctx, param, value: value if value is not None else _configured_root(ctx),
 )
+
+
+def _configured_root(ctx: click.Context) -> Path:
+    from scopehub.hub.cli.options import settings_of
+    from scopehub.hub.settings import maildir_root
+
+    return maildir_root(settings_of(ctx))
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 team_option = click.option("--team", "-t", required=True, help="The outside team whose outbox this is.")
 
@@ -184,3 +190,41 @@ def ack_command(root: Path, team: str, as_json: bool, name: str) -> None:
         _echo_json({"path": str(path), "acked_now": moved})
     else:
         click.echo(str(path) if moved else f"{path} (already acked)")
+
+
+@dispatch_group.command("run")
+@click.option("--once", is_flag=True, help="Deliver what is waiting now, then exit (for cron and scripts).")
+@click.option("--poll", is_flag=True, help="Poll every few seconds instead of using inotify.")
+@root_option
+@click.pass_context
+def run_command(ctx: click.Context, once: bool, poll: bool, root: Path) -> None:
+    """Deliver the inboxes' files to the hub's agents and write the asked-for replies.
+
+    Each file is stored as a message of its scope before any model call and answered by
+    its agent (a file in ``hub/`` is routed); the reply is stored in the scope's memory and,
+    with ``reply: true``, written to ``outbox/<from>/``. Without --once it keeps watching.
+    """
+    import asyncio
+
+    from scopehub.hub.cli.options import hub_of
+    from scopehub.hub.transports.maildir.bridge import build_intake, start_watcher
+
+    hub = hub_of(ctx, model_required=True)
+
+    async def run() -> None:
+        if once:
+            report = await build_intake(hub, root).drain_once()
+            await hub.drain()
+            click.echo(
+                f"delivered {report.delivered}, rejected {report.rejected}, waiting {report.waiting}, failed {report.failed}"
+            )
+            return
+        watcher = start_watcher(hub, root, force_polling=poll)
+        click.echo(f"watching {root} ({watcher.mode}); Ctrl-C to stop", err=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await watcher.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())

@@ -86,6 +86,7 @@ HUB_COMMANDS: dict[str, str] = {
     "forget": "Drop a fact, or /forget all to erase this chat",
     "search": "Search older messages: /search <words>",
     "usage": "Tokens sent against full history",
+    "events": "What the agents did recently",
 }
 _COMMAND_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 _LEADING_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
@@ -113,12 +114,15 @@ class TelegramBot:
         retry: RetryPolicy | None = None,
         typing_interval: float = 4.0,
         reminder_interval: float = 20.0,
+        watch_maildir: bool = False,
     ) -> None:
         self.hub = hub
         self.settings = settings
         self.retry = retry or RetryPolicy()
         self.typing_interval = typing_interval
         self.reminders = ReminderScheduler(self, reminder_interval)
+        self.watch_maildir = watch_maildir
+        self._maildir_watcher: Any = None
         self._refused: set[int] = set()  # chats that got their one refusal
         # Telegram ids of the 2nd.. chunks of split replies -> the first chunk's id, so a
         # reply to any chunk routes to the agent (bounded; lost on restart, then the router decides).
@@ -137,9 +141,30 @@ class TelegramBot:
             log.warning("could not register the command list: %s", exc)
         assert application.job_queue is not None
         self.reminders.start(application.job_queue)
+        # Answers claimed by a process that died mid-reply are answered once their claims run out.
+        interval = max(5.0, self.hub.settings.claim_ttl / 2)
+        application.job_queue.run_repeating(self._answer_stalled_job, interval=interval, first=interval, name="answers:stalled")
+        if self.watch_maildir:
+            from scopehub.hub.settings import maildir_root
+            from scopehub.hub.transports.maildir.bridge import start_watcher
+
+            bot = application.bot
+
+            async def to_chat(scope: str, reply: Reply) -> None:
+                await self.deliver(bot, _chat_of(scope), reply, reply_to=None, thread_id=None)
+
+            self._maildir_watcher = start_watcher(self.hub, maildir_root(self.settings), sink=to_chat)
+
+    async def _answer_stalled_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
+        for reply in await self.hub.answer_stalled():
+            if reply.scope is not None:
+                await self.deliver(context.bot, _chat_of(reply.scope), reply, reply_to=None, thread_id=None)
 
     async def post_stop(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
-        """Unhook from the hub (the hub may outlive this Application)."""
+        """Unhook from the hub (the hub may outlive this Application); stop the Maildir watcher."""
+        if self._maildir_watcher is not None:
+            await self._maildir_watcher.stop()
+            self._maildir_watcher = None
         if self.reminders.cancel_scope in self.hub.erase_hooks:
             self.hub.erase_hooks.remove(self.reminders.cancel_scope)
 
@@ -398,6 +423,7 @@ def build_application(
     typing_interval: float = 4.0,
     reminder_interval: float = 20.0,
     max_active: int = 32,
+    watch_maildir: bool = False,
 ) -> Application[Any, Any, Any, Any, Any, Any]:
     """A configured PTB Application around ``hub`` (not initialised, not running).
 
@@ -408,7 +434,9 @@ def build_application(
     if not token:
         raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
     base_url = base_url if base_url is not None else settings.telegram_base_url
-    transport = TelegramBot(hub, settings, retry=retry, typing_interval=typing_interval, reminder_interval=reminder_interval)
+    transport = TelegramBot(
+        hub, settings, retry=retry, typing_interval=typing_interval, reminder_interval=reminder_interval, watch_maildir=watch_maildir
+    )
     builder = (
         ApplicationBuilder()
         .token(token)
@@ -427,3 +455,8 @@ def build_application(
     application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.ChatType.PRIVATE & ~filters.TEXT, transport.on_other))
     application.add_error_handler(transport.on_error)
     return application
+
+
+def _chat_of(scope: str) -> int:
+    """The Telegram chat of a scope: a private chat's id is its user's id; a group's is in its scope."""
+    return int(scope.split(":", 1)[1])

@@ -1,0 +1,89 @@
+"""The Maildir intake wired to the hub: each file becomes a message of its scope, answered
+by its agent (or routed, for the ``hub`` inbox), its reply stored, sent to the chat when a
+transport can, and written back to the sender's outbox when the file asked for it.
+
+The message is committed under ``maildir:<file name>`` before any model call (the hub
+does that), so a crash between the commit and the move to ``cur/`` never answers a file
+twice: the redelivery finds the stored message and its stored reply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scopehub.hub.transports.maildir.intake import Delivered, Dispatch, MaildirIntake
+from scopehub.hub.transports.maildir.watcher import MaildirWatcher
+
+if TYPE_CHECKING:
+    from scopehub.hub.orchestrator import Hub, Reply
+
+__all__ = ["ReplySink", "build_intake", "make_deliver", "start_watcher"]
+
+log = logging.getLogger(__name__)
+
+# Where a transport sends a reply to a file's scope (Telegram: the chat of the scope).
+ReplySink = Callable[[str, "Reply"], Awaitable[None]]
+
+
+def _stored_reply(hub: Hub, dispatch: Dispatch) -> Delivered | None:
+    """The reply already stored for a redelivered file (None: it was never answered)."""
+    message = hub.store.find_ext(dispatch.scope, dispatch.ext_id)
+    if message is None:
+        return None
+    for later in hub.store.messages(dispatch.scope, after=message.id, limit=50):
+        if later.role == "agent" and later.reply_to == message.id:
+            return Delivered(reply=later.text, message_id=message.id, agent=later.agent)
+    return Delivered(reply=None, message_id=message.id)
+
+
+def make_deliver(hub: Hub, sink: ReplySink | None = None) -> Callable[[Dispatch], Awaitable[Delivered | None]]:
+    """The intake's ``deliver``: hand the file to the hub and return its reply."""
+    from scopehub.hub.orchestrator import Inbound
+
+    async def deliver(dispatch: Dispatch) -> Delivered | None:
+        inbound = Inbound(
+            scope=dispatch.scope,
+            text=dispatch.text(),
+            sender=dispatch.sender,
+            ext_id=dispatch.ext_id,
+            agent=dispatch.agent,
+        )
+        reply = await hub.handle(inbound)
+        if reply is None:  # a redelivery: answered before (or being answered elsewhere)
+            return _stored_reply(hub, dispatch)
+        hub.schedule_after_send(reply)
+        if sink is not None and reply.kind != "command":
+            try:
+                await sink(dispatch.scope, reply)
+            except Exception:  # the chat is a courtesy; the reply is stored and in the outbox
+                log.exception("could not send the reply to %s's file %s to its chat", dispatch.scope, dispatch.name)
+        if reply.kind == "error":
+            return Delivered(reply=None, message_id=reply.message_id, agent=reply.agent)
+        return Delivered(reply=reply.text, message_id=reply.message_id, agent=reply.agent)
+
+    return deliver
+
+
+def build_intake(hub: Hub, root: Path, *, sink: ReplySink | None = None) -> MaildirIntake:
+    """An intake over ``root`` for the hub's agents, rate-limited and stale-checked per settings."""
+    settings = hub.settings
+    return MaildirIntake(
+        root,
+        agents=hub.registry.names,
+        deliver=make_deliver(hub, sink),
+        rate_per_scope=settings.maildir_rate,
+        stale_after=settings.maildir_stale,
+        clock=hub.deps.clock,
+    )
+
+
+def start_watcher(hub: Hub, root: Path, *, sink: ReplySink | None = None, force_polling: bool = False) -> MaildirWatcher:
+    """Watch ``root`` in the running loop (a full pass first, then on every arrival)."""
+    root.mkdir(parents=True, exist_ok=True)
+    watcher = MaildirWatcher(build_intake(hub, root, sink=sink), force_polling=force_polling)
+    watcher.start()
+    log.info("watching the Maildir at %s (%s)", root, watcher.mode)
+    return watcher
