@@ -51,7 +51,8 @@ __all__ = ["Deps", "FactsService", "Hub", "Inbound", "Reply"]
 log = logging.getLogger(__name__)
 
 AWARENESS_EVENTS = 20  # unconsumed events read per call; the budget decides how many are shown
-AWARENESS_CONTEXT = 5  # latest events of collaborators considered
+AWARENESS_CONTEXT = 3  # latest events of collaborators considered...
+AWARENESS_HORIZON = 6 * 3600.0  # ...when they are this recent (seconds): old news is not news
 
 MODEL_DOWN_REPLY = "Sorry, I can't reach the language model right now. Your message is saved; please try again in a minute."
 MODEL_FAILED_REPLY = "Sorry, the language model rejected this request. Your message is saved; try rephrasing it."
@@ -189,7 +190,11 @@ class Hub:
             now = self.deps.clock()
             unconsumed = unconsumed_events(self.store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS)
             collaborators = (
-                latest_events(self.store, scope, agents=spec.collaborators, limit=AWARENESS_CONTEXT, for_agent=agent)
+                [
+                    event
+                    for event in latest_events(self.store, scope, agents=spec.collaborators, limit=AWARENESS_CONTEXT, for_agent=agent)
+                    if now - event.ts <= AWARENESS_HORIZON
+                ]
                 if spec.collaborators
                 else []
             )
@@ -321,7 +326,7 @@ class Hub:
         call this at start and then every so often, and send what it returns.
         """
         replies: list[Reply] = []
-        for claim in expired_claims(self.store, suffix="message:", now=self.deps.clock(), limit=limit):
+        for claim in expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit):
             try:
                 message_id = int(claim.key.rsplit(":", 1)[1])
             except ValueError:

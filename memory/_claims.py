@@ -163,13 +163,13 @@ def active_claims(store: Store, scope: str, now: float | None = None) -> list[Cl
     return [_row(row) for row in rows]
 
 
-def expired_claims(store: Store, *, suffix: str = "", now: float | None = None, limit: int = 100) -> list[Claim]:
+def expired_claims(store: Store, *, prefix: str = "", now: float | None = None, limit: int = 100) -> list[Claim]:
     """Claims of every scope whose TTL ran out while still held (their holder never released them).
 
-    Across scopes on purpose, like ``due_reminders``: recovery is global. ``suffix``
-    filters keys by their last part's prefix (``"message:"`` finds answers in flight).
+    Across scopes on purpose, like ``due_reminders``: recovery is global. ``prefix``
+    filters keys (``"message:"`` finds answers that were in flight).
     """
-    pattern = f"%/{suffix}%" if suffix else "%"
+    pattern = prefix.replace("%", "").replace("_", "") + "%"
     rows = store.query(
         f"SELECT {_COLUMNS} FROM claims WHERE expires <= ? AND key LIKE ? ORDER BY expires LIMIT ?",
         (_now(now), pattern, int(limit)),

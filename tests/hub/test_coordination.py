@@ -1,0 +1,199 @@
+"""Agents coordinate through the hub: the awareness block, cursors, claims on work in flight.
+
+Uses the five real agents (their tools emit events in the row's transaction) and a
+scripted model, and asserts on what each agent was sent and what was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from scopehub.agents import discover_agents
+from scopehub.hub import Deps, Hub, Inbound, load_settings
+from scopehub.hub.context.awareness import AWARENESS_HEADER, render_awareness
+from scopehub.hub.context.tokens import get_tokenizer
+from scopehub.hub.models import ModelResponse, ToolCall
+from scopehub.hub.models.testing import FunctionModel, ScriptedModel
+from scopehub.memory import (
+    Claim,
+    Event,
+    Store,
+    acquire_claim,
+    active_claims,
+    cursor_of,
+    emit_event,
+    get_claim,
+)
+
+EMAIL = "From: Ram <ram@example.com>\nSubject: Quarterly report\n\nPlease send it by 2024-05-03."
+
+
+def make_hub(tmp_path, model, **settings) -> Hub:
+    store = Store(tmp_path / "hub.db")
+    return Hub(Deps(store=store, settings=load_settings(**settings), model=model, clock=lambda: 1_714_550_400.0), discover_agents())
+
+
+def system_of(call) -> str:
+    return "\n".join(m["content"] for m in call.messages if m["role"] == "system")
+
+
+def keep_email_then_answer():
+    """inbox keeps the email (its tool emits email.received), then answers."""
+    return [
+        ModelResponse(tool_calls=(ToolCall("c1", "keep_email", json.dumps({"text": EMAIL})),)),
+        "Kept the email from Ram.",
+    ]
+
+
+def test_an_event_reaches_the_next_call_of_an_interested_agent_and_no_other(tmp_path):
+    model = ScriptedModel([*keep_email_then_answer(), "Noted.", "Hello!"])
+    hub = make_hub(tmp_path, model)
+
+    async def talk():
+        await hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL))
+        await hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?"))
+        await hub.handle(Inbound(scope="user:1", text="/notes what notes do I have?"))
+
+    asyncio.run(talk())
+    tasks_call, notes_call = model.calls[2], model.calls[3]
+    assert AWARENESS_HEADER in system_of(tasks_call)  # tasks is interested in email.received
+    assert "email #1 from Ram <ram@example.com>" in system_of(tasks_call) and "Quarterly report" in system_of(tasks_call)
+    assert "Ram" not in system_of(notes_call)  # notes neither collaborates with inbox nor cares about emails
+    # The inbox call that produced it was not told about its own event.
+    assert AWARENESS_HEADER not in system_of(model.calls[0])
+    calls = hub.store.calls("user:1")
+    assert calls[1]["agent"] == "tasks"
+
+
+def test_the_cursor_moves_only_after_the_call_is_recorded_and_events_show_once(tmp_path):
+    model = ScriptedModel(["Noted.", "Still noted."])
+    hub = make_hub(tmp_path, model)
+    # notes is no collaborator of tasks: its event reaches tasks only because it targets it.
+    event = emit_event(hub.store, "user:1", "notes", "note.saved", {"note_id": 4, "title": "packing list"}, target="tasks", now=hub.deps.clock())
+    assert cursor_of(hub.store, "user:1", "tasks") == 0
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?")))
+    assert "notes → you" in system_of(model.calls[0]) and "packing list" in system_of(model.calls[0])
+    assert cursor_of(hub.store, "user:1", "tasks") == event.id
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/tasks and now?")))
+    assert "packing list" not in system_of(model.calls[1])  # consumed: shown once
+
+
+def test_a_failed_call_does_not_consume_the_events_it_was_shown(tmp_path):
+    def flaky(messages, tools):
+        if "Quarterly report" in messages[0]["content"] and not flaky.failed:
+            flaky.failed = True
+            from scopehub.hub.errors import ModelUnavailable
+
+            raise ModelUnavailable("provider down")
+        return "ok"
+
+    flaky.failed = False
+    hub = make_hub(tmp_path, ScriptedModel(keep_email_then_answer()))
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL)))
+    hub.deps.model = FunctionModel(flaky)
+    first = asyncio.run(hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?")))
+    assert first.kind == "error" and cursor_of(hub.store, "user:1", "tasks") == 0
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/tasks try again")))
+    assert "Quarterly report" in hub.deps.model.calls[-1].messages[0]["content"]  # shown again, not lost
+    assert cursor_of(hub.store, "user:1", "tasks") > 0
+
+
+def test_events_of_one_scope_never_reach_another(tmp_path):
+    model = ScriptedModel([*keep_email_then_answer(), "Nothing."])
+    hub = make_hub(tmp_path, model)
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL)))
+    asyncio.run(hub.handle(Inbound(scope="user:2", text="/tasks what is on my list?")))
+    assert "Ram" not in system_of(model.calls[-1])
+
+
+def test_a_message_claimed_by_another_process_is_not_answered_twice(tmp_path):
+    model = ScriptedModel(["first answer", "second answer"])
+    hub = make_hub(tmp_path, model)
+    other = Hub(Deps(store=Store(tmp_path / "hub.db"), settings=hub.settings, model=model, clock=hub.deps.clock), hub.registry)
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(messages, tools):
+        started.set()
+        await release.wait()
+        return "answered once"
+
+    hub.deps.model = FunctionModel(slow)
+
+    async def race():
+        first = asyncio.create_task(hub.handle(Inbound(scope="user:1", text="hello there", ext_id="7")))
+        await started.wait()
+        # The same delivery reaches a second process while the first is still answering.
+        second = await other.handle(Inbound(scope="user:1", text="hello there", ext_id="7"))
+        claimed = get_claim(hub.store, "user:1", f"message:{hub.store.find_ext('user:1', '7').id}", now=hub.deps.clock())
+        assert claimed is not None and claimed.holder == hub.holder
+        release.set()
+        return await first, second
+
+    first, second = asyncio.run(race())
+    assert first.text == "answered once" and second is None
+    replies = [m for m in hub.store.messages("user:1") if m.role == "agent"]
+    assert [m.text for m in replies] == ["answered once"]
+    assert model.calls == []  # the second process never called its model
+    assert active_claims(hub.store, "user:1", now=hub.deps.clock()) == []  # released
+
+
+def test_a_message_whose_answering_process_died_is_answered_after_its_claim_runs_out(tmp_path):
+    clock = [1000.0]
+    model = ScriptedModel(["answered after recovery"])
+    store = Store(tmp_path / "hub.db")
+    hub = Hub(Deps(store=store, settings=load_settings(claim_ttl=30), model=model, clock=lambda: clock[0]), discover_agents())
+    from scopehub.memory import NewMessage
+
+    message = store.append(NewMessage(scope="user:1", role="user", text="what is on my list?", ts=clock[0], ext_id="9"))
+    assert acquire_claim(store, "user:1", f"message:{message.id}", "dead-process", note="tasks: answering", ttl=30, now=clock[0])
+    assert asyncio.run(hub.answer_stalled()) == []  # still claimed: nobody else answers
+    clock[0] += 31  # the dead process's claim ran out (the TTL is the only expiry)
+    (reply,) = asyncio.run(hub.answer_stalled())
+    assert reply.text == "answered after recovery" and reply.message_id == message.id
+    assert asyncio.run(hub.answer_stalled()) == []  # answered once
+
+
+def test_the_awareness_block_keeps_its_budget_and_never_skips_an_unshown_event():
+    tokenizer = get_tokenizer()
+    events = [
+        Event(id=i, scope="user:1", ts=1000.0 + i, agent="inbox", type="note.saved", payload={"note_id": i, "title": f"note number {i} " * 3})
+        for i in range(1, 21)
+    ]
+    block = render_awareness("tasks", unconsumed=events, now=2000.0, tokenizer=tokenizer, budget=80)
+    assert 0 < tokenizer.count(block.text) <= 80
+    shown = [e.id for e in events if f"note #{e.id} saved" in block.text]
+    assert shown == list(range(1, len(shown) + 1))  # oldest first, a contiguous run
+    assert block.consumed_upto == shown[-1] < 20  # the rest is shown next time
+    claim = Claim(scope="user:1", key="reminder:3", holder="p", note="reminders: sending a reminder: call mom", acquired=1990.0, expires=2100.0)
+    with_claim = render_awareness("tasks", claims=[claim], now=2000.0, tokenizer=tokenizer, budget=150)
+    assert "reminders: sending a reminder: call mom" in with_claim.text
+    own = render_awareness("reminders", claims=[claim], now=2000.0, tokenizer=tokenizer, budget=150)
+    assert own.text == ""  # an agent is not told about its own work
+
+
+def test_awareness_fails_open(tmp_path, monkeypatch, caplog):
+    model = ScriptedModel(["fine"])
+    hub = make_hub(tmp_path, model)
+    emit_event(hub.store, "user:1", "inbox", "note.saved", {"note_id": 1, "title": "x"})
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("events table unreadable")
+
+    monkeypatch.setattr("scopehub.hub.orchestrator.unconsumed_events", broken)
+    reply = asyncio.run(hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?")))
+    assert reply.text == "fine" and AWARENESS_HEADER not in system_of(model.calls[0])
+    assert "awareness unavailable" in caplog.text
+
+
+@pytest.mark.parametrize("command", ["/events"])
+def test_the_events_command_shows_what_the_agents_did(tmp_path, command):
+    hub = make_hub(tmp_path, ScriptedModel(keep_email_then_answer()))
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL)))
+    reply = asyncio.run(hub.handle(Inbound(scope="user:1", text=command)))
+    assert reply.kind == "command" and "inbox" in reply.text and "Quarterly report" in reply.text
+    other = asyncio.run(hub.handle(Inbound(scope="user:2", text=command)))
+    assert "Quarterly report" not in other.text
