@@ -1760,6 +1760,60 @@ def fail_open(workdir: Path, *, seed: int = 0) -> Outcome:
     return out
 
 
+# -- coordination (events, claims) ----------------------------------------------------------------
+
+
+def event_cursors(workdir: Path, *, emitters: int = 10, per_emitter: int = 1000, consumers: int = 3, kills: int = 20, seed: int = 0) -> Outcome:
+    """Emitters and consumers SIGKILLed at random: every consumer sees every event, none again after its cursor."""
+    from .faults_coordination import event_storm
+
+    out = Outcome("event_cursors")
+    with _timed(out):
+        counts = event_storm(workdir, emitters=emitters, per_emitter=per_emitter, consumers=consumers, kills=kills, seed=seed)
+    out.tried = counts["events_committed"] * consumers
+    if counts["ticks_missing"]:
+        out.fail("lost", f"{counts['ticks_missing']} acknowledged events are not in the log")
+    if counts["events_lost"]:
+        out.fail("lost", f"{counts['events_lost']} events never shown to a consumer", counts["events_lost"])
+    if counts["shown_again_after_commit"]:
+        out.fail("duplicated", "events shown again after the cursor had passed them", counts["shown_again_after_commit"])
+    out.note(
+        f"{counts['events_committed']:,} events by {emitters} emitters, {consumers} consumers; "
+        f"SIGKILLs: {counts['emitters_killed']} emitters, {counts['consumers_killed']} consumers; "
+        f"every consumer saw every event at least once: {'yes' if not counts['events_lost'] else 'no'}; "
+        f"shown again after commit: {counts['shown_again_after_commit']}; "
+        f"shown again before commit (at-least-once, allowed): {counts['shown_again_before_commit']}"
+    )
+    out.details = counts
+    return out
+
+
+def two_processes(workdir: Path, *, chats: int = 10, per_chat: int = 20, reminders: int = 50, seed: int = 0) -> Outcome:
+    """Two hub processes on one database and one stream: nothing answered twice, no reminder fired twice."""
+    from .faults_coordination import two_hubs
+
+    out = Outcome("two_processes")
+    with _timed(out):
+        counts = two_hubs(workdir, chats=chats, per_chat=per_chat, reminders=reminders, seed=seed)
+    out.tried = counts["messages"] + counts["reminders"]
+    if counts["processes_ok"] != 2:
+        out.fail("crashed", f"{2 - counts['processes_ok']} hub process(es) failed")
+    if counts["messages_answered_twice"]:
+        out.fail("duplicated", "messages answered twice", counts["messages_answered_twice"])
+    if counts["reminders_fired_twice"]:
+        out.fail("duplicated", "reminders fired twice", counts["reminders_fired_twice"])
+    missing = counts["messages"] - counts["messages_answered"] + counts["reminders"] - counts["reminders_fired"]
+    if missing:
+        out.fail("lost", f"{missing} messages or reminders never answered or fired", missing)
+    out.note(
+        f"{counts['messages']} messages delivered to both processes: answered {counts['messages_answered']}, twice "
+        f"{counts['messages_answered_twice']}; {counts['reminders']} due reminders: fired {counts['reminders_fired']}, "
+        f"twice {counts['reminders_fired_twice']}"
+    )
+    out.details = counts
+    return out
+
+
 # -- the report ---------------------------------------------------------------------------------
 
 SCENARIOS = (
@@ -1772,6 +1826,8 @@ SCENARIOS = (
     "hostile_input",
     "isolation",
     "fail_open",
+    "event_cursors",
+    "two_processes",
 )
 
 _HEAVY: dict[str, dict[str, Any]] = {
@@ -1784,6 +1840,8 @@ _HEAVY: dict[str, dict[str, Any]] = {
     "hostile_input": {"examples": 100_000},
     "isolation": {"scopes": 100},
     "fail_open": {},
+    "event_cursors": {"emitters": 10, "per_emitter": 1000, "consumers": 3, "kills": 20},
+    "two_processes": {"chats": 10, "per_chat": 20, "reminders": 50},
 }
 _QUICK: dict[str, dict[str, Any]] = {
     "crash_import": {"messages": 2000, "kills": 3, "batch": 50},
@@ -1795,6 +1853,8 @@ _QUICK: dict[str, dict[str, Any]] = {
     "hostile_input": {"examples": 300},
     "isolation": {"scopes": 10},
     "fail_open": {},
+    "event_cursors": {"emitters": 3, "per_emitter": 100, "consumers": 2, "kills": 4},
+    "two_processes": {"chats": 3, "per_chat": 4, "reminders": 6},
 }
 _FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "crash_import": crash_import,
@@ -1806,6 +1866,8 @@ _FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "hostile_input": hostile_input,
     "isolation": isolation,
     "fail_open": fail_open,
+    "event_cursors": event_cursors,
+    "two_processes": two_processes,
 }
 
 

@@ -275,3 +275,16 @@ def test_the_faults_command_exits_1_when_anything_is_lost(tmp_path, monkeypatch)
     result = CliRunner().invoke(cli, ["eval", "faults", "-k", "fail_open", "--workdir", str(tmp_path)])
     assert result.exit_code == 1
     assert "lost: a message vanished" in result.output
+
+
+def test_events_survive_kills_and_are_never_shown_again_after_commit(tmp_path):
+    out = faults.event_cursors(tmp_path, emitters=2, per_emitter=60, consumers=2, kills=3, seed=1)
+    assert_clean(out)
+    assert out.details["events_committed"] == 120 and out.details["events_lost"] == 0
+    assert out.details["emitters_killed"] + out.details["consumers_killed"] == 3
+
+
+def test_two_hub_processes_never_answer_or_fire_twice(tmp_path):
+    out = faults.two_processes(tmp_path, chats=2, per_chat=4, reminders=5)
+    assert_clean(out)
+    assert (out.details["messages_answered"], out.details["reminders_fired"]) == (8, 5)
