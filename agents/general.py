@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
-from ._spec import AgentSpec
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ._spec import AgentSpec, ToolContext, tool
+
+NAME = "general"
+
+
+class DispatchArgs(BaseModel):
+    to: str = Field(description="the outside team, e.g. ci")
+    subject: str
+    body: str
+    priority: Literal["urgent", "normal", "low"] = "normal"
+
+
+@tool
+def dispatch(ctx: ToolContext, args: DispatchArgs) -> str:
+    """Hand work to an outside team (a file in its Maildir outbox)."""
+    write = ctx.extra.get("dispatch")
+    if write is None:
+        raise RuntimeError("dispatching to outside teams is not set up in this hub")
+    # The event first, then the file, in one transaction: if the file cannot be written,
+    # the event is rolled back; nothing claims a dispatch that does not exist.
+    with ctx.transaction():
+        path = write(args.to, sender=NAME, subject=args.subject, body=args.body, priority=args.priority, scope=ctx.scope)
+        ctx.emit("dispatch.sent", {"team": args.to, "subject": args.subject, "priority": args.priority, "file": path.name}, agent=NAME)
+    return f"Dispatched to {args.to}: {path.name}"
+
 
 agent = AgentSpec(
-    name="general",
+    name=NAME,
     description="Small talk, help and questions about the bot, anything no specialist covers.",
     instructions=(
         "Answer friendly and short. You keep no lists yourself: for tasks, notes, emails and reminders "
@@ -30,4 +58,6 @@ agent = AgentSpec(
     # fact.learned comes from the hub's fact keeper, not from a tool of this agent.
     interests=("fact.learned", "task.created", "note.saved", "email.received", "reminder.set"),
     collaborators=("tasks", "notes", "inbox", "reminders"),
+    emits=("dispatch.sent",),
+    tools=(dispatch,),
 )

@@ -91,5 +91,22 @@ def build_hub(
         FactKeeper = None
     if FactKeeper is not None:
         facts = FactKeeper(store=store, model=model)
-    deps = Deps(store=store, settings=settings, model=model, router_model=build_router_model(settings), facts=facts)
+    deps = Deps(
+        store=store,
+        settings=settings,
+        model=model,
+        router_model=build_router_model(settings),
+        facts=facts,
+        tool_services={"dispatch": _outbox_writer(settings)},
+    )
     return Hub(deps, registry)
+
+
+def _outbox_writer(settings: Settings):
+    """What the ``dispatch`` tool calls: write a file into an outside team's Maildir outbox."""
+    from functools import partial
+
+    from scopehub.hub.settings import maildir_root
+    from scopehub.hub.transports.maildir import dispatch_out
+
+    return partial(dispatch_out, maildir_root(settings))

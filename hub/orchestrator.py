@@ -79,6 +79,9 @@ class Deps:
     tokenizer: Tokenizer = field(default_factory=get_tokenizer)
     clock: Callable[[], float] = time.time
     facts: FactsService | None = None
+    # Services tools may use, by name (``ToolContext.extra``): e.g. "dispatch", which writes
+    # into an outside team's Maildir outbox. The composition root fills it.
+    tool_services: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -414,7 +417,7 @@ class Hub:
                 chat=inbound.chat,
                 message_id=message.id,
                 clock=self.deps.clock,
-                extra={"timezone": self.settings.timezone},
+                extra={**self.deps.tool_services, "timezone": self.settings.timezone},
                 agent=spec.name,
             )
             result = await run_agent(

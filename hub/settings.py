@@ -7,6 +7,7 @@ with a :class:`ConfigError` that names the variable.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -32,6 +33,10 @@ class Settings(BaseSettings):
 
     maildir: str = Field(default="", description="Maildir root for files from outside programs; empty = <database name>-maildir beside the database")
     maildir_rate: int = Field(default=10, ge=1, le=100_000, description="Maildir files taken per scope per minute (a burst waits its turn)")
+    recurring: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description='recurring dispatches (JSON list): [{"name", "to_scope", "to_agent", "every": "hourly|daily|weekly|<seconds>", "subject", "body"}]',
+    )
     maildir_stale: float = Field(default=600.0, gt=0, description="seconds a Maildir file may wait before a warning is logged")
     model: str = Field(default="", description="the agents' model, any litellm model string; empty = embedded local model")
     router_model: str = Field(default="", description="optional LLM router model; empty = local router only")

@@ -545,6 +545,13 @@ class FactLearned(EventPayload):
     text: str = Field(min_length=1)
 
 
+class DispatchSent(EventPayload):
+    team: str = Field(min_length=1)
+    subject: str
+    priority: str = "normal"
+    file: str = Field(min_length=1, description="the file's name in outbox/<team>/")
+
+
 def _task_created(p: TaskCreated) -> str:
     due = f" (due {_day(p.due)})" if p.due else ""
     return f"task #{p.number or p.task_id} added: {_quoted(p.title)}{due}"
@@ -599,3 +606,9 @@ register_event_type(
     summary=lambda p: f"reminder #{p.reminder_id} cancelled: {_quoted(p.text)}",
 )
 register_event_type("fact.learned", FactLearned, description="a fact about the person was learned", summary=_fact_learned)
+register_event_type(
+    "dispatch.sent",
+    DispatchSent,
+    description="work handed to an outside team through its Maildir outbox",
+    summary=lambda p: f"dispatched to {p.team} ({p.priority}): {_quoted(p.subject or '(no subject)')}",
+)

@@ -20,9 +20,11 @@ from scopehub.hub.transports.maildir.watcher import MaildirWatcher
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub, Reply
 
-__all__ = ["ReplySink", "build_intake", "make_deliver", "start_watcher"]
+__all__ = ["RECURRING_CHECK", "ReplySink", "build_intake", "make_deliver", "send_recurring", "start_watcher"]
 
 log = logging.getLogger(__name__)
+
+RECURRING_CHECK = 3600.0  # seconds between checks of the recurring dispatches (and one at start)
 
 # Where a transport sends a reply to a file's scope (Telegram: the chat of the scope).
 ReplySink = Callable[[str, "Reply"], Awaitable[None]]
@@ -87,3 +89,32 @@ def start_watcher(hub: Hub, root: Path, *, sink: ReplySink | None = None, force_
     watcher.start()
     log.info("watching the Maildir at %s (%s)", root, watcher.mode)
     return watcher
+
+
+def send_recurring(hub: Hub, root: Path) -> list[Path]:
+    """Send the recurring dispatches (``HUB_RECURRING``) that are due, each once per period.
+
+    Each one under a claim on its scope, so two processes checking at the same moment
+    never both send it; the period bookkeeping itself never sends one twice either.
+    """
+    from scopehub.hub.transports.maildir.recurring import RecurringDispatch, send_due
+    from scopehub.memory import acquire_claim, release_claim
+
+    sent: list[Path] = []
+    for raw in hub.settings.recurring:
+        try:
+            item = RecurringDispatch.model_validate(raw)
+        except ValueError as exc:
+            log.error("recurring dispatch %r is invalid and skipped: %s", raw.get("name") if isinstance(raw, dict) else raw, exc)
+            continue
+        key = f"recurring:{item.name}"
+        note = f"{item.to_agent}: sending the recurring dispatch {item.name!r}"
+        if acquire_claim(hub.store, item.to_scope, key, hub.holder, note=note, ttl=60, now=hub.deps.clock()) is None:
+            continue
+        try:
+            sent.extend(send_due(root, [item], now=hub.deps.clock()))
+        except Exception:
+            log.exception("recurring dispatch %r could not be sent; trying again at the next check", item.name)
+        finally:
+            release_claim(hub.store, item.to_scope, key, hub.holder)
+    return sent

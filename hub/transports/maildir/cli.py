@@ -207,11 +207,17 @@ def run_command(ctx: click.Context, once: bool, poll: bool, root: Path) -> None:
     import asyncio
 
     from scopehub.hub.cli.options import hub_of
-    from scopehub.hub.transports.maildir.bridge import build_intake, start_watcher
+    from scopehub.hub.transports.maildir.bridge import (
+        RECURRING_CHECK,
+        build_intake,
+        send_recurring,
+        start_watcher,
+    )
 
     hub = hub_of(ctx, model_required=True)
 
     async def run() -> None:
+        send_recurring(hub, root)
         if once:
             report = await build_intake(hub, root).drain_once()
             await hub.drain()
@@ -222,7 +228,9 @@ def run_command(ctx: click.Context, once: bool, poll: bool, root: Path) -> None:
         watcher = start_watcher(hub, root, force_polling=poll)
         click.echo(f"watching {root} ({watcher.mode}); Ctrl-C to stop", err=True)
         try:
-            await asyncio.Event().wait()
+            while True:
+                await asyncio.sleep(RECURRING_CHECK)
+                send_recurring(hub, root)
         finally:
             await watcher.stop()
 

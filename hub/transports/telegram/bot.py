@@ -146,14 +146,22 @@ class TelegramBot:
         application.job_queue.run_repeating(self._answer_stalled_job, interval=interval, first=interval, name="answers:stalled")
         if self.watch_maildir:
             from scopehub.hub.settings import maildir_root
-            from scopehub.hub.transports.maildir.bridge import start_watcher
+            from scopehub.hub.transports.maildir.bridge import (
+                RECURRING_CHECK,
+                send_recurring,
+                start_watcher,
+            )
 
             bot = application.bot
 
             async def to_chat(scope: str, reply: Reply) -> None:
                 await self.deliver(bot, _chat_of(scope), reply, reply_to=None, thread_id=None)
 
-            self._maildir_watcher = start_watcher(self.hub, maildir_root(self.settings), sink=to_chat)
+            root = maildir_root(self.settings)
+            self._maildir_watcher = start_watcher(self.hub, root, sink=to_chat)
+            application.job_queue.run_repeating(
+                lambda context: send_recurring(self.hub, root), interval=RECURRING_CHECK, first=1.0, name="maildir:recurring"
+            )
 
     async def _answer_stalled_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
         for reply in await self.hub.answer_stalled():
