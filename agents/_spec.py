@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -60,7 +60,9 @@ def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
                     if len(options) == 1:
                         cleaned.update(strip(options[0]))
                         continue
-                if key == "default" and value is None:
+                if key == "default":
+                    # Omitting an argument already means "the tool's default": not worth
+                    # tokens on every call.
                     continue
                 cleaned[key] = strip(value)
             return cleaned
@@ -143,6 +145,9 @@ class AgentSpec(BaseModel):
     tools: tuple[Tool, ...] = ()
     model: str | None = None
     also_sees: tuple[str, ...] = ()
+    # "auto": search_memory is offered when the call may need the archive (hub.context.offer);
+    # "always": on every call (an agent whose job is finding what was kept).
+    offer_search: Literal["auto", "always"] = "auto"
 
     @field_validator("name")
     @classmethod

@@ -27,10 +27,12 @@ the real context builder (:func:`hub.context.build_context`) in five modes:
     below) plus the tail: a lower bound.
 
 The request of a call is the agent's fixed prompt (persona, hub rules, tool schemas of
-:func:`hub.hub.agent_prompt`), facts (none in a replay) and the message. A dataset domain
-becomes an agent with :func:`domain_agent` (three tools plus ``search_memory``, comparable
-with the hub's real agents); a name the hub's registry knows (``general``) uses the real
-agent. ``saving`` figures are ``1 - mode / full`` over the sums of all calls.
+:func:`hub.context.agent_prompt`; ``search_memory`` when :func:`hub.context.wants_archive`
+offers it, the same offer in every mode), facts (none in a replay), history and the
+message. A dataset domain becomes an agent with :func:`domain_agent` (three tools plus
+``search_memory``, comparable with the hub's real agents); a name the hub's registry knows
+(``general``) uses the real agent. ``saving`` figures are ``1 - mode / full`` over the
+sums of all calls.
 
 References (how recall is measured)
 -----------------------------------
@@ -76,7 +78,7 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz, process
 
 from scopehub.agents import AgentSpec, Tool
-from scopehub.hub.context import AgentPrompt, build_context
+from scopehub.hub.context import AgentPrompt, build_context, wants_archive
 from scopehub.hub.context.tokens import Tokenizer
 from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
 from scopehub.memory import Message
@@ -199,17 +201,17 @@ def find_references(turns: Sequence[Turn], *, window: int = 40) -> tuple[dict[in
 
 
 class _FindArgs(BaseModel):
-    query: str = Field(description="what the person is looking for, in their words")
-    filters: dict[str, str] = Field(default_factory=dict, description="constraints such as area, price, day, time, people")
+    query: str
+    filters: dict[str, str] = Field(default_factory=dict, description="area, price, day, time, people...")
 
 
 class _BookArgs(BaseModel):
-    item: str = Field(description="the name or id of the option to book")
-    details: dict[str, str] = Field(default_factory=dict, description="booking details such as day, time, people, nights")
+    item: str = Field(description="name or id")
+    details: dict[str, str] = Field(default_factory=dict, description="day, time, people, nights...")
 
 
 class _CancelArgs(BaseModel):
-    reference: str = Field(description="the booking reference to cancel")
+    reference: str
 
 
 def _never_run(ctx: Any, args: Any) -> str:  # replays build prompts, they never call tools
@@ -222,11 +224,12 @@ def domain_agent(name: str, description: str = "") -> AgentSpec:
     return AgentSpec(
         name=name,
         description=description or f"{title} requests",
+        # As long as the hub's own agents' instructions (about 40 words at most): what a
+        # call really carries, not a padded stand-in.
         instructions=(
-            f"You handle {title}: find options that match what the person asks, answer questions about them, "
-            "and book, change or cancel them with your tools. Ask for one missing detail at a time, confirm before "
-            "booking, and quote names, times and reference numbers exactly. When the person refers to something "
-            "another agent arranged, use that agent's replies."
+            f"Find {title} options that match what the person asks and book or cancel them with your tools. "
+            "Ask for one missing detail at a time, confirm before booking, and quote names, times and "
+            "reference numbers exactly."
         ),
         tools=(
             Tool(name=f"find_{name}", description=f"Search {title} options.", args=_FindArgs, func=_never_run),
@@ -310,6 +313,7 @@ class ReplayResult:
     agreed: int = 0
     also_sees_calls: int = 0
     fixed_tokens: int = 0  # persona + rules + tools, summed over calls
+    search_offered: int = 0  # calls offered search_memory (hub.context.offer)
     message_tokens: int = 0
     seconds: float = 0.0
     judge_items: list[JudgeItem] = field(default_factory=list)
@@ -334,6 +338,7 @@ class ReplayResult:
             "references": self.references,
             "references_beyond_window": self.beyond_window,
             "fixed_tokens_per_call": round(self.fixed_tokens / calls, 1),
+            "search_memory_offered_share": round(self.search_offered / calls, 4),
             "message_tokens_per_call": round(self.message_tokens / calls, 1),
             "router_tokens_per_message": 0,
             "modes": modes,
@@ -471,12 +476,19 @@ def _count_call(
     judge_limit: int,
 ) -> None:
     """Build the call in every mode with the real context builder and add up its figures."""
-    scoped = build_context(prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, window=window, tail=tail)
-    fixed = scoped.tokens["persona"] + scoped.tokens["rules"] + scoped.tokens["tools"] + scoped.tokens["facts"]
+    # One tool offer per call, decided as the hub decides it, for every mode alike.
+    offer = bool(prompt.optional_tools) and (prompt.always_optional or wants_archive(turn.text, len(recent), window))
+    result.search_offered += offer
+    scoped = build_context(
+        prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, window=window, tail=tail, offer_optional=offer
+    )
+    fixed = scoped.stable_tokens + scoped.tokens["facts"]
     result.fixed_tokens += fixed
     result.message_tokens += scoped.tokens["message"]
     no_also = (
-        scoped if not also else build_context(prompt, recent, turn.text, tokenizer=tokenizer, window=window, tail=tail)
+        scoped
+        if not also
+        else build_context(prompt, recent, turn.text, tokenizer=tokenizer, window=window, tail=tail, offer_optional=offer)
     )
     tail_messages = history[-tail:] if tail > 0 else []
     allowed = {agent, *also}
@@ -494,7 +506,9 @@ def _count_call(
     selections["scoped"] = (list(scoped.history), scoped.tokens["history"], scoped.tokens["total"])
     for mode, chosen in (("filter_first", filter_first), ("oracle", oracle)):
         # Already selected: hand the builder exactly these (window and tail cover them all).
-        built = build_context(prompt, chosen, turn.text, tokenizer=tokenizer, window=len(chosen), tail=len(chosen))
+        built = build_context(
+            prompt, chosen, turn.text, tokenizer=tokenizer, window=len(chosen), tail=len(chosen), offer_optional=offer
+        )
         selections[mode] = (chosen, built.tokens["history"], built.tokens["total"])
     for mode, (messages, history_tokens, request_tokens) in selections.items():
         totals = result.modes[mode]
@@ -507,7 +521,10 @@ def _count_call(
             totals.recalled += sum(1 for ref in refs if present.intersection(ref.sources))
     if refs and len(result.judge_items) < judge_limit:
         window_messages = list(recent[-window:])
-        full = build_context(prompt, window_messages, turn.text, tokenizer=tokenizer, window=len(window_messages), tail=len(window_messages))
+        full = build_context(
+            prompt, window_messages, turn.text, tokenizer=tokenizer, window=len(window_messages),
+            tail=len(window_messages), offer_optional=offer,
+        )
         for ref in refs:
             if len(result.judge_items) < judge_limit:
                 result.judge_items.append(JudgeItem(ref, agent, scoped.messages, full.messages))
@@ -637,7 +654,8 @@ def print_summary(report: dict[str, Any]) -> None:
     router = report["router"]
     agreement = router["agreement_with_gold"]
     click.echo(
-        f"\nfixed prompt {report['fixed_tokens_per_call']:.0f} tok/call; router: local, 0 tokens/message"
+        f"\nfixed prompt {report['fixed_tokens_per_call']:.0f} tok/call (search_memory offered on "
+        f"{_report.pct(report['search_memory_offered_share'])} of calls); router: local, 0 tokens/message"
         + (f", agrees with gold on {_report.pct(agreement)} of labelled turns" if agreement is not None else "")
         + f", also_sees on {_report.pct(router['also_sees_share'])} of calls"
         + f"; {report['references_beyond_window']} references only beyond the window (search_memory)"

@@ -154,8 +154,23 @@ class Hub:
         """The scope's last HUB_WINDOW messages before ``before_id``."""
         return self.store.window(scope, self.settings.window, up_to=before_id - 1)
 
-    def build_call(self, agent: str, scope: str, recent: list[Message], text: str, also_sees: tuple[str, ...] = ()) -> Context:
-        """The context ``agent`` is sent for ``text`` after the ``recent`` messages."""
+    def build_call(
+        self,
+        agent: str,
+        scope: str,
+        recent: list[Message],
+        text: str,
+        also_sees: tuple[str, ...] = (),
+        *,
+        lessons: str = "",
+        awareness: str = "",
+        digest: str = "",
+    ) -> Context:
+        """The context ``agent`` is sent for ``text`` after the ``recent`` messages.
+
+        ``lessons``, ``awareness`` and ``digest`` are ready, budgeted text for their
+        sections (empty: left out); the facts block is read here.
+        """
         return build_context(
             self.prompts[agent],
             recent,
@@ -163,6 +178,9 @@ class Hub:
             tokenizer=self.deps.tokenizer,
             also_sees=also_sees,
             facts_block=self.facts_block(scope),
+            lessons=lessons,
+            awareness=awareness,
+            digest=digest,
             window=self.settings.window,
             tail=self.settings.tail,
             message_tokens=self.settings.message_tokens,

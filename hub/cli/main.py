@@ -6,7 +6,6 @@ stderr and exit code 2 (no traceback for people).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
@@ -156,23 +155,25 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
 def agents_command(ctx: click.Context, as_json: bool) -> None:
     """List every agent: name, description, tools, fixed tokens per call."""
     from scopehub.agents import discover_agents
+    from scopehub.hub.context import agent_prompt, fixed_tokens
     from scopehub.hub.context.tokens import get_tokenizer
-    from scopehub.hub.orchestrator import agent_prompt
 
     registry = discover_agents()
     tokenizer = get_tokenizer()
     rows = []
     for spec in registry:
         prompt = agent_prompt(spec)
-        fixed = tokenizer.count(prompt.persona) + tokenizer.count(prompt.rules) + tokenizer.count(
-            json.dumps(list(prompt.tools), separators=(",", ":"))
-        )
+        # The same count every call records for persona + rules + tools.
+        offered = sum(fixed_tokens(prompt, tokenizer, optional=True).values())
+        base = sum(fixed_tokens(prompt, tokenizer, optional=prompt.always_optional).values())
         rows.append(
             {
                 "name": spec.name,
                 "description": spec.description,
                 "tools": [t.name for t in spec.tools] + ["search_memory"],
-                "fixed_tokens": fixed,
+                "search_memory": "always" if prompt.always_optional else "when needed",
+                "fixed_tokens": offered,
+                "fixed_tokens_without_search": base,
             }
         )
     if as_json:
@@ -180,7 +181,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
     else:
         for row in rows:
             click.echo(f"{row['name']:<12} {row['fixed_tokens']:>4} tokens  {row['description']}")
-            click.echo(f"{'':<12}      tools: {', '.join(row['tools'])}")
+            note = "" if row["search_memory"] == "always" else f" (search_memory when needed; {row['fixed_tokens_without_search']} tokens without it)"
+            click.echo(f"{'':<12}      tools: {', '.join(row['tools'])}{note}")
+        if rows:
+            mean = sum(row["fixed_tokens"] for row in rows) / len(rows)
+            click.echo(f"mean fixed tokens per call: {mean:.1f} with every tool offered")
     for module, reason in registry.errors.items():
         click.echo(f"warning: agent module {module} not loaded: {reason}", err=True)
 
