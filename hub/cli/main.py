@@ -130,23 +130,14 @@ def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_js
 @json_option
 @click.pass_context
 def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
-    """Messages, agent calls, tokens sent and the saving against full history."""
-    from scopehub.hub.commands import format_usage
+    """Tokens sent against full history; provider input, cached and billed-equivalent tokens, cost."""
+    from scopehub.hub.commands import format_usage, usage_figures
 
     usage = store_of(ctx, must_exist=True).usage(scope)
     if as_json:
-        echo_json(
-            {
-                "scope": scope,
-                "messages": usage.messages,
-                "agent_calls": usage.agent_calls,
-                "tokens_sent": usage.tokens_sent,
-                "full_history_tokens": usage.full_history_tokens,
-                "saving": round(usage.saving, 4),
-            }
-        )
+        echo_json(usage_figures(usage))
         return
-    click.echo(format_usage(usage.messages, usage.agent_calls, usage.tokens_sent, usage.full_history_tokens))
+    click.echo(format_usage(usage))
 
 
 @cli.command("agents")
