@@ -70,7 +70,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import click
@@ -78,12 +78,19 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz, process
 
 from scopehub.agents import AgentSpec, Tool
-from scopehub.hub.context import AgentPrompt, build_context, wants_archive
-from scopehub.hub.context.tokens import Tokenizer
+from scopehub.hub.context import (
+    AgentPrompt,
+    build_context,
+    render_history,
+    stable_prefix,
+    wants_archive,
+)
+from scopehub.hub.context.tokens import MESSAGE_OVERHEAD, Tokenizer
 from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
 from scopehub.memory import Message
 
 from . import _report
+from .cache import CacheModel, CacheTotals, PrefixCache, Segment
 from .loaders import Dialogue, Turn
 
 __all__ = [
@@ -317,6 +324,10 @@ class ReplayResult:
     message_tokens: int = 0
     seconds: float = 0.0
     judge_items: list[JudgeItem] = field(default_factory=list)
+    cache_model: CacheModel | None = None
+    # Billed-equivalent figures per mode under the cache model (per-agent cache), and for
+    # full history also under a per-scope cache (its best case): "full/scope".
+    cache: dict[str, CacheTotals] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The JSON report: per-mode figures, savings against ``full``, router figures."""
@@ -333,7 +344,7 @@ class ReplayResult:
                 "history_saving": round(1 - totals.history_tokens / full.history_tokens, 4) if full.history_tokens else 0.0,
                 "request_saving": round(1 - totals.request_tokens / full.request_tokens, 4) if full.request_tokens else 0.0,
             }
-        return {
+        report: dict[str, Any] = {
             "calls": self.calls,
             "references": self.references,
             "references_beyond_window": self.beyond_window,
@@ -351,15 +362,72 @@ class ReplayResult:
             },
             "seconds": round(self.seconds, 2),
         }
+        if self.cache_model is not None:
+            report["cache"] = self._cache_summary()
+        return report
+
+    def _cache_summary(self) -> dict[str, Any]:
+        """Per mode under the cache model: request, stable-prefix, cached, billed tokens; savings."""
+        assert self.cache_model is not None
+        figures = {label: totals.per_call() for label, totals in self.cache.items()}
+        full, best = self.cache["full"], self.cache["full/scope"]
+        for label, totals in self.cache.items():
+            figures[label]["billed_saving_vs_full"] = round(1 - totals.billed_tokens / full.billed_tokens, 4) if full.billed_tokens else 0.0
+            figures[label]["billed_saving_vs_full_per_scope"] = (
+                round(1 - totals.billed_tokens / best.billed_tokens, 4) if best.billed_tokens else 0.0
+            )
+        return {"model": asdict(self.cache_model), "description": self.cache_model.describe(), "modes": figures}
 
 
 ClassifierFor = Callable[[int], LocalClassifier]
 
 
-def _message(index: int, scope: str, role: str, turn: Turn, agent: str, also: tuple[str, ...] = (), via: str | None = None) -> Message:
-    return Message(
-        id=index + 1, scope=scope, role=role, text=turn.text, ts=index * 30.0, agent=agent, also_sees=also, via=via, ext_id=turn.id
-    )
+def message_times(dialogues: Sequence[Dialogue], *, gap: float = 30.0, session_gap: float = 3600.0) -> list[float]:
+    """When each message of a chained chat was sent: the dataset's timestamps where it has
+    them, else ``gap`` seconds apart within a dialogue and ``session_gap`` between the
+    dialogues of a chain (one customer's separate conversations)."""
+    times: list[float] = []
+    clock = 0.0
+    for number, dialogue in enumerate(dialogues):
+        for index, turn in enumerate(dialogue.turns):
+            if turn.ts is not None:
+                clock = turn.ts
+            elif times:
+                clock += session_gap if (number and index == 0) else gap
+            times.append(clock)
+    return times
+
+
+def _message(
+    index: int, scope: str, role: str, turn: Turn, agent: str, also: tuple[str, ...] = (), via: str | None = None, *, ts: float
+) -> Message:
+    return Message(id=index + 1, scope=scope, role=role, text=turn.text, ts=ts, agent=agent, also_sees=also, via=via, ext_id=turn.id)
+
+
+def _chat_caches(result: ReplayResult) -> dict[str, PrefixCache]:
+    """One simulated cache per mode for one chat (caches never span chats); sums go to ``result``."""
+    model = result.cache_model
+    if model is None:
+        return {}
+    variants = {mode: model for mode in MODES} | {"full/scope": replace(model, key="scope")}
+    return {
+        label: PrefixCache(variant, totals=result.cache.setdefault(label, CacheTotals()))
+        for label, variant in variants.items()
+    }
+
+
+def _segments(
+    stable_key: str, stable_tokens: int, shown: Sequence[Message], rendered: Sequence[dict[str, Any]],
+    message_id: int, current: str, message_tokens: int, tokenizer: Tokenizer,
+) -> list[Segment]:  # fmt: skip
+    """A call as the cache model sees it: stable part, history messages, the message."""
+    segments = [Segment(stable_key, stable_tokens, stable=True)]
+    for message, item in zip(shown, rendered, strict=True):
+        segments.append(
+            Segment(f"{item['role']}\x00{item['content']}", tokenizer.count(item["content"]) + MESSAGE_OVERHEAD, shared=f"m{message.id}")
+        )
+    segments.append(Segment(f"user\x00{current}", message_tokens, shared=f"m{message_id}"))
+    return segments
 
 
 def replay(
@@ -375,6 +443,9 @@ def replay(
     default_also_sees: dict[str, tuple[str, ...]] | None = None,
     judge_limit: int = 0,
     show_progress: bool = False,
+    cache_model: CacheModel | None = None,
+    gap: float = 30.0,
+    session_gap: float = 3600.0,
 ) -> ReplayResult:
     """Replay ``dialogues`` chained ``chain`` at a time; count every mode of every call.
 
@@ -384,13 +455,14 @@ def replay(
     if routes not in ("gold", "predicted"):
         raise ValueError("routes must be 'gold' or 'predicted'")
     counter = tokenizer if isinstance(tokenizer, CachingTokenizer) else CachingTokenizer(tokenizer)
-    result = ReplayResult()
+    result = ReplayResult(cache_model=cache_model)
     started = time.perf_counter()
     chains = [dialogues[i : i + max(chain, 1)] for i in range(0, len(dialogues), max(chain, 1))]
     bar = _report.Progress(len(chains), "replay", enabled=show_progress)
     for number, group in enumerate(chains):
+        turns = [turn for dialogue in group for turn in dialogue.turns]
         _replay_chat(
-            [turn for dialogue in group for turn in dialogue.turns],
+            turns,
             f"user:replay{number}",
             classifier_for(number),
             prompts,
@@ -401,6 +473,7 @@ def replay(
             tail=tail,
             default_also_sees=default_also_sees or {},
             judge_limit=judge_limit,
+            times=message_times(group, gap=gap, session_gap=session_gap),
         )
         bar.advance()
     bar.close()
@@ -421,8 +494,11 @@ def _replay_chat(
     tail: int,
     default_also_sees: dict[str, tuple[str, ...]],
     judge_limit: int,
+    times: list[float] | None = None,
 ) -> None:
     references, beyond = find_references(turns, window=window)
+    caches = _chat_caches(result)
+    times = times or [index * 30.0 for index in range(len(turns))]
     result.beyond_window += beyond
     history: list[Message] = []
     handler: str | None = None
@@ -430,7 +506,7 @@ def _replay_chat(
         if turn.role != "user":
             # A system turn is the reply of whoever handled the user turn before it.
             author = handler or (turn.agents[0] if turn.agents and turn.agents[0] in prompts else GENERAL)
-            history.append(_message(index, scope, "agent", turn, author))
+            history.append(_message(index, scope, "agent", turn, author, ts=times[index]))
             continue
         recent = history[-window:] if window > 0 else []
         gold = turn.agents[0] if turn.agents and turn.agents[0] in prompts else None
@@ -455,9 +531,12 @@ def _replay_chat(
         result.also_sees_calls += bool(also)
         turn_refs = references.get(index, [])
         result.references += len(turn_refs)
-        _count_call(turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result, window=window, tail=tail, judge_limit=judge_limit)
+        _count_call(
+            turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result,
+            window=window, tail=tail, judge_limit=judge_limit, caches=caches, now=times[index], message_id=index + 1,
+        )  # fmt: skip
         handler = agent
-        history.append(_message(index, scope, "user", turn, agent, also, via))
+        history.append(_message(index, scope, "user", turn, agent, also, via, ts=times[index]))
 
 
 def _count_call(
@@ -474,6 +553,9 @@ def _count_call(
     window: int,
     tail: int,
     judge_limit: int,
+    caches: dict[str, PrefixCache] | None = None,
+    now: float = 0.0,
+    message_id: int = 0,
 ) -> None:
     """Build the call in every mode with the real context builder and add up its figures."""
     # One tool offer per call, decided as the hub decides it, for every mode alike.
@@ -510,6 +592,18 @@ def _count_call(
             prompt, chosen, turn.text, tokenizer=tokenizer, window=len(chosen), tail=len(chosen), offer_optional=offer
         )
         selections[mode] = (chosen, built.tokens["history"], built.tokens["total"])
+    if caches:
+        stable_key = stable_prefix(scoped)
+        message_part = scoped.tokens["message"]
+        for mode, (messages, _, request_tokens) in selections.items():
+            shown = [m for m in messages if m.via != "command"]
+            rendered = render_history(shown, agent, tokenizer=tokenizer, max_tokens=1000)
+            segments = _segments(stable_key, scoped.stable_tokens, shown, rendered, message_id, turn.text, message_part, tokenizer)
+            # The segments are the request the builder counted, to the token.
+            assert sum(seg.tokens for seg in segments) == request_tokens, (mode, request_tokens)
+            caches[mode].bill(agent, segments, now)
+            if mode == "full":
+                caches["full/scope"].bill(agent, segments, now)
     for mode, (messages, history_tokens, request_tokens) in selections.items():
         totals = result.modes[mode]
         totals.history_tokens += history_tokens
@@ -622,6 +716,9 @@ _MODE_LABELS = {
 }
 
 
+_CACHE_LABELS = {"full": "full, per-agent cache", "full/scope": "full, per-scope cache"}
+
+
 def print_summary(report: dict[str, Any]) -> None:
     """The per-mode table and the router line."""
     rows = []
@@ -660,6 +757,31 @@ def print_summary(report: dict[str, Any]) -> None:
         + f", also_sees on {_report.pct(router['also_sees_share'])} of calls"
         + f"; {report['references_beyond_window']} references only beyond the window (search_memory)"
     )
+    cache = report.get("cache")
+    if cache:
+        rows = []
+        labels = [*MODES[:1], "full/scope", *MODES[1:]]
+        for label in labels:
+            figures = cache["modes"][label]
+            rows.append(
+                [
+                    _CACHE_LABELS.get(label, _MODE_LABELS.get(label, label)),
+                    figures["request_tokens_per_call"],
+                    figures["stable_prefix_tokens_per_call"],
+                    _report.pct(figures["cached_share"]),
+                    figures["billed_tokens_per_call"],
+                    _report.pct(figures["billed_saving_vs_full"]) if label != "full" else "-",
+                    _report.pct(figures["billed_saving_vs_full_per_scope"]) if label != "full/scope" else "-",
+                ]
+            )
+        click.echo(
+            "\n"
+            + _report.format_table(
+                ["mode", "request tok/call", "stable prefix", "cached", "billed-equiv. tok/call", "vs full", "vs full, per-scope cache"],
+                rows,
+                title=f"Billed-equivalent input under the cache model: {cache['description']}",
+            )
+        )
     judge = report.get("judge")
     if judge:
         click.echo(
@@ -682,6 +804,21 @@ def print_summary(report: dict[str, Any]) -> None:
 @click.option("--judge", is_flag=True, help="ask the configured model (HUB_MODEL) for each referenced value, scoped vs full")
 @click.option("--judge-limit", default=100, show_default=True, help="references the judge asks about (0: all)")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
+@click.option(
+    "--cache",
+    "cache_provider",
+    type=click.Choice(["openai", "anthropic", "none"]),
+    default="openai",
+    show_default=True,
+    help="prompt-cache model for billed-equivalent tokens: the provider's defaults (see eval/cache.py)",
+)
+@click.option("--min-prefix", type=int, default=None, help="shortest cacheable prefix in tokens [openai, anthropic: 1024]")
+@click.option("--ttl", type=float, default=None, help="seconds a cache entry lives unused [300]")
+@click.option("--cached-price", type=float, default=None, help="price of a cached input token, as a fraction [openai 0.5, anthropic 0.1]")
+@click.option("--write-price", type=float, default=None, help="price of a token written to the cache [openai 1.0, anthropic 1.25]")
+@click.option("--end-mark/--no-end-mark", default=None, help="anthropic: a breakpoint at the request's end too, not only after the stable part")
+@click.option("--gap", type=float, default=30.0, show_default=True, help="seconds between messages when the dataset has no timestamps")
+@click.option("--session-gap", type=float, default=3600.0, show_default=True, help="seconds between the chained dialogues of one chat")
 def tokens_command(
     fmt: str,
     path: str,
@@ -696,8 +833,26 @@ def tokens_command(
     judge: bool,
     judge_limit: int,
     quiet: bool,
+    cache_provider: str,
+    min_prefix: int | None,
+    ttl: float | None,
+    cached_price: float | None,
+    write_price: float | None,
+    end_mark: bool | None,
+    gap: float,
+    session_gap: float,
 ) -> None:
-    """Replay a dataset through the router and context builder; tokens and reference recall per mode."""
+    """Replay a dataset through the router and context builder; tokens, billed-equivalent
+    tokens under a prompt-cache model, and reference recall per mode."""
+    from .cache import preset
+
+    cache_model = (
+        None
+        if cache_provider == "none"
+        else preset(
+            cache_provider, min_prefix=min_prefix, ttl=ttl, read_price=cached_price, write_price=write_price, mark_end=end_mark
+        )
+    )
     from scopehub.hub.context.tokens import get_tokenizer
 
     model = None
@@ -725,6 +880,9 @@ def tokens_command(
         default_also_sees=prepared.default_also_sees,
         judge_limit=(judge_limit or 10**9) if judge else 0,
         show_progress=not quiet,
+        cache_model=cache_model,
+        gap=gap,
+        session_gap=session_gap,
     )
     report: dict[str, Any] = {
         "dataset": {
@@ -736,6 +894,8 @@ def tokens_command(
             "window": window,
             "tail": tail,
             "agents": prepared.agents,
+            "gap_s": gap,
+            "session_gap_s": session_gap,
         },
         **result.summary(),
     }
