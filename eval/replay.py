@@ -81,6 +81,7 @@ from scopehub.agents import AgentSpec, Tool
 from scopehub.hub.context import (
     AgentPrompt,
     build_context,
+    refers_to_past,
     render_history,
     stable_prefix,
     wants_archive,
@@ -321,6 +322,10 @@ class ReplayResult:
     also_sees_calls: int = 0
     fixed_tokens: int = 0  # persona + rules + tools, summed over calls
     search_offered: int = 0  # calls offered search_memory (hub.context.offer)
+    search_offered_window: int = 0  # ... of which the window was full
+    search_offered_cue: int = 0  # ... of which the message refers to the past
+    search_needed: int = 0  # calls whose scoped context misses a referenced message
+    search_needed_offered: int = 0
     message_tokens: int = 0
     seconds: float = 0.0
     judge_items: list[JudgeItem] = field(default_factory=list)
@@ -350,6 +355,14 @@ class ReplayResult:
             "references_beyond_window": self.beyond_window,
             "fixed_tokens_per_call": round(self.fixed_tokens / calls, 1),
             "search_memory_offered_share": round(self.search_offered / calls, 4),
+            "search_memory": {
+                "offered": self.search_offered,
+                "offered_window_full": self.search_offered_window,
+                "offered_refers_to_past": self.search_offered_cue,
+                "needed": self.search_needed,
+                "needed_and_offered": self.search_needed_offered,
+                "offered_when_needed": round(self.search_needed_offered / self.search_needed, 4) if self.search_needed else None,
+            },
             "message_tokens_per_call": round(self.message_tokens / calls, 1),
             "router_tokens_per_message": 0,
             "modes": modes,
@@ -561,6 +574,8 @@ def _count_call(
     # One tool offer per call, decided as the hub decides it, for every mode alike.
     offer = bool(prompt.optional_tools) and (prompt.always_optional or wants_archive(turn.text, len(recent), window))
     result.search_offered += offer
+    result.search_offered_window += bool(prompt.optional_tools) and window > 0 and len(recent) >= window
+    result.search_offered_cue += bool(prompt.optional_tools) and refers_to_past(turn.text)
     scoped = build_context(
         prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, window=window, tail=tail, offer_optional=offer
     )
@@ -613,6 +628,11 @@ def _count_call(
         if refs:
             present = {m.ext_id for m in messages}
             totals.recalled += sum(1 for ref in refs if present.intersection(ref.sources))
+    # search_memory is needed when the scoped context misses what the answer refers to.
+    shown = {m.ext_id for m in scoped.history}
+    if any(not shown.intersection(ref.sources) for ref in refs):
+        result.search_needed += 1
+        result.search_needed_offered += offer
     if refs and len(result.judge_items) < judge_limit:
         window_messages = list(recent[-window:])
         full = build_context(
@@ -757,6 +777,12 @@ def print_summary(report: dict[str, Any]) -> None:
         + f", also_sees on {_report.pct(router['also_sees_share'])} of calls"
         + f"; {report['references_beyond_window']} references only beyond the window (search_memory)"
     )
+    search = report["search_memory"]
+    if search["needed"]:
+        click.echo(
+            f"search_memory offered on {search['needed_and_offered']} of the {search['needed']} calls whose scoped "
+            f"context misses a referenced message ({_report.pct(search['offered_when_needed'])})"
+        )
     cache = report.get("cache")
     if cache:
         rows = []

@@ -190,10 +190,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "simulate": "scopehub.eval.simulate:simulate_command",
         "search": "scopehub.eval.search:search_eval_command",
         "faults": "scopehub.eval.faults:faults_command",
+        "tools": "scopehub.eval.tools:tools_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
+    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults)."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command"})
