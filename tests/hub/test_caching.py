@@ -120,3 +120,43 @@ def test_price_of_cached_input_from_the_offline_cost_map() -> None:
     assert cached.cost < full.cost
     unknown = price_call("openai/no-such-model", 2000, 10, cached_tokens=500)
     assert unknown.cost is None and unknown.billed_tokens is None
+
+
+def test_lessons_awareness_and_digest_reach_the_call_and_its_record(store: Store) -> None:
+    from scopehub.hub.models.testing import ScriptedModel
+    from scopehub.memory import CallRecord
+
+    hub = Hub(Deps(store=store, settings=load_settings(), model=ScriptedModel(default="ok")), discover_agents())
+    built = hub.build_call("tasks", SCOPE, [], "add milk", lessons="Lessons: confirm dates.", digest="Digest: groceries.")
+    assert built.messages[1] == {"role": "system", "content": "Lessons: confirm dates.\n\nDigest: groceries."}
+    assert built.tokens["lessons"] > 0 and built.tokens["digest"] > 0 and built.tokens["awareness"] == 0
+    store.record_call(CallRecord(scope=SCOPE, agent="tasks", message_id=None, via="local", also_sees=(), tokens=built.tokens, full_history_tokens=built.full_history_tokens))
+    row = store.calls(SCOPE)[0]
+    assert (row["lessons"], row["awareness"], row["digest"], row["total"]) == (
+        built.tokens["lessons"], 0, built.tokens["digest"], built.total_tokens
+    )
+    assert row["cached_tokens"] is None and row["cost"] is None  # no provider said anything
+    assert store.usage(SCOPE).tokens_sent == built.total_tokens
+
+
+def test_a_database_from_before_the_cache_columns_is_migrated(tmp_path: Path) -> None:
+    import sqlite3
+
+    import sqlite_utils
+
+    from scopehub.memory._schema import MIGRATIONS, migrate
+
+    path = tmp_path / "old.db"
+    db = sqlite_utils.Database(path)
+    for step in MIGRATIONS[:2]:
+        step(db)
+    db.execute("PRAGMA user_version = 2")
+    db.execute("INSERT INTO calls(scope, agent, total, ts) VALUES ('user:1', 'tasks', 300, 1)")
+    db.conn.commit()
+    db.close()
+    store = Store(path)
+    row = store.calls("user:1")[0]
+    assert (row["total"], row["lessons"], row["cached_tokens"], row["cost"]) == (300, 0, None, None)
+    assert store.usage("user:1").calls_reporting_cache == 0
+    store.close()
+    assert migrate(sqlite_utils.Database(sqlite3.connect(path))) == len(MIGRATIONS)
