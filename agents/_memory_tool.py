@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ._spec import ToolContext, tool
 
@@ -14,9 +14,11 @@ __all__ = ["search_memory"]
 log = logging.getLogger(__name__)
 
 
+SEARCH_RESULTS = 5  # a fixed k: one parameter less in a schema paid on every call it is offered
+
+
 class SearchMemoryArgs(BaseModel):
-    query: str = Field(description="words to look for")
-    k: int = Field(5, ge=1, le=20, description="how many results")
+    query: str
 
 
 def _when(ts: float) -> str:
@@ -26,7 +28,7 @@ def _when(ts: float) -> str:
 @tool
 def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
     """Search older messages, notes and emails of this chat."""
-    hits = ctx.store.search(ctx.scope, args.query, k=args.k)
+    hits = ctx.store.search(ctx.scope, args.query, k=SEARCH_RESULTS)
     if not hits:
         return "no results"
     lines = []

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -112,7 +112,9 @@ def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
                     if len(options) == 1:
                         cleaned.update(strip(options[0]))
                         continue
-                if key == "default" and value is None:
+                if key == "default":
+                    # Omitting an argument already means "the tool's default": not worth
+                    # tokens on every call.
                     continue
                 cleaned[key] = strip(value)
             return cleaned
@@ -201,6 +203,9 @@ class AgentSpec(BaseModel):
     emits: tuple[str, ...] = ()  # event types its tools emit
     interests: tuple[str, ...] = ()  # broadcast event types it is shown ("reminder.*" allowed)
     collaborators: tuple[str, ...] = ()  # agents whose recent events it is made aware of
+    # "auto": search_memory is offered when the call may need the archive (hub.context.offer);
+    # "always": on every call (an agent whose job is finding what was kept).
+    offer_search: Literal["auto", "always"] = "auto"
 
     @field_validator("name")
     @classmethod

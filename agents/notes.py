@@ -106,6 +106,7 @@ agent = AgentSpec(
         "keep this idea for later: an app for plant watering",
     ),
     keywords=("note", "notes", "jot", "write down", "idea", "memo"),
+    offer_search="always",  # finding what was kept is this agent's job
     tools=(save_note, list_notes, read_note, delete_note),
     emits=("note.saved",),
     interests=("fact.learned",),

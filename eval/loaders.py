@@ -93,6 +93,7 @@ class Turn:
     slots: tuple[Slot, ...] = ()
     needs: tuple[str, ...] = ()  # ids of the messages an answer to this turn needs (chat logs)
     also_sees: tuple[str, ...] = ()  # other agents whose messages this one may read (chat logs)
+    ts: float | None = None  # unix seconds when the dataset has them (chat logs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +516,7 @@ def load_jsonl(path: PathLike) -> list[Dialogue]:
                     (record.agent,) if record.agent else (),
                     needs=record.needs,
                     also_sees=record.also_sees,
+                    ts=record.ts,
                 )
                 grouped.setdefault(record.scope or unscoped, []).append(turn)
     except (ValueError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:

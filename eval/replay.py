@@ -27,10 +27,12 @@ the real context builder (:func:`hub.context.build_context`) in five modes:
     below) plus the tail: a lower bound.
 
 The request of a call is the agent's fixed prompt (persona, hub rules, tool schemas of
-:func:`hub.hub.agent_prompt`), facts (none in a replay) and the message. A dataset domain
-becomes an agent with :func:`domain_agent` (three tools plus ``search_memory``, comparable
-with the hub's real agents); a name the hub's registry knows (``general``) uses the real
-agent. ``saving`` figures are ``1 - mode / full`` over the sums of all calls.
+:func:`hub.context.agent_prompt`; ``search_memory`` when :func:`hub.context.wants_archive`
+offers it, the same offer in every mode), facts (none in a replay), history and the
+message. A dataset domain becomes an agent with :func:`domain_agent` (three tools plus
+``search_memory``, comparable with the hub's real agents); a name the hub's registry knows
+(``general``) uses the real agent. ``saving`` figures are ``1 - mode / full`` over the
+sums of all calls.
 
 References (how recall is measured)
 -----------------------------------
@@ -68,7 +70,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import click
@@ -76,12 +78,20 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz, process
 
 from scopehub.agents import AgentSpec, Tool
-from scopehub.hub.context import AgentPrompt, build_context
-from scopehub.hub.context.tokens import Tokenizer
+from scopehub.hub.context import (
+    AgentPrompt,
+    build_context,
+    refers_to_past,
+    render_history,
+    stable_prefix,
+    wants_archive,
+)
+from scopehub.hub.context.tokens import MESSAGE_OVERHEAD, Tokenizer
 from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
 from scopehub.memory import Message
 
 from . import _report
+from .cache import CacheModel, CacheTotals, PrefixCache, Segment
 from .loaders import Dialogue, Turn
 
 __all__ = [
@@ -199,17 +209,17 @@ def find_references(turns: Sequence[Turn], *, window: int = 40) -> tuple[dict[in
 
 
 class _FindArgs(BaseModel):
-    query: str = Field(description="what the person is looking for, in their words")
-    filters: dict[str, str] = Field(default_factory=dict, description="constraints such as area, price, day, time, people")
+    query: str
+    filters: dict[str, str] = Field(default_factory=dict, description="area, price, day, time, people...")
 
 
 class _BookArgs(BaseModel):
-    item: str = Field(description="the name or id of the option to book")
-    details: dict[str, str] = Field(default_factory=dict, description="booking details such as day, time, people, nights")
+    item: str = Field(description="name or id")
+    details: dict[str, str] = Field(default_factory=dict, description="day, time, people, nights...")
 
 
 class _CancelArgs(BaseModel):
-    reference: str = Field(description="the booking reference to cancel")
+    reference: str
 
 
 def _never_run(ctx: Any, args: Any) -> str:  # replays build prompts, they never call tools
@@ -222,11 +232,12 @@ def domain_agent(name: str, description: str = "") -> AgentSpec:
     return AgentSpec(
         name=name,
         description=description or f"{title} requests",
+        # As long as the hub's own agents' instructions (about 40 words at most): what a
+        # call really carries, not a padded stand-in.
         instructions=(
-            f"You handle {title}: find options that match what the person asks, answer questions about them, "
-            "and book, change or cancel them with your tools. Ask for one missing detail at a time, confirm before "
-            "booking, and quote names, times and reference numbers exactly. When the person refers to something "
-            "another agent arranged, use that agent's replies."
+            f"Find {title} options that match what the person asks and book or cancel them with your tools. "
+            "Ask for one missing detail at a time, confirm before booking, and quote names, times and "
+            "reference numbers exactly."
         ),
         tools=(
             Tool(name=f"find_{name}", description=f"Search {title} options.", args=_FindArgs, func=_never_run),
@@ -310,9 +321,18 @@ class ReplayResult:
     agreed: int = 0
     also_sees_calls: int = 0
     fixed_tokens: int = 0  # persona + rules + tools, summed over calls
+    search_offered: int = 0  # calls offered search_memory (hub.context.offer)
+    search_offered_window: int = 0  # ... of which the window was full
+    search_offered_cue: int = 0  # ... of which the message refers to the past
+    search_needed: int = 0  # calls whose scoped context misses a referenced message
+    search_needed_offered: int = 0
     message_tokens: int = 0
     seconds: float = 0.0
     judge_items: list[JudgeItem] = field(default_factory=list)
+    cache_model: CacheModel | None = None
+    # Billed-equivalent figures per mode under the cache model (per-agent cache), and for
+    # full history also under a per-scope cache (its best case): "full/scope".
+    cache: dict[str, CacheTotals] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The JSON report: per-mode figures, savings against ``full``, router figures."""
@@ -329,11 +349,20 @@ class ReplayResult:
                 "history_saving": round(1 - totals.history_tokens / full.history_tokens, 4) if full.history_tokens else 0.0,
                 "request_saving": round(1 - totals.request_tokens / full.request_tokens, 4) if full.request_tokens else 0.0,
             }
-        return {
+        report: dict[str, Any] = {
             "calls": self.calls,
             "references": self.references,
             "references_beyond_window": self.beyond_window,
             "fixed_tokens_per_call": round(self.fixed_tokens / calls, 1),
+            "search_memory_offered_share": round(self.search_offered / calls, 4),
+            "search_memory": {
+                "offered": self.search_offered,
+                "offered_window_full": self.search_offered_window,
+                "offered_refers_to_past": self.search_offered_cue,
+                "needed": self.search_needed,
+                "needed_and_offered": self.search_needed_offered,
+                "offered_when_needed": round(self.search_needed_offered / self.search_needed, 4) if self.search_needed else None,
+            },
             "message_tokens_per_call": round(self.message_tokens / calls, 1),
             "router_tokens_per_message": 0,
             "modes": modes,
@@ -346,15 +375,72 @@ class ReplayResult:
             },
             "seconds": round(self.seconds, 2),
         }
+        if self.cache_model is not None:
+            report["cache"] = self._cache_summary()
+        return report
+
+    def _cache_summary(self) -> dict[str, Any]:
+        """Per mode under the cache model: request, stable-prefix, cached, billed tokens; savings."""
+        assert self.cache_model is not None
+        figures = {label: totals.per_call() for label, totals in self.cache.items()}
+        full, best = self.cache["full"], self.cache["full/scope"]
+        for label, totals in self.cache.items():
+            figures[label]["billed_saving_vs_full"] = round(1 - totals.billed_tokens / full.billed_tokens, 4) if full.billed_tokens else 0.0
+            figures[label]["billed_saving_vs_full_per_scope"] = (
+                round(1 - totals.billed_tokens / best.billed_tokens, 4) if best.billed_tokens else 0.0
+            )
+        return {"model": asdict(self.cache_model), "description": self.cache_model.describe(), "modes": figures}
 
 
 ClassifierFor = Callable[[int], LocalClassifier]
 
 
-def _message(index: int, scope: str, role: str, turn: Turn, agent: str, also: tuple[str, ...] = (), via: str | None = None) -> Message:
-    return Message(
-        id=index + 1, scope=scope, role=role, text=turn.text, ts=index * 30.0, agent=agent, also_sees=also, via=via, ext_id=turn.id
-    )
+def message_times(dialogues: Sequence[Dialogue], *, gap: float = 30.0, session_gap: float = 3600.0) -> list[float]:
+    """When each message of a chained chat was sent: the dataset's timestamps where it has
+    them, else ``gap`` seconds apart within a dialogue and ``session_gap`` between the
+    dialogues of a chain (one customer's separate conversations)."""
+    times: list[float] = []
+    clock = 0.0
+    for number, dialogue in enumerate(dialogues):
+        for index, turn in enumerate(dialogue.turns):
+            if turn.ts is not None:
+                clock = turn.ts
+            elif times:
+                clock += session_gap if (number and index == 0) else gap
+            times.append(clock)
+    return times
+
+
+def _message(
+    index: int, scope: str, role: str, turn: Turn, agent: str, also: tuple[str, ...] = (), via: str | None = None, *, ts: float
+) -> Message:
+    return Message(id=index + 1, scope=scope, role=role, text=turn.text, ts=ts, agent=agent, also_sees=also, via=via, ext_id=turn.id)
+
+
+def _chat_caches(result: ReplayResult) -> dict[str, PrefixCache]:
+    """One simulated cache per mode for one chat (caches never span chats); sums go to ``result``."""
+    model = result.cache_model
+    if model is None:
+        return {}
+    variants = {mode: model for mode in MODES} | {"full/scope": replace(model, key="scope")}
+    return {
+        label: PrefixCache(variant, totals=result.cache.setdefault(label, CacheTotals()))
+        for label, variant in variants.items()
+    }
+
+
+def _segments(
+    stable_key: str, stable_tokens: int, shown: Sequence[Message], rendered: Sequence[dict[str, Any]],
+    message_id: int, current: str, message_tokens: int, tokenizer: Tokenizer,
+) -> list[Segment]:  # fmt: skip
+    """A call as the cache model sees it: stable part, history messages, the message."""
+    segments = [Segment(stable_key, stable_tokens, stable=True)]
+    for message, item in zip(shown, rendered, strict=True):
+        segments.append(
+            Segment(f"{item['role']}\x00{item['content']}", tokenizer.count(item["content"]) + MESSAGE_OVERHEAD, shared=f"m{message.id}")
+        )
+    segments.append(Segment(f"user\x00{current}", message_tokens, shared=f"m{message_id}"))
+    return segments
 
 
 def replay(
@@ -370,6 +456,9 @@ def replay(
     default_also_sees: dict[str, tuple[str, ...]] | None = None,
     judge_limit: int = 0,
     show_progress: bool = False,
+    cache_model: CacheModel | None = None,
+    gap: float = 30.0,
+    session_gap: float = 3600.0,
 ) -> ReplayResult:
     """Replay ``dialogues`` chained ``chain`` at a time; count every mode of every call.
 
@@ -379,13 +468,14 @@ def replay(
     if routes not in ("gold", "predicted"):
         raise ValueError("routes must be 'gold' or 'predicted'")
     counter = tokenizer if isinstance(tokenizer, CachingTokenizer) else CachingTokenizer(tokenizer)
-    result = ReplayResult()
+    result = ReplayResult(cache_model=cache_model)
     started = time.perf_counter()
     chains = [dialogues[i : i + max(chain, 1)] for i in range(0, len(dialogues), max(chain, 1))]
     bar = _report.Progress(len(chains), "replay", enabled=show_progress)
     for number, group in enumerate(chains):
+        turns = [turn for dialogue in group for turn in dialogue.turns]
         _replay_chat(
-            [turn for dialogue in group for turn in dialogue.turns],
+            turns,
             f"user:replay{number}",
             classifier_for(number),
             prompts,
@@ -396,6 +486,7 @@ def replay(
             tail=tail,
             default_also_sees=default_also_sees or {},
             judge_limit=judge_limit,
+            times=message_times(group, gap=gap, session_gap=session_gap),
         )
         bar.advance()
     bar.close()
@@ -416,8 +507,11 @@ def _replay_chat(
     tail: int,
     default_also_sees: dict[str, tuple[str, ...]],
     judge_limit: int,
+    times: list[float] | None = None,
 ) -> None:
     references, beyond = find_references(turns, window=window)
+    caches = _chat_caches(result)
+    times = times or [index * 30.0 for index in range(len(turns))]
     result.beyond_window += beyond
     history: list[Message] = []
     handler: str | None = None
@@ -425,7 +519,7 @@ def _replay_chat(
         if turn.role != "user":
             # A system turn is the reply of whoever handled the user turn before it.
             author = handler or (turn.agents[0] if turn.agents and turn.agents[0] in prompts else GENERAL)
-            history.append(_message(index, scope, "agent", turn, author))
+            history.append(_message(index, scope, "agent", turn, author, ts=times[index]))
             continue
         recent = history[-window:] if window > 0 else []
         gold = turn.agents[0] if turn.agents and turn.agents[0] in prompts else None
@@ -450,9 +544,12 @@ def _replay_chat(
         result.also_sees_calls += bool(also)
         turn_refs = references.get(index, [])
         result.references += len(turn_refs)
-        _count_call(turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result, window=window, tail=tail, judge_limit=judge_limit)
+        _count_call(
+            turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result,
+            window=window, tail=tail, judge_limit=judge_limit, caches=caches, now=times[index], message_id=index + 1,
+        )  # fmt: skip
         handler = agent
-        history.append(_message(index, scope, "user", turn, agent, also, via))
+        history.append(_message(index, scope, "user", turn, agent, also, via, ts=times[index]))
 
 
 def _count_call(
@@ -469,14 +566,26 @@ def _count_call(
     window: int,
     tail: int,
     judge_limit: int,
+    caches: dict[str, PrefixCache] | None = None,
+    now: float = 0.0,
+    message_id: int = 0,
 ) -> None:
     """Build the call in every mode with the real context builder and add up its figures."""
-    scoped = build_context(prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, window=window, tail=tail)
-    fixed = scoped.tokens["persona"] + scoped.tokens["rules"] + scoped.tokens["tools"] + scoped.tokens["facts"]
+    # One tool offer per call, decided as the hub decides it, for every mode alike.
+    offer = bool(prompt.optional_tools) and (prompt.always_optional or wants_archive(turn.text, len(recent), window))
+    result.search_offered += offer
+    result.search_offered_window += bool(prompt.optional_tools) and window > 0 and len(recent) >= window
+    result.search_offered_cue += bool(prompt.optional_tools) and refers_to_past(turn.text)
+    scoped = build_context(
+        prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, window=window, tail=tail, offer_optional=offer
+    )
+    fixed = scoped.stable_tokens + scoped.tokens["facts"]
     result.fixed_tokens += fixed
     result.message_tokens += scoped.tokens["message"]
     no_also = (
-        scoped if not also else build_context(prompt, recent, turn.text, tokenizer=tokenizer, window=window, tail=tail)
+        scoped
+        if not also
+        else build_context(prompt, recent, turn.text, tokenizer=tokenizer, window=window, tail=tail, offer_optional=offer)
     )
     tail_messages = history[-tail:] if tail > 0 else []
     allowed = {agent, *also}
@@ -494,8 +603,22 @@ def _count_call(
     selections["scoped"] = (list(scoped.history), scoped.tokens["history"], scoped.tokens["total"])
     for mode, chosen in (("filter_first", filter_first), ("oracle", oracle)):
         # Already selected: hand the builder exactly these (window and tail cover them all).
-        built = build_context(prompt, chosen, turn.text, tokenizer=tokenizer, window=len(chosen), tail=len(chosen))
+        built = build_context(
+            prompt, chosen, turn.text, tokenizer=tokenizer, window=len(chosen), tail=len(chosen), offer_optional=offer
+        )
         selections[mode] = (chosen, built.tokens["history"], built.tokens["total"])
+    if caches:
+        stable_key = stable_prefix(scoped)
+        message_part = scoped.tokens["message"]
+        for mode, (messages, _, request_tokens) in selections.items():
+            shown = [m for m in messages if m.via != "command"]
+            rendered = render_history(shown, agent, tokenizer=tokenizer, max_tokens=1000)
+            segments = _segments(stable_key, scoped.stable_tokens, shown, rendered, message_id, turn.text, message_part, tokenizer)
+            # The segments are the request the builder counted, to the token.
+            assert sum(seg.tokens for seg in segments) == request_tokens, (mode, request_tokens)
+            caches[mode].bill(agent, segments, now)
+            if mode == "full":
+                caches["full/scope"].bill(agent, segments, now)
     for mode, (messages, history_tokens, request_tokens) in selections.items():
         totals = result.modes[mode]
         totals.history_tokens += history_tokens
@@ -505,9 +628,17 @@ def _count_call(
         if refs:
             present = {m.ext_id for m in messages}
             totals.recalled += sum(1 for ref in refs if present.intersection(ref.sources))
+    # search_memory is needed when the scoped context misses what the answer refers to.
+    shown = {m.ext_id for m in scoped.history}
+    if any(not shown.intersection(ref.sources) for ref in refs):
+        result.search_needed += 1
+        result.search_needed_offered += offer
     if refs and len(result.judge_items) < judge_limit:
         window_messages = list(recent[-window:])
-        full = build_context(prompt, window_messages, turn.text, tokenizer=tokenizer, window=len(window_messages), tail=len(window_messages))
+        full = build_context(
+            prompt, window_messages, turn.text, tokenizer=tokenizer, window=len(window_messages),
+            tail=len(window_messages), offer_optional=offer,
+        )
         for ref in refs:
             if len(result.judge_items) < judge_limit:
                 result.judge_items.append(JudgeItem(ref, agent, scoped.messages, full.messages))
@@ -605,6 +736,9 @@ _MODE_LABELS = {
 }
 
 
+_CACHE_LABELS = {"full": "full, per-agent cache", "full/scope": "full, per-scope cache"}
+
+
 def print_summary(report: dict[str, Any]) -> None:
     """The per-mode table and the router line."""
     rows = []
@@ -637,11 +771,43 @@ def print_summary(report: dict[str, Any]) -> None:
     router = report["router"]
     agreement = router["agreement_with_gold"]
     click.echo(
-        f"\nfixed prompt {report['fixed_tokens_per_call']:.0f} tok/call; router: local, 0 tokens/message"
+        f"\nfixed prompt {report['fixed_tokens_per_call']:.0f} tok/call (search_memory offered on "
+        f"{_report.pct(report['search_memory_offered_share'])} of calls); router: local, 0 tokens/message"
         + (f", agrees with gold on {_report.pct(agreement)} of labelled turns" if agreement is not None else "")
         + f", also_sees on {_report.pct(router['also_sees_share'])} of calls"
         + f"; {report['references_beyond_window']} references only beyond the window (search_memory)"
     )
+    search = report["search_memory"]
+    if search["needed"]:
+        click.echo(
+            f"search_memory offered on {search['needed_and_offered']} of the {search['needed']} calls whose scoped "
+            f"context misses a referenced message ({_report.pct(search['offered_when_needed'])})"
+        )
+    cache = report.get("cache")
+    if cache:
+        rows = []
+        labels = [*MODES[:1], "full/scope", *MODES[1:]]
+        for label in labels:
+            figures = cache["modes"][label]
+            rows.append(
+                [
+                    _CACHE_LABELS.get(label, _MODE_LABELS.get(label, label)),
+                    figures["request_tokens_per_call"],
+                    figures["stable_prefix_tokens_per_call"],
+                    _report.pct(figures["cached_share"]),
+                    figures["billed_tokens_per_call"],
+                    _report.pct(figures["billed_saving_vs_full"]) if label != "full" else "-",
+                    _report.pct(figures["billed_saving_vs_full_per_scope"]) if label != "full/scope" else "-",
+                ]
+            )
+        click.echo(
+            "\n"
+            + _report.format_table(
+                ["mode", "request tok/call", "stable prefix", "cached", "billed-equiv. tok/call", "vs full", "vs full, per-scope cache"],
+                rows,
+                title=f"Billed-equivalent input under the cache model: {cache['description']}",
+            )
+        )
     judge = report.get("judge")
     if judge:
         click.echo(
@@ -664,6 +830,21 @@ def print_summary(report: dict[str, Any]) -> None:
 @click.option("--judge", is_flag=True, help="ask the configured model (HUB_MODEL) for each referenced value, scoped vs full")
 @click.option("--judge-limit", default=100, show_default=True, help="references the judge asks about (0: all)")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
+@click.option(
+    "--cache",
+    "cache_provider",
+    type=click.Choice(["openai", "anthropic", "none"]),
+    default="openai",
+    show_default=True,
+    help="prompt-cache model for billed-equivalent tokens: the provider's defaults (see eval/cache.py)",
+)
+@click.option("--min-prefix", type=int, default=None, help="shortest cacheable prefix in tokens [openai, anthropic: 1024]")
+@click.option("--ttl", type=float, default=None, help="seconds a cache entry lives unused [300]")
+@click.option("--cached-price", type=float, default=None, help="price of a cached input token, as a fraction [openai 0.5, anthropic 0.1]")
+@click.option("--write-price", type=float, default=None, help="price of a token written to the cache [openai 1.0, anthropic 1.25]")
+@click.option("--end-mark/--no-end-mark", default=None, help="anthropic: a breakpoint at the request's end too, not only after the stable part")
+@click.option("--gap", type=float, default=30.0, show_default=True, help="seconds between messages when the dataset has no timestamps")
+@click.option("--session-gap", type=float, default=3600.0, show_default=True, help="seconds between the chained dialogues of one chat")
 def tokens_command(
     fmt: str,
     path: str,
@@ -678,8 +859,26 @@ def tokens_command(
     judge: bool,
     judge_limit: int,
     quiet: bool,
+    cache_provider: str,
+    min_prefix: int | None,
+    ttl: float | None,
+    cached_price: float | None,
+    write_price: float | None,
+    end_mark: bool | None,
+    gap: float,
+    session_gap: float,
 ) -> None:
-    """Replay a dataset through the router and context builder; tokens and reference recall per mode."""
+    """Replay a dataset through the router and context builder; tokens, billed-equivalent
+    tokens under a prompt-cache model, and reference recall per mode."""
+    from .cache import preset
+
+    cache_model = (
+        None
+        if cache_provider == "none"
+        else preset(
+            cache_provider, min_prefix=min_prefix, ttl=ttl, read_price=cached_price, write_price=write_price, mark_end=end_mark
+        )
+    )
     from scopehub.hub.context.tokens import get_tokenizer
 
     model = None
@@ -707,6 +906,9 @@ def tokens_command(
         default_also_sees=prepared.default_also_sees,
         judge_limit=(judge_limit or 10**9) if judge else 0,
         show_progress=not quiet,
+        cache_model=cache_model,
+        gap=gap,
+        session_gap=session_gap,
     )
     report: dict[str, Any] = {
         "dataset": {
@@ -718,6 +920,8 @@ def tokens_command(
             "window": window,
             "tail": tail,
             "agents": prepared.agents,
+            "gap_s": gap,
+            "session_gap_s": session_gap,
         },
         **result.summary(),
     }

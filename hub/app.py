@@ -34,6 +34,7 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
             api_key=settings.api_key or None,
             timeout=settings.model_timeout,
             retries=settings.model_retries,
+            cache_marks=settings.cache_marks,
         )
     try:
         from scopehub.hub.models.local import LocalModel  # the optional `local` extra

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from scopehub.memory import Message
+from scopehub.memory import Message, Usage
 
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub, Inbound
 
-__all__ = ["COMMANDS", "HELP_TEXT", "format_usage"]
+__all__ = ["COMMANDS", "HELP_TEXT", "format_usage", "usage_figures"]
 
 HELP_TEXT = """I'm a team of specialist agents with one shared memory of this chat.
 Just write; I route each message to the right agent. Or address one: /<agent> text or @agent.
@@ -25,7 +25,7 @@ Just write; I route each message to the right agent. Or address one: /<agent> te
 /forget <fact id or text> - drop a fact; /forget all - erase everything of this chat
 /search <words> - search older messages and notes
 /events - what the agents did recently
-/usage - tokens sent against what full history would cost
+/usage - tokens sent, cached and billed, against full history
 /help - this text"""
 
 
@@ -42,18 +42,79 @@ async def _agents(hub: Hub, inbound: Inbound, message: Message, argument: str) -
     return "Agents:\n" + "\n".join(lines)
 
 
-def format_usage(messages: int, calls: int, sent: int, full: int) -> str:
-    """The /usage and `agents-hub usage` summary line."""
-    saving = (1 - sent / full) if full else 0.0
-    return (
-        f"{messages} messages stored, {calls} agent calls.\n"
-        f"Tokens sent: {sent:,}; with full history: {full:,}; saved {saving:.1%}."
-    )
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole else "0.0%"
+
+
+def usage_figures(usage: Usage) -> dict[str, Any]:
+    """The numbers `/usage`, `agents-hub usage` and `usage --json` show, from one place.
+
+    ``cost`` is "unknown" when no call with usage has a price (a model litellm's cost map
+    does not know), never 0; ``billed_tokens`` is None when none is known.
+    """
+    with_usage = usage.calls_reporting_usage
+    billed_known = with_usage - usage.calls_billed_unknown
+    cost_known = with_usage - usage.calls_cost_unknown
+    return {
+        "scope": usage.scope,
+        "messages": usage.messages,
+        "agent_calls": usage.agent_calls,
+        "tokens_sent": usage.tokens_sent,
+        "full_history_tokens": usage.full_history_tokens,
+        "saving": round(usage.saving, 4),
+        "provider_prompt_tokens": usage.prompt_tokens,
+        "provider_completion_tokens": usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "calls_reporting_usage": with_usage,
+        "calls_reporting_cache": usage.calls_reporting_cache,
+        # Calls whose provider said nothing about caching: their cached tokens are unknown, not 0.
+        "calls_without_cache_report": with_usage - usage.calls_reporting_cache,
+        "billed_tokens": round(usage.billed_tokens, 1) if billed_known > 0 else None,
+        "calls_billed_unknown": usage.calls_billed_unknown,
+        "cost": round(usage.cost, 6) if cost_known > 0 else ("unknown" if with_usage else 0.0),
+        "calls_cost_unknown": usage.calls_cost_unknown,
+    }
+
+
+def format_usage(usage: Usage) -> str:
+    """The /usage and `agents-hub usage` summary."""
+    f = usage_figures(usage)
+    lines = [
+        f"{f['messages']} messages stored, {f['agent_calls']} agent calls.",
+        f"Tokens sent: {f['tokens_sent']:,}; with full history: {f['full_history_tokens']:,}; saved {f['saving']:.1%}.",
+    ]
+    calls = f["calls_reporting_usage"]
+    if not calls:
+        lines.append("Provider usage: none reported (no model call returned token counts).")
+        return "\n".join(lines)
+    prompt = f["provider_prompt_tokens"]
+    if f["calls_reporting_cache"]:
+        cache = f"{f['cached_tokens']:,} cached ({_share(f['cached_tokens'], prompt)})"
+        if f["cache_write_tokens"]:
+            cache += f", {f['cache_write_tokens']:,} written to the cache"
+        if f["calls_without_cache_report"]:
+            cache += f"; {f['calls_without_cache_report']} of {calls} calls: provider reports no caching"
+    else:
+        cache = "caching not reported by the provider"
+    lines.append(f"Provider input: {prompt:,} tokens over {calls} calls (tool rounds included); {cache}.")
+    billed = f["billed_tokens"]
+    billed_text = "unknown" if billed is None else f"{billed:,.0f} tokens"
+    if billed is not None and f["calls_billed_unknown"]:
+        billed_text += f" (+{f['calls_billed_unknown']} calls unknown)"
+    cost = f["cost"]
+    if cost == "unknown":
+        cost_text = "unknown (model not in litellm's cost map)"
+    else:
+        cost_text = f"${cost:.4f}"
+        if f["calls_cost_unknown"]:
+            cost_text += f" (+{f['calls_cost_unknown']} calls of unknown price)"
+    lines.append(f"Billed like {billed_text} at full input price; cost {cost_text}.")
+    return "\n".join(lines)
 
 
 async def _usage(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
-    usage = hub.store.usage(inbound.scope)
-    return format_usage(usage.messages, usage.agent_calls, usage.tokens_sent, usage.full_history_tokens)
+    return format_usage(hub.store.usage(inbound.scope))
 
 
 async def _search(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:

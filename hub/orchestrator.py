@@ -25,7 +25,7 @@ from scopehub.hub.context.awareness import Awareness, render_awareness
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
-from scopehub.hub.models import ChatModel
+from scopehub.hub.models import ChatModel, price_call
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
@@ -223,17 +223,25 @@ class Hub:
         text: str,
         also_sees: tuple[str, ...] = (),
         *,
+        lessons: str = "",
         awareness: str = "",
+        digest: str = "",
     ) -> Context:
-        """The context ``agent`` is sent for ``text`` after the ``recent`` messages."""
+        """The context ``agent`` is sent for ``text`` after the ``recent`` messages.
+
+        ``lessons``, ``awareness`` and ``digest`` are ready, budgeted text for their
+        sections (empty: left out); the facts block is read here.
+        """
         return build_context(
             self.prompts[agent],
             recent,
             text,
             tokenizer=self.deps.tokenizer,
             also_sees=also_sees,
-            awareness=awareness,
             facts_block=self.facts_block(scope),
+            lessons=lessons,
+            awareness=awareness,
+            digest=digest,
             window=self.settings.window,
             tail=self.settings.tail,
             message_tokens=self.settings.message_tokens,
@@ -456,6 +464,15 @@ class Hub:
                     reply_to=message.id,
                 )
             )
+        model_used = (result.model if result else None) or model_name or (model.name if model else None)
+        reported = result is not None and result.usage_reported
+        price = price_call(
+            model_used,
+            result.prompt_tokens if reported else None,
+            result.completion_tokens if reported else None,
+            result.cached_tokens if result else None,
+            result.cache_write_tokens if result else None,
+        )
         self.store.record_call(
             CallRecord(
                 scope=inbound.scope,
@@ -465,12 +482,16 @@ class Hub:
                 also_sees=decision.also_sees,
                 tokens=context.tokens,
                 full_history_tokens=context.full_history_tokens,
-                model=(result.model if result else None) or model_name or (model.name if model else None),
+                model=model_used,
                 latency_ms=latency_ms,
-                prompt_tokens=result.prompt_tokens if result else None,
-                completion_tokens=result.completion_tokens if result else None,
+                prompt_tokens=result.prompt_tokens if reported else None,
+                completion_tokens=result.completion_tokens if reported else None,
                 ok=ok,
                 extra={"tool_calls": result.tool_calls} if result and result.tool_calls else {},
+                cached_tokens=result.cached_tokens if result else None,
+                cache_write_tokens=result.cache_write_tokens if result else None,
+                billed_tokens=price.billed_tokens,
+                cost=price.cost,
             )
         )
         if ok and awareness.consumed_upto:

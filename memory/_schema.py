@@ -183,8 +183,24 @@ def _v3_coordination(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v4_call_sections_and_cache(db: sqlite_utils.Database) -> None:
+    """Calls record the lessons, awareness and digest sections, and what prompt caching did."""
+    for column in ("lessons", "awareness", "digest"):
+        db.execute(f"ALTER TABLE calls ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    # NULL: the provider reported nothing about caching / the price is unknown (never 0).
+    db.execute("ALTER TABLE calls ADD COLUMN cached_tokens INTEGER")
+    db.execute("ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER")
+    db.execute("ALTER TABLE calls ADD COLUMN billed_tokens REAL")
+    db.execute("ALTER TABLE calls ADD COLUMN cost REAL")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core, create_search_schema, _v3_coordination]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1_core,
+    create_search_schema,
+    _v3_coordination,
+    _v4_call_sections_and_cache,
+]
 
 
 SCHEMA_VERSION = len(MIGRATIONS)

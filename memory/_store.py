@@ -26,7 +26,7 @@ from .errors import DuplicateMessage, InvalidRecord, StoreError
 __all__ = ["Store"]
 
 _MESSAGE_COLUMNS = "id, scope, role, text, ts, agent, also_sees, via, sender, chat, reply_to, ext_id, needs"
-_SECTIONS = ("persona", "rules", "tools", "facts", "history", "message", "total")
+_SECTIONS = ("persona", "rules", "tools", "facts", "lessons", "awareness", "digest", "history", "message", "total")
 # Tables holding a scope's data, erased together. Search index rows follow through triggers.
 _SCOPED_TABLES = ("calls", "facts", "vault", "tasks", "reminders", "events", "cursors", "claims", "messages", "scopes")
 
@@ -350,27 +350,34 @@ class Store:
     def record_call(self, call: CallRecord) -> int:
         """Record one agent call's token accounting; returns its id."""
         tokens = {name: int(call.tokens.get(name, 0)) for name in _SECTIONS}
+        columns = (
+            "scope", "agent", "message_id", "via", "also_sees", "model", *_SECTIONS, "full_history_tokens",
+            "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "billed_tokens", "cost",
+            "latency_ms", "ok", "ts", "extra",
+        )  # fmt: skip
+        values = (
+            call.scope,
+            call.agent,
+            call.message_id,
+            call.via,
+            json.dumps(list(call.also_sees)),
+            call.model,
+            *(tokens[name] for name in _SECTIONS),
+            int(call.full_history_tokens),
+            call.prompt_tokens,
+            call.completion_tokens,
+            call.cached_tokens,
+            call.cache_write_tokens,
+            call.billed_tokens,
+            call.cost,
+            call.latency_ms,
+            1 if call.ok else 0,
+            call.ts if call.ts is not None else time.time(),
+            json.dumps(call.extra, default=str),
+        )
         with self.transaction() as conn:
             cursor = conn.execute(
-                "INSERT INTO calls(scope, agent, message_id, via, also_sees, model, persona, rules, tools, facts, history,"
-                " message, total, full_history_tokens, prompt_tokens, completion_tokens, latency_ms, ok, ts, extra)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    call.scope,
-                    call.agent,
-                    call.message_id,
-                    call.via,
-                    json.dumps(list(call.also_sees)),
-                    call.model,
-                    *(tokens[name] for name in _SECTIONS),
-                    int(call.full_history_tokens),
-                    call.prompt_tokens,
-                    call.completion_tokens,
-                    call.latency_ms,
-                    1 if call.ok else 0,
-                    call.ts if call.ts is not None else time.time(),
-                    json.dumps(call.extra, default=str),
-                ),
+                f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", values
             )
             return cursor.lastrowid
 
@@ -382,12 +389,35 @@ class Store:
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def usage(self, scope: str) -> Usage:
-        """Messages, agent calls and tokens of a scope, against full history."""
-        calls, sent, full = self.query(
-            "SELECT count(*), coalesce(sum(total), 0), coalesce(sum(full_history_tokens), 0) FROM calls WHERE scope = ?",
+        """Messages, agent calls and tokens of a scope, against full history, with what the
+        providers reported: input, cached input, billed-equivalent tokens and cost."""
+        row = self.query(
+            "SELECT count(*), coalesce(sum(total), 0), coalesce(sum(full_history_tokens), 0),"
+            " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
+            " coalesce(sum(cached_tokens), 0), coalesce(sum(cache_write_tokens), 0),"
+            " count(prompt_tokens), count(cached_tokens),"
+            " coalesce(sum(billed_tokens), 0), sum(prompt_tokens IS NOT NULL AND billed_tokens IS NULL),"
+            " coalesce(sum(cost), 0), sum(prompt_tokens IS NOT NULL AND cost IS NULL)"
+            " FROM calls WHERE scope = ?",
             (scope,),
         )[0]
-        return Usage(scope=scope, messages=self.count_messages(scope), agent_calls=calls, tokens_sent=sent, full_history_tokens=full)
+        return Usage(
+            scope=scope,
+            messages=self.count_messages(scope),
+            agent_calls=row[0],
+            tokens_sent=row[1],
+            full_history_tokens=row[2],
+            prompt_tokens=row[3],
+            completion_tokens=row[4],
+            cached_tokens=row[5],
+            cache_write_tokens=row[6],
+            calls_reporting_usage=row[7],
+            calls_reporting_cache=row[8],
+            billed_tokens=float(row[9]),
+            calls_billed_unknown=row[10] or 0,
+            cost=float(row[11]),
+            calls_cost_unknown=row[12] or 0,
+        )
 
     # -- erasure --------------------------------------------------------------------
     def erase(self, scope: str) -> dict[str, int]:

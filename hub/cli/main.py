@@ -6,7 +6,6 @@ stderr and exit code 2 (no traceback for people).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
@@ -133,23 +132,14 @@ def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_js
 @json_option
 @click.pass_context
 def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
-    """Messages, agent calls, tokens sent and the saving against full history."""
-    from scopehub.hub.commands import format_usage
+    """Tokens sent against full history; provider input, cached and billed-equivalent tokens, cost."""
+    from scopehub.hub.commands import format_usage, usage_figures
 
     usage = store_of(ctx, must_exist=True).usage(scope)
     if as_json:
-        echo_json(
-            {
-                "scope": scope,
-                "messages": usage.messages,
-                "agent_calls": usage.agent_calls,
-                "tokens_sent": usage.tokens_sent,
-                "full_history_tokens": usage.full_history_tokens,
-                "saving": round(usage.saving, 4),
-            }
-        )
+        echo_json(usage_figures(usage))
         return
-    click.echo(format_usage(usage.messages, usage.agent_calls, usage.tokens_sent, usage.full_history_tokens))
+    click.echo(format_usage(usage))
 
 
 @cli.command("agents")
@@ -158,23 +148,25 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
 def agents_command(ctx: click.Context, as_json: bool) -> None:
     """List every agent: name, description, tools, fixed tokens per call."""
     from scopehub.agents import discover_agents
+    from scopehub.hub.context import agent_prompt, fixed_tokens
     from scopehub.hub.context.tokens import get_tokenizer
-    from scopehub.hub.orchestrator import agent_prompt
 
     registry = discover_agents()
     tokenizer = get_tokenizer()
     rows = []
     for spec in registry:
         prompt = agent_prompt(spec)
-        fixed = tokenizer.count(prompt.persona) + tokenizer.count(prompt.rules) + tokenizer.count(
-            json.dumps(list(prompt.tools), separators=(",", ":"))
-        )
+        # The same count every call records for persona + rules + tools.
+        offered = sum(fixed_tokens(prompt, tokenizer, optional=True).values())
+        base = sum(fixed_tokens(prompt, tokenizer, optional=prompt.always_optional).values())
         rows.append(
             {
                 "name": spec.name,
                 "description": spec.description,
                 "tools": [t.name for t in spec.tools] + ["search_memory"],
-                "fixed_tokens": fixed,
+                "search_memory": "always" if prompt.always_optional else "when needed",
+                "fixed_tokens": offered,
+                "fixed_tokens_without_search": base,
             }
         )
     if as_json:
@@ -182,7 +174,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
     else:
         for row in rows:
             click.echo(f"{row['name']:<12} {row['fixed_tokens']:>4} tokens  {row['description']}")
-            click.echo(f"{'':<12}      tools: {', '.join(row['tools'])}")
+            note = "" if row["search_memory"] == "always" else f" (search_memory when needed; {row['fixed_tokens_without_search']} tokens without it)"
+            click.echo(f"{'':<12}      tools: {', '.join(row['tools'])}{note}")
+        if rows:
+            mean = sum(row["fixed_tokens"] for row in rows) / len(rows)
+            click.echo(f"mean fixed tokens per call: {mean:.1f} with every tool offered")
     for module, reason in registry.errors.items():
         click.echo(f"warning: agent module {module} not loaded: {reason}", err=True)
 
@@ -196,10 +192,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "simulate": "scopehub.eval.simulate:simulate_command",
         "search": "scopehub.eval.search:search_eval_command",
         "faults": "scopehub.eval.faults:faults_command",
+        "tools": "scopehub.eval.tools:tools_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
+    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults)."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command"})

@@ -6,7 +6,16 @@ The scoping rules (DESIGN.md):
 2. add the last ``tail`` messages whatever their tag; time order, no duplicates;
 3. the facts block goes into every call; 4. everything older is left to ``search_memory``.
 Chat commands (``via == "command"``) count towards the window but are never sent.
-Every section is counted with exact tokens.
+6. Every section is counted with exact tokens; 7. the order serves prompt caching:
+
+    tools + [system: persona, rules]       the stable part, byte-identical per agent
+    [system: facts, lessons, awareness, digest]   present sections only, in this order
+    history ...                             oldest first
+    [user: message]
+
+Providers cache a request's prefix; keeping what changes least first makes the longest
+prefix repeat. The stable system message carries :data:`CACHE_MARK` (cache_control);
+the model adapter keeps it only for providers that take explicit breakpoints.
 """
 
 from __future__ import annotations
@@ -16,22 +25,55 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scopehub.hub.context.offer import wants_archive
 from scopehub.hub.context.tokens import MESSAGE_OVERHEAD, Tokenizer
 from scopehub.memory import Message
 
-__all__ = ["SECTIONS", "AgentPrompt", "Context", "build_context", "render_history", "select_history"]
+__all__ = [
+    "CACHE_MARK",
+    "EXTRA_SECTIONS",
+    "SECTIONS",
+    "STABLE_SECTIONS",
+    "AgentPrompt",
+    "Context",
+    "build_context",
+    "fixed_tokens",
+    "render_history",
+    "select_history",
+    "stable_prefix",
+]
 
-SECTIONS = ("persona", "rules", "tools", "facts", "awareness", "history", "message")
+STABLE_SECTIONS = ("persona", "rules", "tools")
+# Sections the caller supplies as plain text; an empty one is left out and costs nothing.
+EXTRA_SECTIONS = ("facts", "lessons", "awareness", "digest")
+SECTIONS = (*STABLE_SECTIONS, *EXTRA_SECTIONS, "history", "message")
+# An Anthropic-style cache breakpoint (litellm passes it on); see LiteLLMModel for where it is kept.
+CACHE_MARK = {"type": "ephemeral"}
+_JOIN = "\n\n"
 
 
 @dataclass(frozen=True, slots=True)
 class AgentPrompt:
-    """The fixed part of an agent's calls: persona, shared rules, tool schemas."""
+    """The fixed part of an agent's calls: persona, shared rules, tool schemas.
+
+    ``optional_tools`` (``search_memory``) are offered only when the call may need them
+    (:func:`~scopehub.hub.context.offer.wants_archive`), or always with ``always_optional``.
+    """
 
     name: str
     persona: str
     rules: str = ""
     tools: tuple[dict[str, Any], ...] = ()
+    optional_tools: tuple[dict[str, Any], ...] = ()
+    always_optional: bool = False
+
+    def offered(self, optional: bool) -> list[dict[str, Any]]:
+        """Tool schemas of a call; optional ones last, so the agent's own keep their place."""
+        return [*self.tools, *self.optional_tools] if optional else list(self.tools)
+
+    def system(self) -> str:
+        """The stable system text: persona, then the hub rules."""
+        return self.persona + (_JOIN + self.rules if self.rules else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +92,30 @@ class Context:
     @property
     def total_tokens(self) -> int:
         return self.tokens["total"]
+
+    @property
+    def stable_tokens(self) -> int:
+        """Tokens of the stable part (persona, rules, tools): the cacheable prefix per agent."""
+        return sum(self.tokens[name] for name in STABLE_SECTIONS)
+
+
+def fixed_tokens(prompt: AgentPrompt, tokenizer: Tokenizer, *, optional: bool = True) -> dict[str, int]:
+    """Tokens of persona, rules and tools as every call counts them (``agents-hub agents`` too).
+
+    The system message's framing is counted with the persona; the rules include the blank
+    line that joins them to it.
+    """
+    tools = prompt.offered(optional)
+    return {
+        "persona": tokenizer.count(prompt.persona) + MESSAGE_OVERHEAD,
+        "rules": tokenizer.count(_JOIN + prompt.rules) if prompt.rules else 0,
+        "tools": tokenizer.count(json.dumps(tools, separators=(",", ":"))) if tools else 0,
+    }
+
+
+def stable_prefix(context: Context) -> str:
+    """The serialised stable part of a call: tools and the first system message, as sent."""
+    return json.dumps({"tools": context.tools, "system": context.messages[0]}, sort_keys=True, separators=(",", ":"))
 
 
 def select_history(
@@ -91,6 +157,20 @@ def _history_tokens(rendered: Sequence[dict[str, Any]], tokenizer: Tokenizer) ->
     return sum(tokenizer.count(item["content"]) + MESSAGE_OVERHEAD for item in rendered)
 
 
+def _extra_message(parts: dict[str, str], tokenizer: Tokenizer) -> tuple[str, dict[str, int]]:
+    """The second system message (present sections joined in order) and each one's tokens."""
+    tokens = dict.fromkeys(EXTRA_SECTIONS, 0)
+    texts: list[str] = []
+    for name in EXTRA_SECTIONS:
+        text = parts[name]
+        if not text:
+            continue
+        # The first present section carries the message framing, the others their separator.
+        tokens[name] = tokenizer.count(_JOIN + text) if texts else tokenizer.count(text) + MESSAGE_OVERHEAD
+        texts.append(text)
+    return _JOIN.join(texts), tokens
+
+
 def build_context(
     prompt: AgentPrompt,
     recent: Sequence[Message],
@@ -99,36 +179,41 @@ def build_context(
     tokenizer: Tokenizer,
     also_sees: Sequence[str] = (),
     facts_block: str = "",
+    lessons: str = "",
     awareness: str = "",
+    digest: str = "",
     window: int = 40,
     tail: int = 4,
     message_tokens: int = 4000,
     history_message_tokens: int = 1000,
+    offer_optional: bool | None = None,
 ) -> Context:
     """Build one agent call.
 
     ``recent`` is the scope's messages before the current one, oldest first (at least
     ``window`` of them when there are that many); ``message_text`` is the current message.
+    ``facts_block``, ``lessons``, ``awareness`` and ``digest`` are plain text from the
+    caller, already within their budgets; empty ones are left out. ``offer_optional``
+    forces the optional tools on or off; by default :func:`wants_archive` decides.
     """
     history = select_history(recent, prompt.name, also_sees, window=window, tail=tail)
     rendered = render_history(history, prompt.name, tokenizer=tokenizer, max_tokens=history_message_tokens)
     current = tokenizer.truncate(message_text, message_tokens)
-    system = prompt.persona
-    if prompt.rules:
-        system += "\n\n" + prompt.rules
-    if facts_block:
-        system += "\n\n" + facts_block
-    if awareness:
-        system += "\n\n" + awareness
-    messages = [{"role": "system", "content": system}, *rendered, {"role": "user", "content": current}]
-    tools = list(prompt.tools)
+    if offer_optional is None:
+        offer_optional = bool(prompt.optional_tools) and (
+            prompt.always_optional or wants_archive(message_text, len(recent), window)
+        )
+    tools = prompt.offered(offer_optional)
+    extra_text, extra_tokens = _extra_message(
+        {"facts": facts_block, "lessons": lessons, "awareness": awareness, "digest": digest}, tokenizer
+    )
+    messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system(), "cache_control": dict(CACHE_MARK)}]
+    if extra_text:
+        messages.append({"role": "system", "content": extra_text})
+    messages += [*rendered, {"role": "user", "content": current}]
     tokens = {
-        # The system message's framing is counted with the persona.
-        "persona": tokenizer.count(prompt.persona) + MESSAGE_OVERHEAD,
-        "rules": tokenizer.count(prompt.rules),
-        "tools": tokenizer.count(json.dumps(tools, separators=(",", ":"))) if tools else 0,
-        "facts": tokenizer.count(facts_block),
-        "awareness": tokenizer.count(awareness),
+        **fixed_tokens(prompt, tokenizer, optional=offer_optional),
+        **extra_tokens,
         "history": _history_tokens(rendered, tokenizer),
         "message": tokenizer.count(current) + MESSAGE_OVERHEAD,
     }
@@ -144,5 +229,5 @@ def build_context(
         tools=tools,
         tokens=tokens,
         full_history_tokens=full_history_tokens,
-        meta={"message_trimmed": current != message_text},
+        meta={"message_trimmed": current != message_text, "optional_tools": offer_optional},
     )

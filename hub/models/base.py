@@ -44,9 +44,12 @@ class ModelResponse:
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # all input tokens, cached ones included
     completion_tokens: int | None = None
     model: str | None = None
+    # Prompt caching as the provider reported it; None: it reported nothing about caching.
+    cached_tokens: int | None = None  # input tokens read from the provider's cache
+    cache_write_tokens: int | None = None  # input tokens written to it (Anthropic bills them extra)
 
     def as_message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation for the next step."""

@@ -66,8 +66,10 @@ class LiteLLMModel:
         retries: int = 2,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
+        cache_marks: str = "auto",
     ) -> None:
         self.name = model
+        self.cache_marks = cache_marks
         self.api_base = api_base or None
         self.api_key = api_key or None
         self.timeout = timeout
@@ -92,7 +94,7 @@ class LiteLLMModel:
         litellm.suppress_debug_info = True  # its "Give Feedback" banners go to stdout
         kwargs: dict[str, Any] = {
             "model": model_name,
-            "messages": list(messages),
+            "messages": self._marked(messages, model_name),
             "timeout": timeout or self.timeout,
             "num_retries": 0,  # we retry ourselves, with Retry-After honoured and a bound
         }
@@ -131,6 +133,30 @@ class LiteLLMModel:
             attempt += 1
 
 
+    def _marked(self, messages: Sequence[dict[str, Any]], model_name: str) -> list[dict[str, Any]]:
+        """Messages with their cache breakpoints kept only where the provider takes them.
+
+        The context builder marks the end of each agent's stable part with
+        ``cache_control``. Claude caches only up to such marks; OpenAI and Gemini cache
+        repeated prefixes by themselves, and some OpenAI-compatible servers would choke
+        on the extra key, so elsewhere it is removed before sending.
+        """
+        keep = self.cache_marks == "on" or (self.cache_marks == "auto" and takes_cache_marks(model_name))
+        if keep:
+            return [dict(message) for message in messages]
+        return [{k: v for k, v in message.items() if k != "cache_control"} for message in messages]
+
+
+_MARKING_PROVIDERS = {"anthropic", "bedrock", "vertex_ai", "azure_ai", "openrouter", "databricks"}
+
+
+def takes_cache_marks(model: str) -> bool:
+    """Whether ``model`` caches only at explicit ``cache_control`` breakpoints (Claude)."""
+    provider, _, name = model.rpartition("/") if "/" in model else ("", "", model)
+    provider = provider.split("/", 1)[0]
+    return "claude" in name.lower() and (provider in _MARKING_PROVIDERS or not provider)
+
+
 def _short(exc: BaseException, limit: int = 300) -> str:
     text = str(exc).strip().replace("\n", " ")
     return text[:limit] + ("…" if len(text) > limit else "")
@@ -151,10 +177,34 @@ def _from_litellm(response: Any, model_name: str) -> ModelResponse:
             arguments = json.dumps(arguments)
         calls.append(ToolCall(id=getattr(call, "id", None) or f"call_{index}", name=name, arguments=arguments))
     usage = getattr(response, "usage", None)
+    cached, written = _cache_usage(usage)
     return ModelResponse(
         content=getattr(message, "content", None),
         tool_calls=tuple(calls),
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         completion_tokens=getattr(usage, "completion_tokens", None),
         model=getattr(response, "model", None) or model_name,
+        cached_tokens=cached,
+        cache_write_tokens=written,
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _cache_usage(usage: Any) -> tuple[int | None, int | None]:
+    """(cached, written) input tokens as litellm normalised them; (None, None) when the
+    provider said nothing about caching (it may not cache, or not report it)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    # OpenAI-style prompt_tokens_details.cached_tokens; Anthropic's cache_read_input_tokens
+    # (litellm copies it into the details too).
+    read = _int_or_none(getattr(details, "cached_tokens", None))
+    if read is None:
+        read = _int_or_none(getattr(usage, "cache_read_input_tokens", None))
+    written = _int_or_none(getattr(usage, "cache_creation_input_tokens", None))
+    if written is None:
+        written = _int_or_none(getattr(details, "cache_creation_tokens", None))
+    if read is None and written is None:
+        return None, None
+    return read or 0, written or 0

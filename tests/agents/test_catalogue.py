@@ -39,6 +39,20 @@ def test_every_agent_fits_the_fixed_token_budget(listing: list[dict]) -> None:
     assert not over, f"agents over {FIXED_TOKEN_BUDGET} fixed tokens: {over}"
 
 
+def test_listed_fixed_tokens_are_what_a_call_counts_and_average_at_most_300(listing: list[dict]) -> None:
+    from scopehub.hub.context import agent_prompt, build_context, get_tokenizer
+
+    registry = discover_agents()
+    for row in listing:
+        prompt = agent_prompt(registry[row["name"]])
+        offered = build_context(prompt, [], "hi", tokenizer=get_tokenizer(), offer_optional=True)
+        assert row["fixed_tokens"] == offered.stable_tokens, row["name"]
+        plain = build_context(prompt, [], "hi", tokenizer=get_tokenizer())
+        assert row["fixed_tokens_without_search"] == plain.stable_tokens, row["name"]
+    # Issue 19's target, with search_memory counted for every agent.
+    assert sum(row["fixed_tokens"] for row in listing) / len(listing) <= 300
+
+
 def test_every_agent_gives_the_router_enough_to_go_on() -> None:
     registry = discover_agents()
     assert not registry.errors

@@ -239,15 +239,14 @@ def test_jsonl_needs_are_references() -> None:
 
 
 def test_domain_agent_is_shaped_like_a_real_agent() -> None:
-    from scopehub.hub.context.tokens import get_tokenizer
+    from scopehub.hub.context import fixed_tokens, get_tokenizer
     from scopehub.hub.orchestrator import agent_prompt
 
     spec = domain_agent("restaurant", "Find and book restaurants.")
     prompt = agent_prompt(spec)
-    names = [tool["function"]["name"] for tool in prompt.tools]
+    names = [tool["function"]["name"] for tool in prompt.offered(True)]
     assert names == ["find_restaurant", "book_restaurant", "cancel_restaurant", "search_memory"]
-    tokenizer = get_tokenizer()
-    fixed = tokenizer.count(prompt.persona) + tokenizer.count(prompt.rules) + tokenizer.count(json.dumps(list(prompt.tools), separators=(",", ":")))
+    fixed = sum(fixed_tokens(prompt, get_tokenizer()).values())
     assert 200 < fixed <= 800  # our fixed prompts stay under 800 tokens
 
 

@@ -13,7 +13,15 @@ Usage (sync or async callers alike)::
         assert llm.requests[0]["tools"][0]["function"]["name"] == "search"
 
 Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/embeddings``
-(and ``/embeddings``; deterministic unit vectors of `embedding_dim` floats). Every chat
+(and ``/embeddings``; deterministic unit vectors of `embedding_dim` floats), and
+``POST /v1/messages``: Anthropic's Messages API, for litellm's ``anthropic/`` provider
+with ``api_base=server.root_url``.
+
+``FakeOpenAI(prompt_cache=True)`` simulates a provider prompt cache (:class:`PromptCache`):
+chat completions report ``usage.prompt_tokens_details.cached_tokens`` for the longest
+repeated prefix (OpenAI: automatic), Anthropic messages report ``cache_read_input_tokens``
+and ``cache_creation_input_tokens`` at the request's ``cache_control`` breakpoints only.
+Without it, usage says nothing about caching (a provider that does not report it). Every chat
 request body is recorded in `requests`, every embeddings body in `embedding_requests`.
 Scripted steps are consumed in order, one per chat request; when the script is empty the
 `default` responder ``(request_json) -> Step | str`` answers (default: text "ok").
@@ -234,10 +242,14 @@ class FakeOpenAI(LoopbackServer):
         default: Responder | None = None,
         embedding_dim: int = 8,
         port: int = 0,
+        prompt_cache: bool = False,
+        cache_min_tokens: int = 0,
     ) -> None:
         super().__init__(port=port)
         self.default: Responder = default or _default_responder
         self.embedding_dim = embedding_dim
+        # A simulated provider prompt cache (see PromptCache); off: usage says nothing about it.
+        self.prompt_cache = PromptCache(cache_min_tokens) if prompt_cache else None
         self._script: deque[ScriptItem] = deque()
         self._requests: list[dict[str, Any]] = []
         self._embedding_requests: list[dict[str, Any]] = []
@@ -305,6 +317,7 @@ class FakeOpenAI(LoopbackServer):
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_post(f"{prefix}/embeddings", self._embeddings)
+        app.router.add_post("/v1/messages", self._anthropic_messages)
         return app
 
     async def _read_json(self, request: web.Request) -> dict[str, Any] | web.Response:
@@ -392,6 +405,18 @@ class FakeOpenAI(LoopbackServer):
         prompt_tokens = _rough_tokens(
             {"messages": body.get("messages", []), "tools": body.get("tools", [])}
         )
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if self.prompt_cache is not None:
+            # OpenAI style: every request's prefix is cached automatically.
+            units = _openai_units(body)
+            with self._lock:
+                cached = self.prompt_cache.read(units)
+                self.prompt_cache.write(units, range(1, len(units) + 1))
+            usage["prompt_tokens_details"] = {"cached_tokens": min(cached, prompt_tokens)}
         return {
             "id": f"chatcmpl-fake-{n}",
             "object": "chat.completion",
@@ -401,12 +426,62 @@ class FakeOpenAI(LoopbackServer):
             "choices": [
                 {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
+
+    async def _anthropic_messages(self, request: web.Request) -> web.StreamResponse:
+        """Anthropic's Messages API, enough for litellm's ``anthropic/`` provider: the
+        request is recorded like a chat request; text and tool calls come back as content
+        blocks; with ``prompt_cache`` the usage reports cache reads and writes at the
+        request's ``cache_control`` breakpoints, as Anthropic does."""
+        body = await self._read_json(request)
+        if isinstance(body, web.Response):
+            return body
+        with self._cond:
+            self._requests.append(body)
+            self._cond.notify_all()
+            item = self._script.popleft() if self._script else self.default
+        step = self._resolve(item, body)
+        if not isinstance(step, Text | ToolCalls):
+            return await self._respond(step, body)
+        n = next(self._ids)
+        if isinstance(step, Text):
+            content: list[dict[str, Any]] = [{"type": "text", "text": step.content}]
+            stop = "end_turn"
+        else:
+            content = [{"type": "text", "text": step.content}] if step.content else []
+            content += [
+                {"type": "tool_use", "id": c.call_id or f"toolu_{n}_{i}", "name": c.name, "input": json.loads(c.arguments or "{}")}
+                for i, c in enumerate(step.calls)
+            ]
+            stop = "tool_use"
+        units = _anthropic_units(body)
+        total = sum(tokens for _, tokens, _ in units)
+        usage = {"input_tokens": total, "output_tokens": _rough_tokens(content)}
+        if self.prompt_cache is not None:
+            marks = [i + 1 for i, (_, _, marked) in enumerate(units) if marked]
+            with self._lock:
+                read = self.prompt_cache.read(units, marks)
+                written = self.prompt_cache.write(units, marks) - read if marks else 0
+            # Anthropic's input_tokens excludes what was read from or written to the cache.
+            usage = {
+                "input_tokens": total - read - max(written, 0),
+                "output_tokens": usage["output_tokens"],
+                "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": max(written, 0),
+            }
+        return web.json_response(
+            {
+                "id": f"msg_fake_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": body.get("model", "claude-fake"),
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": usage,
+            }
+        )
 
     async def _embeddings(self, request: web.Request) -> web.StreamResponse:
         body = await self._read_json(request)
@@ -445,6 +520,71 @@ class FakeOpenAI(LoopbackServer):
         ]
         norm = math.sqrt(sum(v * v for v in values)) or 1.0
         return [v / norm for v in values]
+
+
+Unit: TypeAlias = tuple[str, int, bool]  # (serialised block, rough tokens, carries cache_control)
+
+
+class PromptCache:
+    """A provider's prefix cache, simulated: a request is a list of units (tools, then each
+    system block or message); a prefix of units hits when an earlier request wrote the same
+    prefix, and counts only from ``min_tokens`` on. No expiry: tests are short."""
+
+    def __init__(self, min_tokens: int = 0) -> None:
+        self.min_tokens = min_tokens
+        self._written: set[str] = set()
+
+    @staticmethod
+    def _keys(units: Sequence[Unit]) -> list[tuple[str, int]]:
+        keys, digest, tokens = [], hashlib.sha256(), 0
+        for text, count, _ in units:
+            digest.update(text.encode())
+            tokens += count
+            keys.append((digest.copy().hexdigest(), tokens))
+        return keys
+
+    def read(self, units: Sequence[Unit], at: Iterable[int] | None = None) -> int:
+        """Tokens of the longest cached prefix ending at one of the unit counts ``at`` (any)."""
+        keys = self._keys(units)
+        ends = sorted(set(at) if at is not None else range(1, len(keys) + 1), reverse=True)
+        for end in ends:
+            key, tokens = keys[end - 1]
+            if key in self._written and tokens >= self.min_tokens:
+                return tokens
+        return 0
+
+    def write(self, units: Sequence[Unit], at: Iterable[int]) -> int:
+        """Cache the prefixes ending at unit counts ``at``; returns the longest one's tokens."""
+        keys = self._keys(units)
+        longest = 0
+        for end in at:
+            key, tokens = keys[end - 1]
+            if tokens >= self.min_tokens:
+                self._written.add(key)
+                longest = max(longest, tokens)
+        return longest
+
+
+def _unit(value: Any) -> Unit:
+    marked = isinstance(value, dict) and "cache_control" in value
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text, _rough_tokens(value), marked
+
+
+def _openai_units(body: dict[str, Any]) -> list[Unit]:
+    return [_unit({"tools": body.get("tools", [])}), *(_unit(m) for m in body.get("messages", []))]
+
+
+def _anthropic_units(body: dict[str, Any]) -> list[Unit]:
+    """Tools, system blocks, then each message's content blocks, in Anthropic's cache order."""
+    units = [_unit(tool) for tool in body.get("tools", [])]
+    system = body.get("system", [])
+    units += [_unit(block) for block in ([{"type": "text", "text": system}] if isinstance(system, str) else system)]
+    for message in body.get("messages", []):
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        units += [_unit({"role": message.get("role"), **block}) for block in blocks]
+    return units
 
 
 def _error_response(status: int, message: str) -> web.Response:

@@ -53,7 +53,7 @@ def test_context_json_shows_exactly_what_the_agent_would_be_sent(tmp_path):
     run("import", "--scope", "user:1", str(write_log(tmp_path)), db=db)
     scoped = json.loads(run("context", "--scope", "user:1", "--agent", "tasks", "--json", db=db).output)
     assert set(scoped) == {"agent", "also_sees", "messages", "tokens", "full_history_tokens"}
-    assert set(scoped["tokens"]) == {"persona", "rules", "tools", "facts", "awareness", "history", "message", "total"}
+    assert set(scoped["tokens"]) == {"persona", "rules", "tools", "facts", "lessons", "awareness", "digest", "history", "message", "total"}
     # default tail 4 covers all four earlier messages here; the newest is the message itself
     assert [m["id"] for m in scoped["messages"]][-1] == 5
     assert scoped["messages"][-1]["text"] == LOG[-1]["text"]
@@ -89,9 +89,9 @@ def test_agents_json_lists_every_agent_within_the_fixed_budget(tmp_path):
     rows = json.loads(run("agents", "--json", db=tmp_path / "hub.db").output)
     assert "general" in [row["name"] for row in rows]
     for row in rows:
-        assert set(row) == {"name", "description", "tools", "fixed_tokens"}
+        assert set(row) == {"name", "description", "tools", "search_memory", "fixed_tokens", "fixed_tokens_without_search"}
         assert "search_memory" in row["tools"]
-        assert 0 < row["fixed_tokens"] <= 800
+        assert 0 < row["fixed_tokens_without_search"] <= row["fixed_tokens"] <= 800
 
 
 def test_console_script_turns_config_errors_into_one_line(tmp_path):

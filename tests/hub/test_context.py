@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 
-from scopehub.hub.context import AgentPrompt, build_context, select_history
+from scopehub.hub.context import (
+    AgentPrompt,
+    agent_prompt,
+    build_context,
+    fixed_tokens,
+    select_history,
+    stable_prefix,
+)
 from scopehub.hub.context.tokens import get_tokenizer
-from tests.helpers import conversation, msg
+from tests.helpers import TASKS, conversation, msg
 
 PROMPT = AgentPrompt(name="tasks", persona="You are the tasks agent.", rules="Be brief.", tools=({"type": "function", "function": {"name": "add_task", "parameters": {"type": "object", "properties": {}}}},))
 
@@ -48,32 +55,70 @@ def test_untagged_messages_only_reach_agents_through_the_tail():
     assert [m.id for m in select_history(recent, "tasks", window=40, tail=2)] == [2, 5, 6]
 
 
-def test_build_context_sends_system_history_and_message_in_order():
+def test_build_context_sends_stable_part_context_history_and_message_in_order():
     recent = [msg(1, "tasks", "add milk"), msg(2, "tasks", "Added milk.", role="agent"), msg(3, "inbox", "Saved the email.", role="agent")]
     ctx = build_context(PROMPT, recent, "and eggs", tokenizer=get_tokenizer(), facts_block='Facts:\n- "x"', window=40, tail=1)
     roles = [m["role"] for m in ctx.messages]
-    assert roles == ["system", "user", "assistant", "assistant", "user"]
+    assert roles == ["system", "system", "user", "assistant", "assistant", "user"]
+    assert ctx.messages[0]["content"] == "You are the tasks agent.\n\nBe brief."  # persona, rules: nothing that changes
+    assert ctx.messages[1]["content"] == 'Facts:\n- "x"'
     assert ctx.messages[-1]["content"] == "and eggs"
-    assert ctx.messages[3]["content"] == "[inbox agent] Saved the email."  # labelled as another agent's
-    assert 'Facts:\n- "x"' in ctx.messages[0]["content"]
+    assert ctx.messages[4]["content"] == "[inbox agent] Saved the email."  # labelled as another agent's
 
 
-def test_every_section_is_counted_exactly_and_sums_to_total():
+def test_extra_sections_follow_facts_in_a_fixed_order_and_empty_ones_cost_nothing():
     tok = get_tokenizer()
-    recent = [msg(i, "tasks" if i % 3 else "inbox", f"message number {i} about things") for i in range(1, 60)]
-    ctx = build_context(PROMPT, recent, "what is due today?", tokenizer=tok, facts_block="Facts: a", window=40, tail=4)
-    t = ctx.tokens
-    assert t["persona"] == tok.count(PROMPT.persona) + 3
-    assert t["rules"] == tok.count("Be brief.")
-    assert t["tools"] == tok.count(json.dumps(list(PROMPT.tools), separators=(",", ":")))
-    assert t["facts"] == tok.count("Facts: a")
-    assert t["message"] == tok.count("what is due today?") + 3
-    assert t["history"] == sum(tok.count(m["content"]) + 3 for m in ctx.messages[1:-1])
-    assert t["total"] == sum(t[k] for k in ("persona", "rules", "tools", "facts", "history", "message"))
-    # Full history: the same call with the whole 40-message window unfiltered.
-    assert ctx.full_history_tokens > t["total"]
-    full = build_context(AgentPrompt("x", PROMPT.persona, PROMPT.rules, PROMPT.tools), recent, "what is due today?", tokenizer=tok, facts_block="Facts: a", also_sees=("tasks", "inbox"), window=40, tail=4)
-    assert ctx.full_history_tokens == full.tokens["total"]
+    ctx = build_context(
+        PROMPT, [], "hi", tokenizer=tok, facts_block="F", digest="D", awareness="A", lessons="L", window=40, tail=4
+    )
+    assert ctx.messages[1] == {"role": "system", "content": "F\n\nL\n\nA\n\nD"}
+    bare = build_context(PROMPT, [], "hi", tokenizer=tok, awareness="A")
+    assert bare.messages[1]["content"] == "A"
+    assert {name: bare.tokens[name] for name in ("facts", "lessons", "digest")} == {"facts": 0, "lessons": 0, "digest": 0}
+    none = build_context(PROMPT, [], "hi", tokenizer=tok)
+    assert [m["role"] for m in none.messages] == ["system", "user"]
+    assert none.tokens["awareness"] == 0
+    # What a section adds to the call is exactly what it is counted at.
+    assert bare.tokens["total"] - none.tokens["total"] == bare.tokens["awareness"] == tok.count("A") + 3
+    with_all = ctx.tokens
+    assert with_all["lessons"] == with_all["awareness"] == with_all["digest"] == tok.count("\n\nL")
+
+
+def test_two_calls_of_one_agent_share_the_stable_prefix_whatever_their_facts_and_history():
+    tok = get_tokenizer()
+    prompt = agent_prompt(TASKS)
+    first = build_context(prompt, [msg(1, "tasks", "add milk")], "add eggs", tokenizer=tok, facts_block="Facts: Ram's email is r@x")
+    second = build_context(
+        prompt,
+        [msg(1, "tasks", "add milk"), msg(2, "inbox", "pasted an email"), msg(3, "tasks", "add eggs")],
+        "what is on my list",
+        tokenizer=tok,
+        facts_block="Facts: the office is in Cyber Hub",
+        lessons="Lessons: confirm dates",
+    )
+    assert stable_prefix(first) == stable_prefix(second)
+    # Byte-identical as serialised for the wire, up to the cache breakpoint.
+    wire = [json.dumps([*c.tools, *c.messages[:1]], separators=(",", ":")) for c in (first, second)]
+    assert wire[0] == wire[1]
+    assert first.messages[0]["cache_control"] == {"type": "ephemeral"}
+    assert "Ram" not in wire[0] and "Cyber Hub" not in wire[1]  # facts come after the breakpoint
+    assert first.messages[1]["content"] != second.messages[1]["content"]
+    # The stable part is what `agents-hub agents` counts, to the token.
+    assert first.stable_tokens == sum(fixed_tokens(prompt, tok, optional=False).values())
+
+
+def test_search_memory_is_offered_only_when_the_call_may_need_the_archive():
+    tok = get_tokenizer()
+    prompt = agent_prompt(TASKS)
+    plain = build_context(prompt, [msg(1, "tasks")], "add buy milk", tokenizer=tok)
+    assert "search_memory" not in {t["function"]["name"] for t in plain.tools}
+    past = build_context(prompt, [msg(1, "tasks")], "what did I say about the plumber last week?", tokenizer=tok)
+    assert [t["function"]["name"] for t in past.tools][-1] == "search_memory"
+    full = build_context(prompt, [msg(i, "inbox") for i in range(1, 41)], "add buy milk", tokenizer=tok, window=40)
+    assert "search_memory" in {t["function"]["name"] for t in full.tools}  # older messages exist
+    assert past.tokens["tools"] - plain.tokens["tools"] > 30  # what not offering it saves per call
+    always = agent_prompt(TASKS.model_copy(update={"offer_search": "always"}))
+    assert "search_memory" in {t["function"]["name"] for t in build_context(always, [], "add milk", tokenizer=tok).tools}
 
 
 def test_a_huge_message_is_trimmed_to_its_budget_for_the_model():

@@ -28,7 +28,7 @@ from scopehub.memory import Store
 from tests.agents.helpers import NOW, make_ctx
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 
-TASK_TOOLS = ["add_task", "list_tasks", "complete_task", "edit_task", "search_memory"]
+TASK_TOOLS = ["add_task", "list_tasks", "complete_task", "edit_task"]  # search_memory: only when needed
 
 
 @pytest.fixture
@@ -61,7 +61,8 @@ def test_scripted_tool_call_result_and_reply(store: Store) -> None:
     reply = ask(hub, "add buy milk to my todo list, due friday")
 
     assert reply.text == "Added buy milk for Friday." and reply.agent == "tasks" and reply.kind == "agent"
-    assert [t["function"]["name"] for t in model.calls[0].tools] == TASK_TOOLS  # only its own tools
+    # only its own tools: nothing here reaches back, so search_memory is not offered
+    assert [t["function"]["name"] for t in model.calls[0].tools] == TASK_TOOLS
     seen = model.calls[1].messages
     assert seen[-2]["tool_calls"][0]["function"]["name"] == "add_task"
     assert seen[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "Added #1 buy milk (due Fri 2024-05-03)"}
