@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,8 +32,13 @@ __all__ = ["Deps", "FactsService", "Hub", "Inbound", "Reply"]
 
 log = logging.getLogger(__name__)
 
+# A chat command: a slash and a lower-case word at the very start ("/usr/bin" is not one).
+_COMMAND_RE = re.compile(r"^/([a-z_]+)(?:@\w+)?(?=\s|$)")
+
 MODEL_DOWN_REPLY = "Sorry, I can't reach the language model right now. Your message is saved; please try again in a minute."
 MODEL_FAILED_REPLY = "Sorry, the language model rejected this request. Your message is saved; try rephrasing it."
+MODEL_SLOW_REPLY = "Sorry, the language model is taking too long to answer. Your message is saved; please try again in a minute."
+UNKNOWN_COMMAND_REPLY = "unknown command /{name}; /help lists them"
 NO_ANSWER_REPLY = "I have no answer to that. Could you rephrase it?"
 NO_MODEL_REPLY = "No language model is configured. Set HUB_MODEL (see README). Your message is saved."
 
@@ -154,8 +160,17 @@ class Hub:
         """The scope's last HUB_WINDOW messages before ``before_id``."""
         return self.store.window(scope, self.settings.window, up_to=before_id - 1)
 
-    def build_call(self, agent: str, scope: str, recent: list[Message], text: str, also_sees: tuple[str, ...] = ()) -> Context:
-        """The context ``agent`` is sent for ``text`` after the ``recent`` messages."""
+    def build_call(
+        self,
+        agent: str,
+        scope: str,
+        recent: list[Message],
+        text: str,
+        also_sees: tuple[str, ...] = (),
+        *,
+        sender: str | None = None,
+    ) -> Context:
+        """The context ``agent`` is sent for ``text`` (from ``sender``) after the ``recent`` messages."""
         return build_context(
             self.prompts[agent],
             recent,
@@ -166,11 +181,13 @@ class Hub:
             window=self.settings.window,
             tail=self.settings.tail,
             message_tokens=self.settings.message_tokens,
+            scope=scope,
+            sender=sender,
         )
 
     def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
         """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
-        return self.build_call(agent, scope, self.recent(scope, message.id), message.text, also_sees)
+        return self.build_call(agent, scope, self.recent(scope, message.id), message.text, also_sees, sender=message.sender)
 
     # -- the request path -----------------------------------------------------------------
     async def handle(self, inbound: Inbound) -> Reply | None:
@@ -214,11 +231,14 @@ class Hub:
         if command is not None:
             name, argument = command
             store.set_route(message.id, "hub", (), "command")
-            try:
-                text = await self.commands[name](self, inbound, message, argument)
-            except Exception:
-                log.exception("command /%s failed in %s", name, inbound.scope)
-                text = f"/{name} failed; nothing was lost. Please try again."
+            if name not in self.commands:
+                text = UNKNOWN_COMMAND_REPLY.format(name=name)
+            else:
+                try:
+                    text = await self.commands[name](self, inbound, message, argument)
+                except Exception:
+                    log.exception("command /%s failed in %s", name, inbound.scope)
+                    text = f"/{name} failed; nothing was lost. Please try again."
             return Reply(text=text, kind="command", agent="hub", via="command", message_id=message.id, scope=inbound.scope)
 
         window = self.recent(inbound.scope, message.id)
@@ -229,6 +249,7 @@ class Hub:
         return await self._answer(inbound, message, decision, window)
 
     def _command_of(self, text: str) -> tuple[str, str] | None:
+        """``(name, argument)`` of a chat command, also an unknown one; None for text and ``/<agent>``."""
         stripped = text.strip()
         if not stripped.startswith("/"):
             return None
@@ -236,6 +257,9 @@ class Hub:
         name = head.split("@", 1)[0].lower()
         if name in self.commands and name not in self.registry:
             return name, rest.strip()
+        match = _COMMAND_RE.match(stripped)
+        if match is not None and match.group(1) not in self.registry:
+            return match.group(1), ""  # answered with "unknown command", never sent to an agent
         return None
 
     async def _route(self, text: str, window: list[Message], reply_to: Message | None) -> Route:
@@ -265,7 +289,7 @@ class Hub:
     async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:
         spec = self.registry[decision.agent]
         text_for_agent = decision.text if decision.text else inbound.text
-        context = self.build_call(spec.name, inbound.scope, window, text_for_agent, decision.also_sees)
+        context = self.build_call(spec.name, inbound.scope, window, text_for_agent, decision.also_sees, sender=inbound.sender)
         base = Reply(
             text="",
             agent=spec.name,
@@ -280,6 +304,7 @@ class Hub:
         model_name = spec.model or None
         started = time.perf_counter()
         ok = True
+        failure = ""
         result: AgentResult | None = None
         try:
             if model is None:
@@ -292,18 +317,25 @@ class Hub:
                 clock=self.deps.clock,
                 extra={"timezone": self.settings.timezone},
             )
-            result = await run_agent(
-                context.messages,
-                (*spec.tools, search_memory),
-                model,
-                tool_ctx,
-                max_steps=self.settings.max_tool_steps,
-                model_name=model_name,
-                schemas=context.tools,
-            )
+            # One deadline over the whole run (every model request, retry and tool round), so a
+            # hung provider costs the person HUB_REPLY_DEADLINE seconds at most, on any transport.
+            # In this task (asyncio.timeout, not wait_for): Ctrl-C in the terminal still stops it.
+            async with asyncio.timeout(self.settings.reply_deadline):
+                result = await run_agent(
+                    context.messages,
+                    (*spec.tools, search_memory),
+                    model,
+                    tool_ctx,
+                    max_steps=self.settings.max_tool_steps,
+                    model_name=model_name,
+                    schemas=context.tools,
+                )
             text = result.text or NO_ANSWER_REPLY
         except ModelNotConfigured:
             ok, text = False, NO_MODEL_REPLY
+        except TimeoutError:
+            log.warning("no answer for %s/%s within %ss; apologising", inbound.scope, spec.name, self.settings.reply_deadline)
+            ok, text, failure = False, MODEL_SLOW_REPLY, "deadline"
         except ModelUnavailable as exc:
             log.warning("model unavailable for %s/%s: %s", inbound.scope, spec.name, exc)
             ok, text = False, MODEL_DOWN_REPLY
@@ -342,7 +374,13 @@ class Hub:
                 prompt_tokens=result.prompt_tokens if result else None,
                 completion_tokens=result.completion_tokens if result else None,
                 ok=ok,
-                extra={"tool_calls": result.tool_calls} if result and result.tool_calls else {},
+                extra=(
+                    {"tool_calls": result.tool_calls}
+                    if result and result.tool_calls
+                    else {"error": failure, "deadline_s": self.settings.reply_deadline}
+                    if failure
+                    else {}
+                ),
             )
         )
         if stored is None:

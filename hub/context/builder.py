@@ -19,7 +19,7 @@ from typing import Any
 from scopehub.hub.context.tokens import MESSAGE_OVERHEAD, Tokenizer
 from scopehub.memory import Message
 
-__all__ = ["SECTIONS", "AgentPrompt", "Context", "build_context", "render_history", "select_history"]
+__all__ = ["SECTIONS", "AgentPrompt", "Context", "build_context", "render_history", "select_history", "with_sender"]
 
 SECTIONS = ("persona", "rules", "tools", "facts", "history", "message")
 
@@ -69,6 +69,13 @@ def select_history(
     return [message for message in windowed if message.agent in allowed or message.id in tail_ids]
 
 
+def with_sender(text: str, sender: str | None, scope: str) -> str:
+    """``"Alice: text"`` in a group (the model must tell the members apart), the text elsewhere."""
+    if sender and scope.startswith("group:"):
+        return f"{sender}: {text}"
+    return text
+
+
 def render_history(history: Sequence[Message], agent: str, *, tokenizer: Tokenizer | None = None, max_tokens: int = 0) -> list[dict[str, Any]]:
     """Provider messages for stored history; other agents' replies are labelled as theirs."""
     rendered = []
@@ -81,9 +88,7 @@ def render_history(history: Sequence[Message], agent: str, *, tokenizer: Tokeniz
                 text = f"[{message.agent} agent] {text}"
             rendered.append({"role": "assistant", "content": text})
         else:
-            if message.sender and message.scope.startswith("group:"):
-                text = f"{message.sender}: {text}"
-            rendered.append({"role": "user", "content": text})
+            rendered.append({"role": "user", "content": with_sender(text, message.sender, message.scope)})
     return rendered
 
 
@@ -103,15 +108,19 @@ def build_context(
     tail: int = 4,
     message_tokens: int = 4000,
     history_message_tokens: int = 1000,
+    scope: str = "",
+    sender: str | None = None,
 ) -> Context:
     """Build one agent call.
 
     ``recent`` is the scope's messages before the current one, oldest first (at least
-    ``window`` of them when there are that many); ``message_text`` is the current message.
+    ``window`` of them when there are that many); ``message_text`` is the current message,
+    written by ``sender`` in ``scope``: in a group it carries its sender like the history.
     """
     history = select_history(recent, prompt.name, also_sees, window=window, tail=tail)
     rendered = render_history(history, prompt.name, tokenizer=tokenizer, max_tokens=history_message_tokens)
-    current = tokenizer.truncate(message_text, message_tokens)
+    labelled = with_sender(message_text, sender, scope)
+    current = tokenizer.truncate(labelled, message_tokens)
     system = prompt.persona
     if prompt.rules:
         system += "\n\n" + prompt.rules
@@ -140,5 +149,5 @@ def build_context(
         tools=tools,
         tokens=tokens,
         full_history_tokens=full_history_tokens,
-        meta={"message_trimmed": current != message_text},
+        meta={"message_trimmed": current != labelled},
     )
