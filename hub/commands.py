@@ -14,7 +14,7 @@ from scopehub.memory import Message
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub, Inbound
 
-__all__ = ["COMMANDS", "HELP_TEXT", "format_usage"]
+__all__ = ["COMMANDS", "HELP_TEXT", "format_usage", "plural"]
 
 HELP_TEXT = """I'm a team of specialist agents with one shared memory of this chat.
 Just write; I route each message to the right agent. Or address one: /<agent> text or @agent.
@@ -41,11 +41,16 @@ async def _agents(hub: Hub, inbound: Inbound, message: Message, argument: str) -
     return "Agents:\n" + "\n".join(lines)
 
 
+def plural(count: int, singular: str, many: str | None = None) -> str:
+    """``"1 fact"``, ``"3 facts"``, ``"0 facts"``; ``many`` for irregular plurals."""
+    return f"{count:,} {singular if count == 1 else (many or singular + 's')}"
+
+
 def format_usage(messages: int, calls: int, sent: int, full: int) -> str:
     """The /usage and `agents-hub usage` summary line."""
     saving = (1 - sent / full) if full else 0.0
     return (
-        f"{messages} messages stored, {calls} agent calls.\n"
+        f"{plural(messages, 'message')} stored, {plural(calls, 'agent call')}.\n"
         f"Tokens sent: {sent:,}; with full history: {full:,}; saved {saving:.1%}."
     )
 
@@ -100,9 +105,9 @@ async def _forget(hub: Hub, inbound: Inbound, message: Message, argument: str) -
         for hook in hub.erase_hooks:
             await hook(inbound.scope)
         return (
-            f"Done: everything of this chat is erased ({removed.get('messages', 0)} messages, "
-            f"{removed.get('facts', 0)} facts, {removed.get('vault', 0)} notes and emails, "
-            f"{removed.get('tasks', 0)} tasks, {removed.get('reminders', 0)} reminders)."
+            f"Done: everything of this chat is erased ({plural(removed.get('messages', 0), 'message')}, "
+            f"{plural(removed.get('facts', 0), 'fact')}, {plural(removed.get('vault', 0), 'note or email', 'notes and emails')}, "
+            f"{plural(removed.get('tasks', 0), 'task')}, {plural(removed.get('reminders', 0), 'reminder')})."
         )
     from scopehub.hub import facts
 

@@ -255,10 +255,17 @@ class Store:
             params.append(limit)
         return [_row_to_message(row) for row in self.query(sql, params)]
 
-    def latest(self, scope: str) -> Message | None:
-        """The scope's newest message."""
-        window = self.window(scope, 1)
-        return window[0] if window else None
+    def latest(self, scope: str, *, role: str | None = None) -> Message | None:
+        """The scope's newest message (of ``role`` when given; chat commands are then skipped)."""
+        if role is None:
+            window = self.window(scope, 1)
+            return window[0] if window else None
+        rows = self.query(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND role = ? AND (via IS NULL OR via != 'command')"
+            " ORDER BY id DESC LIMIT 1",
+            (scope, role),
+        )
+        return _row_to_message(rows[0]) if rows else None
 
     def count_messages(self, scope: str | None = None) -> int:
         if scope is None:

@@ -11,6 +11,7 @@ import click
 
 from scopehub.hub import facts as facts_lib
 from scopehub.hub.cli.options import echo_json, json_option, scope_option, store_of
+from scopehub.hub.commands import plural
 from scopehub.memory import FACT_KINDS, Fact
 
 __all__ = ["facts_group", "forget_command"]
@@ -111,5 +112,10 @@ def forget_command(ctx: click.Context, scope: str, yes: bool, as_json: bool) -> 
     if as_json:
         echo_json({"scope": scope, "removed": removed})
         return
-    summary = ", ".join(f"{count} {table}" for table, count in removed.items() if table != "scopes")
+    names = {"vault": "vault item"}  # else the table's name, singular when it ends in s
+    summary = ", ".join(
+        plural(count, names.get(table, table[:-1] if table.endswith("s") else table))
+        for table, count in removed.items()
+        if table != "scopes"
+    )
     click.echo(f"erased {scope}: {summary}")
