@@ -131,6 +131,19 @@ class Hub:
         scorer = build_semantic_scorer(self.profiles, make_embedder(self.deps.settings.router_embedder), lexical=lexical)
         return LocalClassifier(self.profiles, semantic=scorer)
 
+    def warm_up(self) -> None:
+        """Do the slow first-use work now: the tokenizer's encoding, the models' imports.
+
+        Blocking; a transport runs it in a thread before it takes messages, so the first
+        message does not freeze the event loop (every other chat) for seconds. A model
+        without ``warm_up`` is left as it is.
+        """
+        self.deps.tokenizer.count("warm up")
+        for model in (self.deps.model, self.deps.router_model):
+            prepare = getattr(model, "warm_up", None)
+            if callable(prepare):
+                prepare()
+
     # -- helpers ----------------------------------------------------------------------
     @property
     def store(self) -> Store:
