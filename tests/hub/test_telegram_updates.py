@@ -259,7 +259,7 @@ def test_a_chat_that_blocked_the_bot_has_its_reminders_paused_until_it_writes(tm
     with caplog.at_level(logging.INFO, logger="scopehub.hub.transports.telegram"):
         asyncio.run(main())
     refused = [r for r in caplog.records if "refuses messages" in r.getMessage()]
-    assert len(refused) == 1 and "2 reminder(s) paused" in refused[0].getMessage()
+    assert len(refused) == 1 and "2 reminders paused" in refused[0].getMessage()
 
 
 def test_failed_deliveries_keep_counting_across_a_restart(tmp_path):

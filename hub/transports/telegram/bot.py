@@ -59,6 +59,7 @@ from telegram.ext import (
     filters,
 )
 
+from scopehub.hub.commands import plural
 from scopehub.hub.errors import ConfigError
 from scopehub.hub.orchestrator import Hub, Inbound, Reply
 from scopehub.hub.settings import Settings
@@ -94,7 +95,7 @@ APOLOGY = "Sorry, something went wrong; please send your message again."
 CANT_READ = (
     "I can't read {what} yet; I noted that you sent it. Write to me in text, or send a .txt, .md, .csv, .eml or .json file."
 )
-DOCUMENT_SAVED = "Saved {name} ({chars} characters) in this chat's memory: ask me about it, or /search it."
+DOCUMENT_SAVED = "Saved {name} ({size}) in this chat's memory: ask me about it, or /search it."
 DOCUMENT_UNREADABLE = "I kept a note that you sent {name}, but I can only read UTF-8 text files up to 1 MB."
 NOT_ADMIN = "Only this group's administrators can erase its memory with /forget all. Nothing was erased."
 ADMIN_UNKNOWN = "I could not check who administers this group, so nothing was erased. Please try again in a minute."
@@ -550,10 +551,10 @@ class TelegramBot:
         if chat_id not in self._forbidden:
             self._forbidden.add(chat_id)
             log.warning(
-                "chat %s refuses messages (%s): the bot was blocked or removed; %d reminder(s) paused until it writes again",
+                "chat %s refuses messages (%s): the bot was blocked or removed; %s paused until it writes again",
                 chat_id,
                 exc,
-                paused,
+                plural(paused, "reminder"),
             )
 
     def chat_is_back(self, chat_id: int) -> None:
@@ -561,7 +562,7 @@ class TelegramBot:
         self._forbidden.discard(chat_id)
         resumed = resume_chat_reminders(self.hub.store, str(chat_id))
         if resumed:
-            log.info("chat %s writes again; %d paused reminder(s) resumed", chat_id, resumed)
+            log.info("chat %s writes again; %s resumed", chat_id, plural(resumed, "paused reminder"))
             self.reminders.sweep()
 
     def _start_typing(self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event) -> asyncio.Task[None]:
@@ -610,7 +611,7 @@ def strip_mention(text: str, username: str) -> str:
 def _media_note(media: Media, document: tuple[str, int] | str | None) -> str:
     """What the person is told about an attachment."""
     if isinstance(document, tuple):
-        return DOCUMENT_SAVED.format(name=document[0], chars=f"{document[1]:,}")
+        return DOCUMENT_SAVED.format(name=document[0], size=plural(document[1], "character"))
     if document is not None or media.kind == "document":
         return DOCUMENT_UNREADABLE.format(name=media.name or "a document")
     what = {"audio": "audio", "dice": "dice", "location": "locations", "venue": "places", "contact": "contacts"}.get(
