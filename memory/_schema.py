@@ -154,7 +154,10 @@ def _numbers_and_delivery(db: sqlite_utils.Database) -> None:
     )
     for table, kind in (("tasks", "task"), ("reminders", "reminder")):
         conn.execute(f"ALTER TABLE {table} ADD COLUMN num INTEGER")
-        conn.execute(f"UPDATE {table} SET num = (SELECT count(*) FROM {table} o WHERE o.scope = {table}.scope AND o.id <= {table}.id)")
+        conn.execute(
+            f"UPDATE {table} SET num = (SELECT n FROM (SELECT id, row_number() OVER (PARTITION BY scope ORDER BY id) AS n"
+            f" FROM {table}) AS ranked WHERE ranked.id = {table}.id)"
+        )
         conn.execute(f"CREATE UNIQUE INDEX {table}_scope_num ON {table}(scope, num)")
         conn.execute(
             f"INSERT INTO scope_counters(scope, kind, last) SELECT scope, '{kind}', max(num) FROM {table} GROUP BY scope"
