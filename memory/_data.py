@@ -39,7 +39,10 @@ __all__ = [
     "list_tasks",
     "list_vault_items",
     "mark_reminder_sent",
+    "note_reminder_failure",
+    "pause_chat_reminders",
     "pending_reminders",
+    "resume_chat_reminders",
 ]
 
 _UNSET: Any = object()  # "leave as is", distinct from None ("clear")
@@ -150,12 +153,17 @@ def delete_vault_item(store: Store, scope: str, item_id: int, kind: str | None =
 
 # -- tasks ------------------------------------------------------------------------------
 
-_TASK_COLUMNS = "id, scope, title, due, done, created, completed"
+# ``num`` is the task's number within its scope (what people and tools call its id).
+_TASK_COLUMNS = "num, scope, title, due, done, created, completed"
 
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """A to-do item; ``due`` is a local calendar date ``YYYY-MM-DD`` or None."""
+    """A to-do item; ``due`` is a local calendar date ``YYYY-MM-DD`` or None.
+
+    ``id`` is the task's number within its scope (#1, #2 ...): counted per scope and never
+    given twice there, not even after the task or the whole scope was erased.
+    """
 
     id: int
     scope: str
@@ -171,7 +179,7 @@ def _task_row(row: Sequence[Any]) -> Task:
 
 
 def add_task(store: Store, scope: str, title: str, due: str | None = None, *, now: float | None = None) -> Task:
-    """Add an open task to the scope."""
+    """Add an open task to the scope; it gets the scope's next number."""
     validate_scope(scope)
     title = title.strip()
     if not title:
@@ -180,13 +188,13 @@ def add_task(store: Store, scope: str, title: str, due: str | None = None, *, no
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
         cursor = conn.execute("INSERT INTO tasks(scope, title, due, created) VALUES (?, ?, ?, ?)", (scope, title, due, ts))
-        new_id = cursor.lastrowid
-    return Task(new_id, scope, title, due, False, ts, None)
+        number = conn.execute("SELECT num FROM tasks WHERE id = ?", (cursor.lastrowid,)).fetchone()[0]
+    return Task(number, scope, title, due, False, ts, None)
 
 
 def get_task(store: Store, scope: str, task_id: int) -> Task | None:
-    """One task of the scope."""
-    rows = store.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE scope = ? AND id = ?", (scope, task_id))
+    """One task of the scope by its number."""
+    rows = store.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE scope = ? AND num = ?", (scope, task_id))
     return _task_row(rows[0]) if rows else None
 
 
@@ -195,7 +203,7 @@ def list_tasks(store: Store, scope: str, *, include_done: bool = False, limit: i
     sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE scope = ?"
     if not include_done:
         sql += " AND done = 0"
-    sql += " ORDER BY done, due IS NULL, due, id LIMIT ?"
+    sql += " ORDER BY done, due IS NULL, due, num LIMIT ?"
     return [_task_row(row) for row in store.query(sql, (scope, limit))]
 
 
@@ -203,7 +211,7 @@ def complete_task(store: Store, scope: str, task_id: int, *, now: float | None =
     """Mark a task of the scope done; None when there is no such task."""
     with store.transaction() as conn:
         updated = conn.execute(
-            "UPDATE tasks SET done = 1, completed = coalesce(completed, ?) WHERE scope = ? AND id = ?",
+            "UPDATE tasks SET done = 1, completed = coalesce(completed, ?) WHERE scope = ? AND num = ?",
             (_now(now), scope, task_id),
         ).rowcount
     return get_task(store, scope, task_id) if updated else None
@@ -239,19 +247,25 @@ def edit_task(
         return get_task(store, scope, task_id)
     with store.transaction() as conn:
         updated = conn.execute(
-            f"UPDATE tasks SET {', '.join(sets)} WHERE scope = ? AND id = ?", (*params, scope, task_id)
+            f"UPDATE tasks SET {', '.join(sets)} WHERE scope = ? AND num = ?", (*params, scope, task_id)
         ).rowcount
     return get_task(store, scope, task_id) if updated else None
 
 
 # -- reminders --------------------------------------------------------------------------
 
-_REMINDER_COLUMNS = "id, scope, chat, text, due, every_seconds, active, last_sent, created"
+# ``num`` is the reminder's number within its scope (what people and tools call its id).
+_REMINDER_COLUMNS = "num, scope, chat, text, due, every_seconds, active, last_sent, created, failures, retry_at, paused"
 
 
 @dataclass(frozen=True, slots=True)
 class Reminder:
-    """A reminder: fires at ``due`` (unix seconds), then every ``every_seconds`` if recurring."""
+    """A reminder: fires at ``due`` (unix seconds), then every ``every_seconds`` if recurring.
+
+    ``id`` is its number within the scope (never given twice there). ``failures`` and
+    ``retry_at`` are the transport's failed deliveries (kept across restarts);
+    ``paused`` is when its chat refused delivery (the bot was blocked), None otherwise.
+    """
 
     id: int
     scope: str
@@ -262,6 +276,9 @@ class Reminder:
     active: bool = True
     last_sent: float | None = None
     created: float = 0.0
+    failures: int = 0
+    retry_at: float | None = None
+    paused: float | None = None
 
     @property
     def recurring(self) -> bool:
@@ -279,6 +296,9 @@ def _reminder_row(row: Sequence[Any]) -> Reminder:
         active=bool(row[6]),
         last_sent=row[7],
         created=row[8],
+        failures=row[9] or 0,
+        retry_at=row[10],
+        paused=row[11],
     )
 
 
@@ -306,13 +326,13 @@ def add_reminder(
             "INSERT INTO reminders(scope, chat, text, due, every_seconds, created) VALUES (?, ?, ?, ?, ?, ?)",
             (scope, chat, text, float(due), every_seconds, ts),
         )
-        new_id = cursor.lastrowid
-    return Reminder(new_id, scope, chat, text, float(due), every_seconds, True, None, ts)
+        number = conn.execute("SELECT num FROM reminders WHERE id = ?", (cursor.lastrowid,)).fetchone()[0]
+    return Reminder(number, scope, chat, text, float(due), every_seconds, True, None, ts)
 
 
 def get_reminder(store: Store, scope: str, reminder_id: int) -> Reminder | None:
-    """One reminder of ``scope`` by id; an id of another scope is as if it did not exist."""
-    rows = store.query(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND id = ?", (scope, reminder_id))
+    """One reminder of ``scope`` by number; a number of another scope is as if it did not exist."""
+    rows = store.query(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND num = ?", (scope, reminder_id))
     return _reminder_row(rows[0]) if rows else None
 
 
@@ -321,7 +341,7 @@ def list_reminders(store: Store, scope: str, *, include_inactive: bool = False, 
     sql = f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ?"
     if not include_inactive:
         sql += " AND active = 1"
-    sql += " ORDER BY active DESC, due, id LIMIT ?"
+    sql += " ORDER BY active DESC, due, num LIMIT ?"
     return [_reminder_row(row) for row in store.query(sql, (scope, limit))]
 
 
@@ -329,15 +349,15 @@ def cancel_reminder(store: Store, scope: str, reminder_id: int) -> Reminder | No
     """Deactivate an active reminder of the scope; None when there is no such reminder."""
     with store.transaction() as conn:
         updated = conn.execute(
-            "UPDATE reminders SET active = 0 WHERE scope = ? AND id = ? AND active = 1", (scope, reminder_id)
+            "UPDATE reminders SET active = 0 WHERE scope = ? AND num = ? AND active = 1", (scope, reminder_id)
         ).rowcount
     return get_reminder(store, scope, reminder_id) if updated else None
 
 
 def due_reminders(store: Store, now: float, *, limit: int = 500) -> list[Reminder]:
-    """Active reminders of every scope that are due at ``now``, oldest due first (for transports)."""
+    """Active, unpaused reminders of every scope due at ``now``, oldest due first (for transports)."""
     rows = store.query(
-        f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE active = 1 AND due <= ? ORDER BY due, id LIMIT ?",
+        f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE active = 1 AND paused IS NULL AND due <= ? ORDER BY due, id LIMIT ?",
         (float(now), limit),
     )
     return [_reminder_row(row) for row in rows]
@@ -354,19 +374,56 @@ def mark_reminder_sent(store: Store, scope: str, reminder_id: int, now: float) -
 
     The next time stays on the reminder's own grid (due + k × every) and is strictly
     after ``now``, so a bot that was down for a day sends one reminder, not a burst of
-    the ones it missed. Returns the updated reminder (None when unknown).
+    the ones it missed. Failed attempts are forgotten. Returns the updated reminder
+    (None when unknown).
     """
     now = float(now)
     with store.transaction() as conn:
-        row = conn.execute(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND id = ?", (scope, reminder_id)).fetchone()
+        row = conn.execute(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND num = ?", (scope, reminder_id)).fetchone()
         if row is None:
             return None
         reminder = _reminder_row(row)
+        where = "WHERE scope = ? AND num = ?"
         if reminder.every_seconds:
             every = reminder.every_seconds
             steps = max(1, math.floor((now - reminder.due) / every) + 1)
             next_due = reminder.due + steps * every
-            conn.execute("UPDATE reminders SET due = ?, last_sent = ? WHERE id = ?", (next_due, now, reminder_id))
+            conn.execute(
+                f"UPDATE reminders SET due = ?, last_sent = ?, failures = 0, retry_at = NULL {where}",
+                (next_due, now, scope, reminder_id),
+            )
         else:
-            conn.execute("UPDATE reminders SET active = 0, last_sent = ? WHERE id = ?", (now, reminder_id))
+            conn.execute(
+                f"UPDATE reminders SET active = 0, last_sent = ?, failures = 0, retry_at = NULL {where}",
+                (now, scope, reminder_id),
+            )
     return get_reminder(store, scope, reminder_id)
+
+
+def note_reminder_failure(store: Store, scope: str, reminder_id: int, retry_at: float) -> int:
+    """Count a failed delivery and when to try again (kept across restarts); returns the failures so far."""
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE reminders SET failures = failures + 1, retry_at = ? WHERE scope = ? AND num = ?",
+            (float(retry_at), scope, reminder_id),
+        )
+        row = conn.execute("SELECT failures FROM reminders WHERE scope = ? AND num = ?", (scope, reminder_id)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def pause_chat_reminders(store: Store, chat: str, now: float) -> int:
+    """Pause the active reminders delivered to ``chat`` (it refused delivery); returns how many."""
+    with store.transaction() as conn:
+        return conn.execute(
+            "UPDATE reminders SET paused = ? WHERE chat = ? AND active = 1 AND paused IS NULL", (float(now), chat)
+        ).rowcount
+
+
+def resume_chat_reminders(store: Store, chat: str) -> int:
+    """Resume the paused reminders of ``chat`` (it wrote again); returns how many. Reads first: no write when none."""
+    if not store.query("SELECT EXISTS(SELECT 1 FROM reminders WHERE chat = ? AND paused IS NOT NULL)", (chat,))[0][0]:
+        return 0
+    with store.transaction() as conn:
+        return conn.execute(
+            "UPDATE reminders SET paused = NULL, failures = 0, retry_at = NULL WHERE chat = ? AND paused IS NOT NULL", (chat,)
+        ).rowcount

@@ -194,12 +194,52 @@ def _v4_call_sections_and_cache(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE calls ADD COLUMN cost REAL")
 
 
+def _v5_numbers_and_delivery(db: sqlite_utils.Database) -> None:
+    """Per-scope task and reminder numbers that are never reused; reminder delivery state.
+
+    ``num`` is what people see (#1, #2 ...) and what the tools accept; the row id stays
+    internal. ``scope_counters`` holds the last number given per scope and kind, and
+    ``erase`` keeps it, so after ``/forget all`` the next task is not #1 again. The
+    numbering is a trigger, so every insert path gets it. Reminders also keep their
+    failed deliveries (a restart continues the backoff) and ``paused`` (the chat answered
+    403: the bot was blocked or removed) until the chat writes again.
+    """
+    conn = db.conn
+    conn.execute(
+        "CREATE TABLE scope_counters (scope TEXT NOT NULL, kind TEXT NOT NULL, last INTEGER NOT NULL,"
+        " PRIMARY KEY (scope, kind))"
+    )
+    for table, kind in (("tasks", "task"), ("reminders", "reminder")):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN num INTEGER")
+        conn.execute(
+            f"UPDATE {table} SET num = (SELECT n FROM (SELECT id, row_number() OVER (PARTITION BY scope ORDER BY id) AS n"
+            f" FROM {table}) AS ranked WHERE ranked.id = {table}.id)"
+        )
+        conn.execute(f"CREATE UNIQUE INDEX {table}_scope_num ON {table}(scope, num)")
+        conn.execute(
+            f"INSERT INTO scope_counters(scope, kind, last) SELECT scope, '{kind}', max(num) FROM {table} GROUP BY scope"
+        )
+        conn.execute(
+            f"CREATE TRIGGER {table}_number AFTER INSERT ON {table} WHEN new.num IS NULL BEGIN"
+            f" INSERT INTO scope_counters(scope, kind, last) VALUES (new.scope, '{kind}', 1)"
+            " ON CONFLICT(scope, kind) DO UPDATE SET last = last + 1;"
+            f" UPDATE {table} SET num = (SELECT last FROM scope_counters WHERE scope = new.scope AND kind = '{kind}')"
+            " WHERE id = new.id;"
+            " END"
+        )
+    conn.execute("ALTER TABLE reminders ADD COLUMN failures INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE reminders ADD COLUMN retry_at REAL")
+    conn.execute("ALTER TABLE reminders ADD COLUMN paused REAL")
+    conn.execute("CREATE INDEX reminders_chat ON reminders(chat)")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_core,
     create_search_schema,
     _v3_coordination,
     _v4_call_sections_and_cache,
+    _v5_numbers_and_delivery,
 ]
 
 

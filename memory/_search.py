@@ -242,6 +242,24 @@ def create_search_schema(db: sqlite_utils.Database) -> None:
 _TOKEN_RE = re.compile(r"[^\W_]+")
 
 
+# Emoji and other non-ASCII symbols are separators to FTS5's unicode61 tokenizer, so they
+# are never indexed: a query's symbol runs ("🎉", "€") are matched as exact substrings.
+_SYMBOL_RUN_RE = re.compile(r"[^\w\s\x00-\x7f]+")
+_MAX_SYMBOLS = 4
+
+
+def _query_symbols(query: str) -> list[str]:
+    """The runs of non-ASCII symbols in a query (emoji with their joiners), distinct, in order."""
+    found: dict[str, None] = {}
+    for run in _SYMBOL_RUN_RE.findall(query[:_MAX_QUERY_CHARS]):
+        run = run.strip("".join(ch for ch in run if unicodedata.category(ch).startswith("P")))[:_MAX_TOKEN_CHARS]
+        if run and any(unicodedata.category(ch).startswith("S") for ch in run):
+            found.setdefault(run)
+            if len(found) >= _MAX_SYMBOLS:
+                break
+    return list(found)
+
+
 def _fold(text: str) -> str:
     """Lower case without diacritics, like FTS5's ``unicode61 remove_diacritics 2``."""
     text = text.lower()
@@ -594,6 +612,31 @@ def _ranked(
     return list(newest)
 
 
+def _symbol_matches(
+    conn: sqlite3.Connection, scope: str, ranges: _Ranges, symbol: str, before_id: int | None, limit: int
+) -> list[int]:
+    """Document keys of the scope's messages and vault documents containing ``symbol``, newest first.
+
+    A scan of the scope's rows (symbols are not in the full-text index); only queries
+    that carry a symbol pay for it.
+    """
+    keys = [
+        ranges.base + mid
+        for (mid,) in conn.execute(
+            "SELECT id FROM messages WHERE scope = ? AND id < ? AND instr(text, ?) > 0 ORDER BY id DESC LIMIT ?",
+            (scope, before_id if before_id is not None else _VAULT_OFFSET, symbol, limit),
+        )
+    ]
+    keys += [
+        ranges.base + _VAULT_OFFSET + vid
+        for (vid,) in conn.execute(
+            "SELECT id FROM vault WHERE scope = ? AND (instr(body, ?) > 0 OR instr(title, ?) > 0) ORDER BY id DESC LIMIT ?",
+            (scope, symbol, symbol, limit),
+        )
+    ]
+    return keys
+
+
 def _expand_typos(
     conn: sqlite3.Connection, owner: Any, terms: list[_Term], dfs: dict[str, int], ranges: _Ranges
 ) -> None:
@@ -691,8 +734,10 @@ def _load_docs(
     if message_ids:
         marks = ",".join("?" * len(message_ids))
         # The scope test is redundant with the rowid range, and kept: isolation is the rule.
+        # Chat commands (/search, /facts ...) are talk to the hub, never results.
         for mid, text, agent, ts in conn.execute(
-            f"SELECT id, text, agent, ts FROM messages WHERE scope = ? AND id IN ({marks})",
+            f"SELECT id, text, agent, ts FROM messages WHERE scope = ? AND id IN ({marks})"
+            " AND (via IS NULL OR via != 'command')",
             [scope, *message_ids],
         ):
             key = message_ids[mid]
@@ -740,7 +785,8 @@ def search_archive(
     if not isinstance(query, str) or k <= 0:
         return []
     terms = _query_terms(query)
-    if not terms and method not in ("semantic", "hybrid_semantic"):
+    symbols = _query_symbols(query)
+    if not terms and not symbols and method not in ("semantic", "hybrid_semantic"):
         return []
     conn, lock = _resolve(source)
     now = time.time() if now is None else float(now)
@@ -761,6 +807,8 @@ def search_archive(
                 )
             elif any(t.alts for t in terms):  # beside bm25, which already ranks the words as typed
                 lists.append(_ranked(conn, [a for t in terms for a in t.alts], dfs, ranges, pool))
+        if method != "semantic":
+            lists.extend(_symbol_matches(conn, scope, ranges, symbol, before_id, pool) for symbol in symbols)
         weights = [1.0] * len(lists)
         if method in ("hybrid", "hybrid_semantic") and lists and lists[0]:
             lists.append(_predecessors(conn, scope, ranges, lists[0][:pool]))
@@ -782,8 +830,8 @@ def search_archive(
             floor = fused[ordered[min(k, len(ordered)) - 1]] - _MAX_BONUS / (_RRF_K + 1)
             # The head is re-ranked; past it, tokenizing texts costs more than it moves.
             shortlist = [key for key in ordered[: max(_RERANK_DEPTH, 3 * k)] if fused[key] >= floor]
-        else:  # a single list: its own order
-            shortlist = lists[0][:k]
+        else:  # a single list: its own order (a symbol's matches when the words found nothing)
+            shortlist = next((ranked for ranked in lists if ranked), [])[:k]
         docs = _load_docs(conn, scope, shortlist, ranges.base)
     wanted = [{t.stem, *(porter_stem(a) for a in t.alts)} for t in terms]
     # Rarer terms say more about a document: weight each by an idf over the capped counts.

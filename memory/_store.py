@@ -220,6 +220,28 @@ class Store:
         with self.transaction() as conn:
             conn.execute("UPDATE messages SET ext_id = ? WHERE id = ?", (ext_id, message_id))
 
+    def edit_text(self, scope: str, message_id: int, text: str) -> bool:
+        """Replace a stored message's text (the person edited it); its route stays. False when unknown.
+
+        The search index follows through its triggers; the next messages, which were
+        indexed with this one's text as their context, are re-indexed too, so the old
+        words are really gone from search.
+        """
+        from ._search import _CONTEXT_TURNS
+
+        if not isinstance(text, str):
+            raise InvalidRecord("text must be a string")
+        with self.transaction() as conn:
+            if not conn.execute("UPDATE messages SET text = ? WHERE scope = ? AND id = ?", (text, scope, message_id)).rowcount:
+                return False
+            # Rewriting the same text fires the update trigger, which re-reads the neighbours.
+            conn.execute(
+                "UPDATE messages SET text = text WHERE id IN"
+                " (SELECT id FROM messages WHERE scope = ? AND id > ? ORDER BY id LIMIT ?)",
+                (scope, message_id, _CONTEXT_TURNS),
+            )
+        return True
+
     def is_answered(self, message_id: int) -> bool:
         """Whether the message got its answer: a stored agent reply, or a failed call's apology."""
         return bool(
@@ -264,10 +286,17 @@ class Store:
             params.append(limit)
         return [_row_to_message(row) for row in self.query(sql, params)]
 
-    def latest(self, scope: str) -> Message | None:
-        """The scope's newest message."""
-        window = self.window(scope, 1)
-        return window[0] if window else None
+    def latest(self, scope: str, *, role: str | None = None) -> Message | None:
+        """The scope's newest message (of ``role`` when given; chat commands are then skipped)."""
+        if role is None:
+            window = self.window(scope, 1)
+            return window[0] if window else None
+        rows = self.query(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND role = ? AND (via IS NULL OR via != 'command')"
+            " ORDER BY id DESC LIMIT 1",
+            (scope, role),
+        )
+        return _row_to_message(rows[0]) if rows else None
 
     def count_messages(self, scope: str | None = None) -> int:
         if scope is None:
@@ -429,6 +458,55 @@ class Store:
                 removed[table] = conn.execute(f"DELETE FROM {table} WHERE scope = ?", (scope,)).rowcount
         self.scrub()
         return removed
+
+    def move_scope(self, old: str, new: str, *, old_chat: str | None = None, new_chat: str | None = None) -> dict[str, int]:
+        """Make everything of scope ``old`` belong to ``new``, in one transaction; returns rows moved per table.
+
+        For a Telegram group that became a supergroup (a new chat id): messages, facts,
+        vault, tasks, reminders, calls and every other table with a ``scope`` column move,
+        and the search index follows through its triggers (stored embeddings are dropped
+        and made again by the next indexing). Rows whose ``chat`` is ``old_chat`` (where
+        reminders are delivered) get ``new_chat``. Task and reminder numbers are kept; if
+        the new scope already numbered some (its first messages came before the move),
+        the moved ones continue after them. A row that would clash with one the new scope
+        already has (the same unique key) is dropped: the new scope's row wins.
+        """
+        validate_scope(old)
+        validate_scope(new)
+        if old == new:
+            return {}
+        moved: dict[str, int] = {}
+        with self.transaction() as conn:
+            tables = [t for t in _SCOPED_TABLES if t != "scopes"]
+            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
+                columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{name}")')}
+                if "scope" in columns and name not in (*tables, "scopes", "scope_counters", "search_scopes"):
+                    tables.append(name)
+            if not any(conn.execute(f'SELECT 1 FROM "{t}" WHERE scope = ? LIMIT 1', (old,)).fetchone() for t in tables):
+                return {}
+            ensure_scope(conn, new, time.time())
+            for table, kind in (("tasks", "task"), ("reminders", "reminder")):
+                counts = dict(conn.execute("SELECT scope, last FROM scope_counters WHERE kind = ? AND scope IN (?, ?)", (kind, old, new)))
+                shift = counts.get(new, 0)
+                if shift:  # two steps: shifting in place would collide with the unique (scope, num)
+                    conn.execute(f"UPDATE {table} SET num = -(num + ?) WHERE scope = ?", (shift, old))
+                    conn.execute(f"UPDATE {table} SET num = -num WHERE scope = ? AND num < 0", (old,))
+                if old in counts:
+                    conn.execute(
+                        "INSERT INTO scope_counters(scope, kind, last) VALUES (?, ?, ?)"
+                        " ON CONFLICT(scope, kind) DO UPDATE SET last = excluded.last",
+                        (new, kind, counts[old] + shift),
+                    )
+                    conn.execute("DELETE FROM scope_counters WHERE scope = ? AND kind = ?", (old, kind))
+            for table in tables:
+                moved[table] = conn.execute(f'UPDATE OR IGNORE "{table}" SET scope = ? WHERE scope = ?', (new, old)).rowcount
+                conn.execute(f'DELETE FROM "{table}" WHERE scope = ?', (old,))
+                if old_chat is not None and new_chat is not None:
+                    columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+                    if "chat" in columns:
+                        conn.execute(f'UPDATE "{table}" SET chat = ? WHERE scope = ? AND chat = ?', (new_chat, new, old_chat))
+            conn.execute("DELETE FROM scopes WHERE scope = ?", (old,))
+        return moved
 
     def scrub(self) -> None:
         """Push deleted content out of the WAL and free pages (secure_delete zeroes them)."""

@@ -19,7 +19,8 @@ def data_path(*parts: str) -> Path:
     """A path under HUB_DATA_DIR, or skip the test with the reason when it is absent."""
     path = DATA_DIR.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"dataset not found at {path} (set HUB_DATA_DIR to ../shared/data)")
+        where = "from HUB_DATA_DIR" if "HUB_DATA_DIR" in os.environ else "the default; set HUB_DATA_DIR to where the datasets are"
+        pytest.skip(f"dataset absent: looked for {path} ({where})")
     return path
 
 

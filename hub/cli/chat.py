@@ -22,7 +22,8 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
     """Chat with the hub in the terminal (same agents, memory and commands as Telegram).
 
     Reads lines from standard input when it is not a terminal. Each reply is followed by
-    `[agent ← also_sees] N tokens (full history M)`.
+    `[agent ← also_sees] N tokens (full history M)`. With --message, the exit code is 1
+    when the model call failed.
     """
     from scopehub.hub.app import build_hub, build_model
 
@@ -43,9 +44,11 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
     hub = build_hub(settings, store=store_of(ctx), model=model)
     chat = TerminalChat(hub, scope, as_json=as_json)
     stdin = click.get_text_stream("stdin")
+    failed = False
     with asyncio.Runner() as runner:
         if message is not None:
-            runner.run(chat.send(message))
+            reply = runner.run(chat.send(message))
+            failed = reply is not None and reply.kind == "error"
         elif not stdin.isatty():
             chat.run_lines(runner, stdin)
         else:
@@ -56,3 +59,5 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
             )
             chat.run_interactive(runner)
         runner.run(hub.drain())
+    if failed:
+        ctx.exit(1)  # scripts must see that the model call failed (the apology is printed)

@@ -11,6 +11,7 @@ import click
 
 from scopehub.hub import facts as facts_lib
 from scopehub.hub.cli.options import echo_json, json_option, scope_option, settings_of, store_of
+from scopehub.hub.commands import plural
 from scopehub.hub.erasure import erase_scope_everywhere
 from scopehub.memory import FACT_KINDS, Fact
 
@@ -112,5 +113,10 @@ def forget_command(ctx: click.Context, scope: str, yes: bool, as_json: bool) -> 
     if as_json:
         echo_json({"scope": scope, "removed": removed})
         return
-    summary = ", ".join(f"{count} {table}" for table, count in removed.items() if table != "scopes")
+    names = {"vault": "vault item"}  # else the table's name, singular when it ends in s
+    summary = ", ".join(
+        plural(count, names.get(table, table[:-1] if table.endswith("s") else table))
+        for table, count in removed.items()
+        if table != "scopes"
+    )
     click.echo(f"erased {scope}: {summary}")

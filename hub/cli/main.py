@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from scopehub.hub.cli.options import echo_json, hub_of, json_option, scope_option, store_of
+from scopehub.hub.commands import plural
 from scopehub.hub.errors import HubError
 from scopehub.memory import ImportReport, StoreError, read_chatlog
 
@@ -76,8 +77,14 @@ def import_command(ctx: click.Context, file: str, scope: str | None, batch: int)
     store = store_of(ctx)
     report = ImportReport()
     source = click.get_text_stream("stdin") if file == "-" else file
-    store.import_records(read_chatlog(source, report), default_scope=scope, batch_size=batch, report=report)
-    click.echo(f"{report.added} added, {report.skipped} already present, {len(report.invalid)} invalid")
+    try:
+        store.import_records(read_chatlog(source, report), default_scope=scope, batch_size=batch, report=report)
+    except UnicodeDecodeError as exc:
+        kept = f"; {plural(report.added, 'message')} before it were imported" if report.added else ""
+        raise click.ClickException(
+            f"{file} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} cannot be read){kept}: save it as UTF-8 and import again"
+        ) from None
+    click.echo(f"{report.added:,} added, {report.skipped:,} already present, {len(report.invalid):,} invalid")
     for line, reason in report.invalid[:20]:
         click.echo(f"  line {line}: {reason}", err=True)
     if len(report.invalid) > 20:
@@ -93,7 +100,13 @@ def import_command(ctx: click.Context, file: str, scope: str | None, batch: int)
 @json_option
 @click.pass_context
 def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_json: bool) -> None:
-    """Print exactly what AGENT would be sent for the scope's newest message."""
+    """Print exactly what AGENT would be sent for the scope's newest message from a person.
+
+    Chat commands (/help, /usage ...) are never sent to an agent, so the newest message
+    that is not one is taken. ``--json`` carries the provider messages as sent (system
+    included), the tool schemas, the tokens per section, and the history and current
+    message with their internal ``id`` and imported ``ext_id``.
+    """
     hub = hub_of(ctx, must_exist=True)
     if agent not in hub.registry:
         raise click.BadParameter(f"unknown agent {agent!r}; agents: {', '.join(hub.registry.names)}", param_hint="--agent")
@@ -101,24 +114,28 @@ def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_js
     unknown = [name for name in also_sees if name not in hub.registry]
     if unknown:
         raise click.BadParameter(f"unknown agent(s) {', '.join(unknown)}", param_hint="--also")
-    latest = hub.store.latest(scope)
+    latest = hub.store.latest(scope, role="user")
     if latest is None:
-        raise click.ClickException(f"scope {scope} has no messages")
+        raise click.ClickException(f"scope {scope} has no message from a person")
     built = hub.context_for(agent, scope, latest, also_sees)
-    history = [{"id": m.id, "role": m.role, "agent": m.agent, "text": m.text} for m in built.history]
-    current = {"id": latest.id, "role": latest.role, "agent": latest.agent, "text": latest.text}
     if as_json:
         echo_json(
             {
                 "agent": agent,
                 "also_sees": list(also_sees),
-                "messages": [*history, current],
+                "scope": scope,
+                "messages": built.messages,
+                "tools": built.tools,
+                "history": [
+                    {"id": m.id, "ext_id": m.ext_id, "role": m.role, "agent": m.agent, "text": m.text} for m in built.history
+                ],
+                "message": {"id": latest.id, "ext_id": latest.ext_id, "role": latest.role, "agent": latest.agent, "text": latest.text},
                 "tokens": built.tokens,
                 "full_history_tokens": built.full_history_tokens,
             }
         )
         return
-    click.echo(f"agent {agent}, also_sees [{', '.join(also_sees)}], scope {scope}")
+    click.echo(f"agent {agent}, also_sees [{', '.join(also_sees)}], scope {scope}, message #{latest.id}")
     for item in built.messages:
         click.echo(f"--- {item['role']}")
         click.echo(item["content"])

@@ -53,7 +53,7 @@ def telegram_command(
     logging.getLogger("httpx").setLevel(logging.WARNING)
     hub = build_hub(settings, store=store_of(ctx), model_required=True)
     application = build_application(hub, settings, watch_maildir=True)
-    updates = [Update.MESSAGE]
+    updates = [Update.MESSAGE, Update.EDITED_MESSAGE]  # edits correct the stored text
     if webhook_url is None:
         log.info("starting the Telegram bot with long polling")
         application.run_polling(allowed_updates=updates)

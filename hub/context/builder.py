@@ -41,6 +41,7 @@ __all__ = [
     "render_history",
     "select_history",
     "stable_prefix",
+    "with_sender",
 ]
 
 STABLE_SECTIONS = ("persona", "rules", "tools")
@@ -135,6 +136,13 @@ def select_history(
     return [message for message in windowed if message.agent in allowed or message.id in tail_ids]
 
 
+def with_sender(text: str, sender: str | None, scope: str) -> str:
+    """``"Alice: text"`` in a group (the model must tell the members apart), the text elsewhere."""
+    if sender and scope.startswith("group:"):
+        return f"{sender}: {text}"
+    return text
+
+
 def render_history(history: Sequence[Message], agent: str, *, tokenizer: Tokenizer | None = None, max_tokens: int = 0) -> list[dict[str, Any]]:
     """Provider messages for stored history; other agents' replies are labelled as theirs."""
     rendered = []
@@ -147,9 +155,7 @@ def render_history(history: Sequence[Message], agent: str, *, tokenizer: Tokeniz
                 text = f"[{message.agent} agent] {text}"
             rendered.append({"role": "assistant", "content": text})
         else:
-            if message.sender and message.scope.startswith("group:"):
-                text = f"{message.sender}: {text}"
-            rendered.append({"role": "user", "content": text})
+            rendered.append({"role": "user", "content": with_sender(text, message.sender, message.scope)})
     return rendered
 
 
@@ -187,18 +193,22 @@ def build_context(
     message_tokens: int = 4000,
     history_message_tokens: int = 1000,
     offer_optional: bool | None = None,
+    scope: str = "",
+    sender: str | None = None,
 ) -> Context:
     """Build one agent call.
 
     ``recent`` is the scope's messages before the current one, oldest first (at least
-    ``window`` of them when there are that many); ``message_text`` is the current message.
+    ``window`` of them when there are that many); ``message_text`` is the current message,
+    written by ``sender`` in ``scope``: in a group it carries its sender like the history.
     ``facts_block``, ``lessons``, ``awareness`` and ``digest`` are plain text from the
     caller, already within their budgets; empty ones are left out. ``offer_optional``
     forces the optional tools on or off; by default :func:`wants_archive` decides.
     """
     history = select_history(recent, prompt.name, also_sees, window=window, tail=tail)
     rendered = render_history(history, prompt.name, tokenizer=tokenizer, max_tokens=history_message_tokens)
-    current = tokenizer.truncate(message_text, message_tokens)
+    labelled = with_sender(message_text, sender, scope)
+    current = tokenizer.truncate(labelled, message_tokens)
     if offer_optional is None:
         offer_optional = bool(prompt.optional_tools) and (
             prompt.always_optional or wants_archive(message_text, len(recent), window)
@@ -229,5 +239,5 @@ def build_context(
         tools=tools,
         tokens=tokens,
         full_history_tokens=full_history_tokens,
-        meta={"message_trimmed": current != message_text, "optional_tools": offer_optional},
+        meta={"message_trimmed": current != labelled, "optional_tools": offer_optional},
     )

@@ -77,6 +77,10 @@ class LiteLLMModel:
         self.backoff = backoff
         self.max_backoff = max_backoff
 
+    def warm_up(self) -> None:
+        """Import litellm now (seconds of CPU): a transport calls this off its event loop at start."""
+        import litellm  # noqa: F401
+
     async def complete(
         self,
         messages: Sequence[dict[str, Any]],

@@ -90,15 +90,16 @@ class TerminalChat:
     def _print(self, text: str) -> None:
         click.echo(text, file=self.out)
 
-    async def send(self, text: str) -> None:
-        """Answer one message, print it, then learn from it (fact extraction) before returning."""
+    async def send(self, text: str) -> Reply | None:
+        """Answer one message, print it, then learn from it (fact extraction); returns the reply."""
         from scopehub.hub.orchestrator import Inbound
 
         reply = await self.hub.handle(Inbound(scope=self.scope, text=text, chat="terminal", sender="local"))
         if reply is None:
-            return
+            return None
         self._print(format_reply(reply, as_json=self.as_json))
         await self.hub.after_send(reply)
+        return reply
 
     def run_lines(self, runner: asyncio.Runner, lines: list[str] | TextIO) -> None:
         """Each non-empty line is a message; stops at the end or at /quit."""

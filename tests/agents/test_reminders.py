@@ -105,3 +105,14 @@ def test_pending_reminders_survive_a_restart(tmp_path: Path) -> None:
         ("group:-100", "standup", 86400),
         ("user:1", "dentist", None),
     ]
+
+
+def test_reminder_numbers_count_per_scope_and_survive_erasure(store: memory.Store) -> None:
+    alice, bob = make_ctx(store, scope="user:1"), make_ctx(store, scope="group:-5")
+    assert call(set_reminder, alice, text="call mom", when="in 10 minutes").startswith("Set #1 ")
+    assert call(set_reminder, bob, text="stand-up", when="in 10 minutes").startswith("Set #1 ")
+    assert call(set_reminder, alice, text="water plants", when="in 20 minutes").startswith("Set #2 ")
+    assert call(cancel_reminder, bob, id=2) == "No active reminder #2; call list_reminders."
+    store.erase("user:1")
+    assert call(set_reminder, alice, text="stretch", when="in 5 minutes").startswith("Set #3 ")
+    assert call(cancel_reminder, alice, id=3).startswith("Cancelled #3 ")

@@ -60,3 +60,21 @@ def test_unknown_task_ids_say_so(store: memory.Store) -> None:
     assert call(complete_task, ctx, id=42) == "No task #42; call list_tasks to see the ids."
     assert call(edit_task, ctx, id=42, title="x") == "No task #42; call list_tasks to see the ids."
     assert call(list_tasks, ctx) == "Today is Wed 2024-05-01. No tasks."
+
+
+def test_numbers_count_per_scope_and_are_never_reused(store: memory.Store) -> None:
+    alice, bob = make_ctx(store, scope="user:1"), make_ctx(store, scope="group:-5")
+    assert call(add_task, alice, title="buy milk") == "Added #1 buy milk"
+    assert call(add_task, alice, title="call mum") == "Added #2 call mum"
+    assert call(add_task, bob, title="book the hall") == "Added #1 book the hall"  # a new chat starts at #1
+    with store.transaction() as conn:  # a deleted task's number is not given again
+        conn.execute("DELETE FROM tasks WHERE scope = 'user:1' AND num = 2")
+    assert call(add_task, alice, title="pay rent") == "Added #3 pay rent"
+    assert call(complete_task, alice, id=3).startswith("Done: #3 pay rent")
+    assert call(complete_task, bob, id=3) == "No task #3; call list_tasks to see the ids."
+
+    store.erase("user:1")  # /forget all: the rows go, the numbering goes on
+    assert call(list_tasks, alice).endswith("No tasks.")
+    assert call(add_task, alice, title="start over") == "Added #4 start over"
+    assert call(complete_task, alice, id=4).startswith("Done: #4 start over")
+    assert call(add_task, bob, title="buy cake") == "Added #2 buy cake"

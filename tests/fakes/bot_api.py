@@ -212,7 +212,7 @@ def _chat(
 
 def message_update(
     chat_id: int,
-    text: str,
+    text: str | None,
     *,
     user_id: int | None = None,
     update_id: int = 1,
@@ -225,12 +225,15 @@ def message_update(
     message_thread_id: int | None = None,
     chat_title: str | None = None,
     date: int | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A Telegram Update dict carrying one text message (no server needed).
+    """A Telegram Update dict carrying one message (no server needed).
 
     `chat_type` defaults to "private" for positive ids and "group" for negative ones;
     `user_id` defaults to `chat_id` in private chats and 1001 elsewhere; `entities`
-    defaults to `auto_entities(text)` (pass ``[]`` for none).
+    defaults to `auto_entities(text)` (pass ``[]`` for none). ``text=None`` leaves the
+    text out (media, service messages); `extra` fields are merged into the message
+    (``photo``, ``caption``, ``forward_origin``, ``migrate_to_chat_id`` ...).
     """
     kind = chat_type or _infer_chat_type(chat_id)
     uid = user_id if user_id is not None else (chat_id if kind == "private" else 1001)
@@ -239,11 +242,14 @@ def message_update(
         "date": int(time.time()) if date is None else date,
         "chat": _chat(chat_id, kind, first_name=first_name, username=username, title=chat_title),
         "from": _user(uid, first_name, username),
-        "text": text,
     }
-    ents = auto_entities(text) if entities is None else entities
-    if ents:
-        message["entities"] = ents
+    if text is not None:
+        message["text"] = text
+        ents = auto_entities(text) if entities is None else entities
+        if ents:
+            message["entities"] = ents
+    if extra:
+        message.update(copy.deepcopy(dict(extra)))
     if reply_to_message is not None:
         parent = dict(reply_to_message)
         parent.pop("reply_to_message", None)  # Telegram nests only one level
@@ -326,6 +332,11 @@ class FakeBotAPI(LoopbackServer):
         self._commands: dict[str, list[dict[str, Any]]] = {}
         self._webhook: dict[str, Any] = {"url": ""}
         self._custom: dict[str, MethodHandler] = {}
+        self._files: dict[str, tuple[bytes, str]] = {}  # file_id -> (content, file_path)
+        self._file_ids = itertools.count(1)
+        self._migrated: dict[int, int] = {}
+        self._blocked: set[int] = set()
+        self._members: dict[tuple[int, int], str] = {}
         self._update_event: asyncio.Event | None = None
         self._methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             "getMe": self._get_me,
@@ -340,6 +351,8 @@ class FakeBotAPI(LoopbackServer):
             "deleteWebhook": self._delete_webhook,
             "getWebhookInfo": self._get_webhook_info,
             "getChat": self._get_chat,
+            "getFile": self._get_file,
+            "getChatMember": self._get_chat_member,
         }
         for name in _TRUE_METHODS:
             self._methods[name] = _return_true
@@ -354,7 +367,7 @@ class FakeBotAPI(LoopbackServer):
 
     @property
     def base_file_url(self) -> str:
-        """``http://127.0.0.1:PORT/file/bot`` (no file routes are served)."""
+        """``http://127.0.0.1:PORT/file/bot``: files of `push_media` are served below it."""
         return f"{self.root_url}/file/bot"
 
     @property
@@ -375,7 +388,7 @@ class FakeBotAPI(LoopbackServer):
     def make_update(
         self,
         chat_id: int,
-        text: str,
+        text: str | None,
         *,
         user_id: int | None = None,
         chat_type: ChatType | None = None,
@@ -385,6 +398,7 @@ class FakeBotAPI(LoopbackServer):
         entities: list[dict[str, Any]] | None = None,
         message_thread_id: int | None = None,
         chat_title: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Build (and remember, not queue) a message update with fresh ids.
 
@@ -412,6 +426,7 @@ class FakeBotAPI(LoopbackServer):
                 entities=entities,
                 message_thread_id=message_thread_id,
                 chat_title=chat_title,
+                extra=extra,
             )
             message = update["message"]
             self._chats.setdefault(chat_id, message["chat"])
@@ -421,7 +436,7 @@ class FakeBotAPI(LoopbackServer):
     def push_message(
         self,
         chat_id: int,
-        text: str,
+        text: str | None,
         *,
         user_id: int | None = None,
         chat_type: ChatType | None = None,
@@ -431,8 +446,9 @@ class FakeBotAPI(LoopbackServer):
         entities: list[dict[str, Any]] | None = None,
         message_thread_id: int | None = None,
         chat_title: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Queue a user's text message for getUpdates; returns the Update dict.
+        """Queue a user's message for getUpdates; returns the Update dict.
 
         Defaults as in `message_update`: private chat for positive ids, group for
         negative ones, `user_id` = `chat_id` in private chats, automatic entities.
@@ -448,8 +464,106 @@ class FakeBotAPI(LoopbackServer):
             entities=entities,
             message_thread_id=message_thread_id,
             chat_title=chat_title,
+            extra=extra,
         )
         return self.push_update(update)
+
+    def push_media(
+        self,
+        chat_id: int,
+        kind: str,
+        *,
+        caption: str | None = None,
+        file_name: str | None = None,
+        content: bytes = b"\x89PNG fake bytes",
+        mime_type: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Queue a media message (``photo``, ``document``, ``voice``, ``sticker``, ``video``,
+        ``video_note``, ``audio``, ``animation``) whose file `getFile` and the file route serve.
+
+        `caption` gets automatic caption entities; `options` are those of `push_message`.
+        """
+        with self._lock:
+            number = next(self._file_ids)
+            file_id, unique = f"file-{number}", f"u{number}"
+            path = f"{kind}s/file_{number}" + (f"_{file_name}" if file_name else "")
+            self._files[file_id] = (content, path)
+        base: dict[str, Any] = {"file_id": file_id, "file_unique_id": unique, "file_size": len(content)}
+        media: Any
+        if kind == "photo":
+            media = [{**base, "width": 90, "height": 60}]
+        elif kind == "sticker":
+            media = {**base, "type": "regular", "width": 512, "height": 512, "is_animated": False, "is_video": False, "emoji": "😀"}
+        elif kind in ("voice", "video_note"):
+            media = {**base, "duration": 3, **({"length": 240} if kind == "video_note" else {})}
+        elif kind in ("video", "animation"):
+            media = {**base, "width": 320, "height": 240, "duration": 3}
+        elif kind in ("document", "audio"):
+            media = {**base, **({"duration": 3} if kind == "audio" else {})}
+        else:
+            raise ValueError(f"unknown media kind {kind!r}")
+        if isinstance(media, dict):
+            if file_name:
+                media["file_name"] = file_name
+            if mime_type:
+                media["mime_type"] = mime_type
+        fields: dict[str, Any] = {kind: media, **dict(extra or {})}
+        if caption is not None:
+            fields["caption"] = caption
+            if auto_entities(caption):
+                fields["caption_entities"] = auto_entities(caption)
+        return self.push_message(chat_id, None, extra=fields, **options)
+
+    def push_edit(self, chat_id: int, message_id: int, text: str) -> dict[str, Any]:
+        """Queue an ``edited_message`` update: message `message_id` of the chat now reads `text`
+        (its caption, for a media message)."""
+        with self._lock:
+            key = (chat_id, message_id)
+            if key not in self._messages:
+                raise ValueError(f"no message {message_id} in chat {chat_id} to edit")
+            message = copy.deepcopy(self._messages[key])
+            field, entities_field = ("caption", "caption_entities") if "caption" in message else ("text", "entities")
+            message[field] = text
+            message.pop(entities_field, None)
+            if auto_entities(text):
+                message[entities_field] = auto_entities(text)
+            message["edit_date"] = int(time.time())
+            self._messages[key] = message
+        return self.push_update({"edited_message": message})
+
+    def migrate_chat(self, old_chat_id: int, new_chat_id: int, *, notify: bool = True, user_id: int | None = None) -> None:
+        """Upgrade group `old_chat_id` to supergroup `new_chat_id`, as Telegram does.
+
+        From now on, sending to the old id answers 400 with ``migrate_to_chat_id`` (PTB
+        raises ChatMigrated). With `notify`, the two service messages are queued: one in
+        the old group (``migrate_to_chat_id``) and one in the new supergroup
+        (``migrate_from_chat_id``).
+        """
+        with self._lock:
+            self._migrated[old_chat_id] = new_chat_id
+            title = self._chats.get(old_chat_id, {}).get("title")
+            self._chats[new_chat_id] = _chat(new_chat_id, "supergroup", title=title)
+        if notify:
+            self.push_message(old_chat_id, None, user_id=user_id, extra={"migrate_to_chat_id": new_chat_id})
+            self.push_message(new_chat_id, None, user_id=user_id, chat_type="supergroup", chat_title=title, extra={"migrate_from_chat_id": old_chat_id})
+
+    def block(self, chat_id: int, blocked: bool = True) -> None:
+        """The person blocked the bot (or it was removed from the group): sends to the chat
+        answer 403 Forbidden until unblocked."""
+        with self._lock:
+            if blocked:
+                self._blocked.add(chat_id)
+            else:
+                self._blocked.discard(chat_id)
+
+    def set_member(self, chat_id: int, user_id: int, status: str) -> None:
+        """What getChatMember answers for the user in the chat (default "member")."""
+        if status not in ("creator", "administrator", "member", "restricted", "left", "kicked"):
+            raise ValueError(f"unknown member status {status!r}")
+        with self._lock:
+            self._members[(chat_id, user_id)] = status
 
     def push_callback_query(
         self,
@@ -681,7 +795,18 @@ class FakeBotAPI(LoopbackServer):
     def build_app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        app.router.add_route("GET", "/file/bot{token}/{path:.+}", self._download)
         return app
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        path = request.match_info["path"]
+        with self._cond:
+            self._calls.append(("download", {"file_path": path}))
+            self._cond.notify_all()
+            found = next((content for content, file_path in self._files.values() if file_path == path), None)
+        if found is None:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=found, content_type="application/octet-stream")
 
     async def _read_params(self, request: web.Request) -> dict[str, Any]:
         raw: dict[str, Any] = dict(request.query)
@@ -809,6 +934,12 @@ class FakeBotAPI(LoopbackServer):
         with self._cond:
             chat = self._chat_for(params.get("chat_id"))
             chat_id = chat["id"]
+            if chat_id in self._blocked:
+                raise BotAPIError(403, "Forbidden: bot was blocked by the user" if chat_id > 0 else "Forbidden: bot was kicked from the group chat")
+            if chat_id in self._migrated:
+                raise BotAPIError(
+                    400, "Bad Request: group chat was upgraded to a supergroup chat", {"migrate_to_chat_id": self._migrated[chat_id]}
+                )
             reply_params = params.get("reply_parameters")
             reply_to = params.get("reply_to_message_id")
             if isinstance(reply_params, dict) and reply_params.get("message_id") is not None:
@@ -942,6 +1073,44 @@ class FakeBotAPI(LoopbackServer):
         chat.setdefault("accent_color_id", 0)
         chat.setdefault("max_reaction_count", 11)
         return chat
+
+
+    def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            found = self._files.get(str(params.get("file_id")))
+        if found is None:
+            raise BotAPIError(400, "Bad Request: invalid file_id")
+        content, path = found
+        return {"file_id": params["file_id"], "file_unique_id": "u" + str(params["file_id"]), "file_size": len(content), "file_path": path}
+
+    def _get_chat_member(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id, user_id = params.get("chat_id"), params.get("user_id")
+        with self._lock:
+            self._chat_for(chat_id)
+            status = self._members.get((chat_id, user_id), "member")  # type: ignore[arg-type]
+        user = _user(int(user_id), "Member", None) if isinstance(user_id, int) else None
+        if user is None:
+            raise BotAPIError(400, "Bad Request: invalid user_id specified")
+        member: dict[str, Any] = {"status": status, "user": user}
+        if status == "creator":
+            member["is_anonymous"] = False
+        elif status == "administrator":
+            member.update(
+                dict.fromkeys(
+                    (
+                        "can_be_edited", "is_anonymous", "can_manage_chat", "can_delete_messages", "can_manage_video_chats",
+                        "can_restrict_members", "can_promote_members", "can_change_info", "can_invite_users",
+                        "can_post_stories", "can_edit_stories", "can_delete_stories",
+                    ),
+                    False,
+                )
+            )
+            member["can_manage_chat"] = True
+        elif status == "restricted":
+            raise BotAPIError(400, "Bad Request: restricted members are not simulated")
+        elif status == "kicked":
+            member["until_date"] = 0
+        return member
 
 
 def _return_true(_params: dict[str, Any]) -> bool:

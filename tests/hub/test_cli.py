@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from scopehub.hub.cli import cli
@@ -52,14 +53,54 @@ def test_context_json_shows_exactly_what_the_agent_would_be_sent(tmp_path):
     db = tmp_path / "hub.db"
     run("import", "--scope", "user:1", str(write_log(tmp_path)), db=db)
     scoped = json.loads(run("context", "--scope", "user:1", "--agent", "tasks", "--json", db=db).output)
-    assert set(scoped) == {"agent", "also_sees", "messages", "tokens", "full_history_tokens"}
+    assert set(scoped) == {"agent", "also_sees", "scope", "messages", "tools", "history", "message", "tokens", "full_history_tokens"}
     assert set(scoped["tokens"]) == {"persona", "rules", "tools", "facts", "lessons", "awareness", "digest", "history", "message", "total"}
-    # default tail 4 covers all four earlier messages here; the newest is the message itself
-    assert [m["id"] for m in scoped["messages"]][-1] == 5
-    assert scoped["messages"][-1]["text"] == LOG[-1]["text"]
+    # the provider messages as sent: system first, the newest message last
+    assert scoped["messages"][0]["role"] == "system" and "tasks agent" in scoped["messages"][0]["content"]
+    assert scoped["messages"][-1] == {"role": "user", "content": LOG[-1]["text"]}
+    assert scoped["message"]["ext_id"] == "5" and scoped["message"]["text"] == LOG[-1]["text"]
+    # default tail 4 covers all four earlier messages here, each with its imported id
+    assert [m["ext_id"] for m in scoped["history"]] == ["1", "2", "3", "4"]
+    assert all(isinstance(m["id"], int) for m in scoped["history"])
+    assert len(scoped["messages"]) == 1 + len(scoped["history"]) + 1
     with_also = json.loads(run("context", "--scope", "user:1", "--agent", "tasks", "--also", "inbox", "--json", db=db).output)
     assert with_also["also_sees"] == ["inbox"]
     assert with_also["full_history_tokens"] >= with_also["tokens"]["total"]
+
+
+def test_context_is_what_the_agent_was_sent_for_the_newest_message_from_a_person(tmp_path):
+    import asyncio
+
+    from scopehub.agents import discover_agents
+    from scopehub.hub import Deps, Hub, Inbound, load_settings
+    from scopehub.hub.models.testing import ScriptedModel
+
+    db = tmp_path / "hub.db"
+    model = ScriptedModel(default="Noted.")
+    hub = Hub(Deps(store=Store(db), settings=load_settings(db=db), model=model), discover_agents())
+    for text in ("add buy milk to my tasks", "and call the plumber tomorrow", "/usage"):
+        asyncio.run(hub.handle(Inbound(scope="user:1", text=text, ext_id=text[:5])))
+    hub.store.close()
+    # The scope now ends with a command, after the bot's reply: neither is what a person asked.
+    shown = json.loads(run("context", "--scope", "user:1", "--agent", "tasks", "--json", db=db).output)
+    assert shown["message"]["text"] == "and call the plumber tomorrow"
+    assert shown["messages"] == model.calls[-1].messages  # exactly what the tasks agent was sent
+    assert shown["tools"] == model.calls[-1].tools
+    text = run("context", "--scope", "user:1", "--agent", "tasks", db=db).output
+    assert text.rstrip().splitlines()[-3] == "and call the plumber tomorrow"
+
+
+def test_importing_a_file_that_is_not_utf8_is_one_clear_line(tmp_path, capsys):
+    from scopehub.hub.cli import main
+
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes('{"id": 1, "role": "user", "text": "café crème", "ts": 1}\n'.encode("latin-1"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--db", str(tmp_path / "hub.db"), "import", "--scope", "user:1", str(latin1)])
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert "not UTF-8" in err and "latin1.jsonl" in err
 
 
 def test_context_with_an_unknown_agent_is_a_clear_error(tmp_path):

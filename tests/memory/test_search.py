@@ -580,3 +580,26 @@ def test_litellm_embedder_calls_litellm_embedding(monkeypatch: pytest.MonkeyPatc
     assert embedder.embed(["ab", "abcd"]) == [[2.0, 1.0], [4.0, 1.0]]
     assert seen["model"] == "openai/text-embedding-3-small"
     assert seen["api_base"] == "http://127.0.0.1:9"
+
+
+def test_emoji_and_symbols_are_found_by_exact_match(store: Store) -> None:
+    party = add(store, "user:1", "we won the match 🎉🎉")
+    euro = add(store, "user:1", "the hall costs 300 €")
+    add(store, "user:1", "nothing to celebrate here")
+    add(store, "user:2", "🎉 in another scope")
+    vault = add_vault(store, "user:1", "Party ✨", "bring snacks")
+    for method in ("hybrid", "bm25", "fuzzy"):
+        assert ids(store.search("user:1", "🎉", method=method)) == [party], method
+    assert ids(store.search("user:1", "€")) == [euro]
+    assert [(h.kind, h.id) for h in store.search("user:1", "✨")] == [("vault", vault)]
+    assert ids(store.search("user:1", "match 🎉"))[0] == party  # words and symbols together
+    assert store.search("user:1", "🍕") == []
+    assert ids(store.search("user:1", "🎉", before_id=party)) == []
+
+
+def test_chat_commands_are_never_search_results(store: Store) -> None:
+    command = add(store, "user:1", "/search milk")
+    store.set_route(command, "hub", (), "command")
+    message = add(store, "user:1", "buy milk on the way home")
+    assert ids(store.search("user:1", "milk")) == [message]
+    assert command not in ids(store.search("user:1", "search"))

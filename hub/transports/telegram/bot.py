@@ -10,15 +10,26 @@ What it does with an update:
   is its own (``group:<chat id>``); the Telegram id ``"<chat id>:<message id>"`` is the
   message's ``ext_id``, so a later reply to one of the bot's messages routes to the agent
   that wrote it;
-* groups: every text message is stored, but only a mention (``@bot``), a reply to the
-  bot, or a command gets an answer; the mention is stripped;
+* groups: every message is stored, but only a mention (``@bot``), a reply to the
+  bot, or a command gets an answer; the mention is stripped; the current message
+  carries its sender ("Ann: ...") like the history; ``/forget all`` needs an
+  administrator (getChatMember) and the same command again within 60 s;
+* media: a caption is text; without one a marker is stored (``[photo]``,
+  ``[document: report.pdf]``); a text document (txt, md, csv, eml, json; UTF-8; up to
+  1 MB) is downloaded into the vault; what cannot be read is said so when addressed;
+* edits update the stored text and its search index (no new answer); forwards are
+  stored as "forwarded from <origin>: ..."; a group that becomes a supergroup takes its
+  memory along (:meth:`TelegramBot.migrate`);
 * access: ``HUB_ALLOWED_USERS`` / ``HUB_ALLOWED_CHATS`` (both empty = everyone); a message
   passes when its sender *or* its chat is listed; anyone else gets one polite refusal
   per chat and process, and nothing of theirs is stored;
 * order: the updates of one scope are handled one after another (:mod:`.delivery`);
 * replies: plain text, the agent's name on the first line, split under Telegram's limit,
   the typing action while the agent works, retried with a bound (:mod:`.delivery`);
-* reminders: delivered by the JobQueue at their due time (:mod:`.reminders`).
+* reminders: delivered by the JobQueue at their due time (:mod:`.reminders`); a chat that
+  answers 403 (the bot was blocked or removed) has them paused until it writes again;
+* start: slow first-use work (litellm, tiktoken) is done in a thread before polling;
+  a second process polling the same token (409) is one log line, retried quietly.
 """
 
 from __future__ import annotations
@@ -30,11 +41,12 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
-from telegram.constants import ChatAction, ChatType
+from telegram import Bot, BotCommand, Chat, Message, MessageEntity, ReplyParameters, Update, User
+from telegram.constants import ChatAction, ChatMemberStatus, ChatType
 from telegram.error import (
     BadRequest,
     ChatMigrated,
+    Conflict,
     Forbidden,
     NetworkError,
     TelegramError,
@@ -47,6 +59,7 @@ from telegram.ext import (
     filters,
 )
 
+from scopehub.hub.commands import plural
 from scopehub.hub.errors import ConfigError
 from scopehub.hub.orchestrator import Hub, Inbound, Reply
 from scopehub.hub.settings import Settings
@@ -62,8 +75,14 @@ from scopehub.hub.transports.telegram.delivery import (
     split_message,
     trim_text,
 )
+from scopehub.hub.transports.telegram.media import (
+    Media,
+    describe_media,
+    forward_origin,
+    read_text_document,
+)
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
-from scopehub.memory import Store
+from scopehub.memory import Store, add_vault_item, pause_chat_reminders, resume_chat_reminders
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +92,18 @@ BOT_DATA_KEY = "agents_hub"  # application.bot_data[BOT_DATA_KEY] is the Telegra
 REFUSAL = "Sorry, this bot is private and you are not on its list of allowed users. Nothing you send here is stored."
 APOLOGY_SAVED = "Sorry, something went wrong; your message is saved."
 APOLOGY = "Sorry, something went wrong; please send your message again."
-TEXT_ONLY = "I can only read text messages for now."
+CANT_READ = (
+    "I can't read {what} yet; I noted that you sent it. Write to me in text, or send a .txt, .md, .csv, .eml or .json file."
+)
+DOCUMENT_SAVED = "Saved {name} ({size}) in this chat's memory: ask me about it, or /search it."
+DOCUMENT_UNREADABLE = "I kept a note that you sent {name}, but I can only read UTF-8 text files up to 1 MB."
+NOT_ADMIN = "Only this group's administrators can erase its memory with /forget all. Nothing was erased."
+ADMIN_UNKNOWN = "I could not check who administers this group, so nothing was erased. Please try again in a minute."
+CONFIRM_FORGET_ALL = (
+    "This erases everything I keep about this group, for everyone: messages, facts, notes, tasks and reminders. "
+    "Send /forget all again within 60 seconds to confirm."
+)
+FORGET_CONFIRM_SECONDS = 60.0
 
 
 # setMyCommands descriptions of the hub's own commands (agents bring their description).
@@ -91,6 +121,7 @@ HUB_COMMANDS: dict[str, str] = {
 _COMMAND_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 _LEADING_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+_FORGET_ALL_RE = re.compile(r"^/forget(?:@\w+)?\s+all\s*$", re.IGNORECASE)
 
 
 class _ReplyOwed(Exception):
@@ -124,13 +155,26 @@ class TelegramBot:
         self.watch_maildir = watch_maildir
         self._maildir_watcher: Any = None
         self._refused: set[int] = set()  # chats that got their one refusal
+        self._forbidden: set[int] = set()  # chats that answered 403, logged once each
+        self._conflict_logged = False  # "another process is polling" said once
         # Telegram ids of the 2nd.. chunks of split replies -> the first chunk's id, so a
         # reply to any chunk routes to the agent (bounded; lost on restart, then the router decides).
         self._chunk_alias: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # Groups that became supergroups during this process: old scope -> new scope, and
+        # new chat id -> old chat id (an allowlisted group stays allowed under its new id).
+        self.moved_scopes: dict[str, str] = {}
+        self._migrated_from: dict[int, int] = {}
+        # chat id -> (user id, when) of a /forget all waiting for its confirmation.
+        self._forget_pending: dict[int, tuple[int | None, float]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
     async def post_init(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
-        """Register the commands, start the reminder sweep, hook /forget all."""
+        """Warm up off the loop, register the commands, start the reminder sweep, hook /forget all.
+
+        PTB runs this before polling (or the webhook) starts, so the slow first-use work
+        (importing litellm, loading the tokenizer's encoding) never blocks a chat.
+        """
+        await asyncio.to_thread(self.hub.warm_up)
         if self.reminders.cancel_scope not in self.hub.erase_hooks:
             self.hub.erase_hooks.append(self.reminders.cancel_scope)
         try:
@@ -194,8 +238,11 @@ class TelegramBot:
 
     # -- addressing ---------------------------------------------------------------------
     def addressing(self, message: Message, bot: Bot) -> tuple[bool | None, str]:
-        """``(addressed, text for the hub)``; ``addressed`` is None for a command meant for another bot."""
-        text = message.text or ""
+        """``(addressed, text for the hub)``; ``addressed`` is None for a command meant for another bot.
+
+        A caption counts as the message's text (with its own entities).
+        """
+        text = message.text if message.text is not None else (message.caption or "")
         username = (bot.username or "").lower()
         command = _LEADING_COMMAND_RE.match(text)
         if command is not None:
@@ -212,19 +259,27 @@ class TelegramBot:
             return True, text
         mentioned = _mentions(message, bot.id, username)
         if mentioned and username:
-            stripped = re.sub(rf"(?i)(?<![\w@])@{re.escape(username)}\b", " ", text)
-            stripped = re.sub(r"[ \t]{2,}", " ", stripped).strip().lstrip(",:;").strip()
-            text = stripped or text
+            text = strip_mention(text, username)
         parent = message.reply_to_message
         replied = parent is not None and parent.from_user is not None and parent.from_user.id == bot.id
         return mentioned or replied, text
 
+    def allowed(self, user_id: int | None, chat_id: int) -> bool:
+        """The allowlist, for a supergroup also under the id its group had."""
+        if is_allowed(self.settings, user_id, chat_id):
+            return True
+        old = self._migrated_from.get(chat_id)
+        return old is not None and is_allowed(self.settings, user_id, old)
+
     # -- handlers -----------------------------------------------------------------------
     async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """One text message: store it, answer it when addressed."""
+        """One message (text, caption, media): store it, answer it when addressed."""
         message, chat, user = update.effective_message, update.effective_chat, update.effective_user
-        if message is None or chat is None or message.text is None:
+        if message is None or chat is None:
             return
+        media = describe_media(message)
+        if message.text is None and message.caption is None and media is None:
+            return  # a service message (members joined, pinned ...): nothing to keep
         bot = context.bot
         addressed, text = self.addressing(message, bot)
         if addressed is None:
@@ -232,31 +287,46 @@ class TelegramBot:
         user_id = user.id if user else None
         private = chat.type == ChatType.PRIVATE
         thread_id = message.message_thread_id if message.is_topic_message else None
-        if not is_allowed(self.settings, user_id, chat.id):
+        if not self.allowed(user_id, chat.id):
             if private or addressed:
                 await self.refuse_once(bot, chat.id, thread_id)
             return
+        self._note_conflict_over()
+        self.chat_is_back(chat.id)
         scope = scope_for(chat.type, chat.id, user_id)
         ext_id = f"{chat.id}:{message.message_id}"
         existing = self.hub.store.find_ext(scope, ext_id)
-        if existing is not None and self.hub.store.is_answered(existing.id):
+        if existing is not None and (self.hub.store.is_answered(existing.id) or (media is not None and not text)):
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
             return  # stored but unanswered (a crash in between) goes on: the hub answers it
+        if addressed and not private and _FORGET_ALL_RE.match(text.strip()):
+            refusal = await self._guard_forget_all(bot, chat, user, message)
+            if refusal is not None:  # not an administrator, or not confirmed yet: nothing erased
+                await self.send_text(bot, chat.id, refusal, reply_to=message.message_id, thread_id=thread_id, what="forget all")
+                return
+        origin = forward_origin(message)
+        body = text or (media.marker if media is not None else "")
+        if origin is not None:
+            body = f"forwarded from {origin}: {body}"
         reply_to_ext = None
         if message.reply_to_message is not None:
             reply_to_ext = f"{chat.id}:{message.reply_to_message.message_id}"
             reply_to_ext = self._chunk_alias.get((scope, reply_to_ext), reply_to_ext)
+        # Media without a caption is stored as its marker and never goes to an agent: what
+        # it says is "this came", and the person is told what the bot made of it.
+        answerable = bool(addressed) and bool(text)
         inbound = Inbound(
             scope=scope,
-            text=text,
+            text=body,
             chat=str(chat.id),
             sender=(user.full_name or user.username or str(user.id)) if user else None,
             ext_id=ext_id,
             reply_to_ext=reply_to_ext,
-            addressed=bool(addressed),
+            addressed=answerable,
         )
+        saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
         stop_typing = asyncio.Event()
-        typing = self._start_typing(bot, chat.id, thread_id, stop_typing) if addressed else None
+        typing = self._start_typing(bot, chat.id, thread_id, stop_typing) if answerable else None
         try:
             reply = await self.hub.handle(inbound)
         except Exception as exc:
@@ -272,25 +342,102 @@ class TelegramBot:
                 _, pending = await asyncio.wait([typing], timeout=1.0)
                 for task in pending:
                     task.cancel()
+        reply_to = None if private else message.message_id
+        # A caption is answered as text; the note is for what has no words of its own, and
+        # for a kept document (the person should know where it went).
+        if media is not None and addressed and (not text or saved_document is not None):
+            note = _media_note(media, saved_document)
+            await self.send_text(bot, chat.id, note, reply_to=reply_to, thread_id=thread_id, what="media note")
         if reply is None:
             return
-        await self.deliver(bot, chat.id, reply, reply_to=None if private else message.message_id, thread_id=thread_id)
+        await self.deliver(bot, chat.id, reply, reply_to=reply_to, thread_id=thread_id)
         if reply.kind == "agent":
             self.reminders.sweep()  # the answer may have set a reminder due before the next sweep
 
-    async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A private non-text message (photo, sticker, voice): say what we can read."""
-        chat, user = update.effective_chat, update.effective_user
-        if chat is None:
+    async def _keep_document(self, bot: Bot, scope: str, media: Media) -> tuple[str, int] | str:
+        """Download a text document into the scope's vault: ``(name, characters)``, or the name when unreadable."""
+        name = media.name or "document"
+        try:
+            file = await call_with_retry(lambda: bot.get_file(media.file_id or ""), self.retry, f"getFile {name}")
+            data = await file.download_as_bytearray()
+        except TelegramError as exc:
+            log.warning("could not download %s in %s: %s", name, scope, exc)
+            return name
+        body = read_text_document(data)
+        if body is None:
+            return name
+        # Off the loop: a 1 MB document is indexed in the same transaction.
+        await asyncio.to_thread(
+            add_vault_item, self.hub.store, scope, "document", body, title=name, meta={"source": "telegram"}, now=self.hub.deps.clock()
+        )
+        return name, len(body)
+
+    async def on_edit(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """An edited message: its stored text and search index follow; its route stays; no new answer."""
+        message, chat, user = update.edited_message, update.effective_chat, update.effective_user
+        if message is None or chat is None or (message.text is None and message.caption is None):
             return
-        if not is_allowed(self.settings, user.id if user else None, chat.id):
-            await self.refuse_once(context.bot, chat.id, None)
+        user_id = user.id if user else None
+        if not self.allowed(user_id, chat.id):
             return
-        await self.send_text(context.bot, chat.id, TEXT_ONLY, what="text-only note")
+        addressed, text = self.addressing(message, context.bot)
+        if addressed is None or not text.strip():
+            return
+        scope = scope_for(chat.type, chat.id, user_id)
+        stored = self.hub.store.find_ext(scope, f"{chat.id}:{message.message_id}")
+        if stored is None:
+            return  # never stored (sent before the bot was here): nothing to correct
+        origin = forward_origin(message)
+        if origin is not None:
+            text = f"forwarded from {origin}: {text}"
+        async with self.hub.lock_for(scope):
+            self.hub.store.edit_text(scope, stored.id, text)
+        log.info("message %s of %s edited", stored.id, scope)
+
+    async def on_migrate(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A group became a supergroup: Telegram says so in both chats; either notice moves the memory."""
+        message, chat = update.effective_message, update.effective_chat
+        if message is None or chat is None:
+            return
+        if message.migrate_to_chat_id:
+            await self.migrate(chat.id, int(message.migrate_to_chat_id))
+        elif message.migrate_from_chat_id:
+            await self.migrate(int(message.migrate_from_chat_id), chat.id)
+
+    async def migrate(self, old_chat: int, new_chat: int) -> None:
+        """Move the group's memory to its supergroup's id: one scope per chat id, everywhere.
+
+        A move, not an alias: afterwards every row (messages, facts, vault, tasks,
+        reminders, calls, search index) is under ``group:<new id>``, so every reader (the
+        CLI's ``--scope``, search, erase) needs no alias lookup, and reminders go to the
+        new chat. Idempotent: the second notice finds nothing left to move.
+        """
+        old_scope, new_scope = f"group:{old_chat}", f"group:{new_chat}"
+        self._migrated_from[new_chat] = old_chat
+        self.moved_scopes[old_scope] = new_scope
+        async with self.hub.lock_for(old_scope), self.hub.lock_for(new_scope):
+            moved = await asyncio.to_thread(
+                self.hub.store.move_scope, old_scope, new_scope, old_chat=str(old_chat), new_chat=str(new_chat)
+            )
+        for key in [key for key in self._chunk_alias if key[0] == old_scope]:
+            self._chunk_alias[(new_scope, key[1])] = self._chunk_alias.pop(key)
+        self.reminders.scope_moved(old_scope, new_scope)
+        if moved:
+            log.info("group %s became supergroup %s; its memory moved: %s", old_chat, new_chat, moved)
+        if is_allowed(self.settings, None, old_chat) and not is_allowed(self.settings, None, new_chat):
+            log.warning("allowed group %s is now supergroup %s: add %s to HUB_ALLOWED_CHATS", old_chat, new_chat, new_chat)
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """The one error handler: log with the traceback, never show it in a chat."""
         error = context.error
+        if update is None and isinstance(error, Conflict):
+            # Polling retries on its own, with growing pauses: one clear line, not a traceback each time.
+            if not self._conflict_logged:
+                self._conflict_logged = True
+                log.warning("another process is polling with this token (409 Conflict); retrying quietly until it stops")
+            else:
+                log.debug("still in conflict with another poller: %s", error)
+            return
         if update is None and isinstance(error, NetworkError):
             log.warning("Telegram connection problem: %s", error)  # polling retries on its own
             return
@@ -303,6 +450,45 @@ class TelegramBot:
             await self.send_text(
                 context.bot, error.chat_id, APOLOGY_SAVED if error.saved else APOLOGY, thread_id=error.thread_id, what="apology"
             )
+
+    def _note_conflict_over(self) -> None:
+        if self._conflict_logged:
+            self._conflict_logged = False
+            log.info("updates arrive again: the other poller is gone")
+
+    # -- /forget all in groups ------------------------------------------------------------
+    async def _guard_forget_all(self, bot: Bot, chat: Chat, user: User | None, message: Message) -> str | None:
+        """None when this /forget all may erase the group; else what to answer (nothing is erased).
+
+        Only an administrator (or the group's anonymous admin identity) may, and only by
+        sending it twice within FORGET_CONFIRM_SECONDS: a group's memory is everyone's.
+        """
+        admin = await self._is_admin(bot, chat, user, message)
+        if admin is None:
+            return ADMIN_UNKNOWN
+        if not admin:
+            log.info("non-admin %s asked to erase group %s; refused", user.id if user else "?", chat.id)
+            return NOT_ADMIN
+        who = user.id if user else None
+        now = self.hub.deps.clock()
+        pending = self._forget_pending.pop(chat.id, None)
+        if pending is not None and pending[0] == who and now - pending[1] <= FORGET_CONFIRM_SECONDS:
+            return None
+        self._forget_pending[chat.id] = (who, now)
+        return CONFIRM_FORGET_ALL
+
+    async def _is_admin(self, bot: Bot, chat: Chat, user: User | None, message: Message) -> bool | None:
+        """Whether the sender administers the group (getChatMember); None when Telegram could not say."""
+        if message.sender_chat is not None and message.sender_chat.id == chat.id:
+            return True  # an anonymous administrator writes as the group itself
+        if user is None:
+            return False
+        try:
+            member = await call_with_retry(lambda: bot.get_chat_member(chat.id, user.id), self.retry, "getChatMember")
+        except TelegramError as exc:
+            log.warning("getChatMember for %s in %s failed: %s", user.id, chat.id, exc)
+            return None
+        return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
     # -- sending ------------------------------------------------------------------------
     async def refuse_once(self, bot: Bot, chat_id: int, thread_id: int | None) -> None:
@@ -332,13 +518,15 @@ class TelegramBot:
             )
             if sent is not None:
                 sent_ids.append(sent.message_id)
+                chat_id = sent.chat_id  # a migrated group answers from its new id
         if not sent_ids:
             return sent_ids
         if reply.kind == "agent" and reply.reply_id is not None and reply.scope:
+            scope = self.moved_scopes.get(reply.scope, reply.scope)
             first = f"{chat_id}:{sent_ids[0]}"
             _set_ext_id(self.hub.store, reply.reply_id, first)
             for other in sent_ids[1:]:
-                self._chunk_alias[(reply.scope, f"{chat_id}:{other}")] = first
+                self._chunk_alias[(scope, f"{chat_id}:{other}")] = first
             while len(self._chunk_alias) > 10_000:
                 self._chunk_alias.popitem(last=False)
         self.hub.schedule_after_send(reply)
@@ -357,8 +545,9 @@ class TelegramBot:
         """Send plain text with bounded retries; None when Telegram would not take it.
 
         A BadRequest (too long by Telegram's count, a vanished thread...) gets one trimmed
-        fallback without reply or thread; ChatMigrated (a group became a supergroup) is
-        followed once.
+        fallback without reply or thread; ChatMigrated (a group became a supergroup) moves
+        the group's memory and is followed once; Forbidden (blocked, removed) pauses the
+        chat's reminders.
         """
         reply_parameters = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
         try:
@@ -368,8 +557,10 @@ class TelegramBot:
                 f"sending {what} to {chat_id}",
             )
         except ChatMigrated as exc:
-            log.info("chat %s migrated to %s", chat_id, exc.new_chat_id)
-            return await self.send_text(bot, int(exc.new_chat_id), text, thread_id=thread_id, what=what)
+            new_chat = int(exc.new_chat_id)
+            log.info("chat %s migrated to %s", chat_id, new_chat)
+            await self.migrate(chat_id, new_chat)
+            return await self.send_text(bot, new_chat, text, thread_id=thread_id, what=what)
         except BadRequest as exc:
             log.warning("Telegram refused %s to %s (%s); sending a trimmed plain fallback", what, chat_id, exc)
             try:
@@ -380,11 +571,32 @@ class TelegramBot:
                 log.error("the fallback %s to %s failed too: %s", what, chat_id, again)
                 return None
         except Forbidden as exc:
-            log.warning("cannot send %s to %s: %s", what, chat_id, exc)
+            self.chat_refused(chat_id, exc)
             return None
         except TelegramError as exc:
             log.error("sending %s to %s failed after retries: %s", what, chat_id, exc)
             return None
+
+    def chat_refused(self, chat_id: int, exc: TelegramError) -> None:
+        """403: the person blocked the bot or it was removed. Pause the chat's reminders (kept in
+        the store, so a restart does not try again), log it once."""
+        paused = pause_chat_reminders(self.hub.store, str(chat_id), self.hub.deps.clock())
+        if chat_id not in self._forbidden:
+            self._forbidden.add(chat_id)
+            log.warning(
+                "chat %s refuses messages (%s): the bot was blocked or removed; %s paused until it writes again",
+                chat_id,
+                exc,
+                plural(paused, "reminder"),
+            )
+
+    def chat_is_back(self, chat_id: int) -> None:
+        """The chat wrote: whatever 403 paused resumes."""
+        self._forbidden.discard(chat_id)
+        resumed = resume_chat_reminders(self.hub.store, str(chat_id))
+        if resumed:
+            log.info("chat %s writes again; %s resumed", chat_id, plural(resumed, "paused reminder"))
+            self.reminders.sweep()
 
     def _start_typing(self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event) -> asyncio.Task[None]:
         return asyncio.get_running_loop().create_task(self._keep_typing(bot, chat_id, thread_id, stop))
@@ -400,9 +612,52 @@ class TelegramBot:
                 await asyncio.wait_for(stop.wait(), self.typing_interval)
 
 
+def strip_mention(text: str, username: str) -> str:
+    """``text`` without ``@username``, and without the spaces and punctuation it leaves behind.
+
+    "hey @bot, list tasks" -> "hey, list tasks"; "hey @bot , list" -> "hey, list";
+    "@bot: list tasks" -> "list tasks"; "milk, @bot, please" -> "milk, please". Only the
+    seam where the mention was is touched; the rest of the text stays as written.
+    """
+    pattern = re.compile(rf"(?<![\w@])@{re.escape(username)}\b", re.IGNORECASE)
+    out = text
+    while (match := pattern.search(out)) is not None:
+        before, after = out[: match.start()], out[match.end() :]
+        if not before.strip():  # it opened the message: drop what separated it from the rest
+            before, after = "", after.lstrip(" \t,:;.!-")
+        else:
+            before, rest = before.rstrip(" \t"), after.lstrip(" \t")
+            if rest[:1] in (",", ":", ";", ".", "!", "?"):
+                if before[-1:] in (",", ":", ";"):  # two marks meet: "milk, please", "big?"
+                    if rest[0] in ".!?":
+                        before, after = before[:-1], rest
+                    else:
+                        after = rest[1:]
+                else:
+                    after = rest
+            else:
+                after = f" {rest}" if rest else ""
+        out = before + after
+    return out.strip() or text
+
+
+def _media_note(media: Media, document: tuple[str, int] | str | None) -> str:
+    """What the person is told about an attachment."""
+    if isinstance(document, tuple):
+        return DOCUMENT_SAVED.format(name=document[0], size=plural(document[1], "character"))
+    if document is not None or media.kind == "document":
+        return DOCUMENT_UNREADABLE.format(name=media.name or "a document")
+    what = {"audio": "audio", "dice": "dice", "location": "locations", "venue": "places", "contact": "contacts"}.get(
+        media.kind, media.kind + "s"
+    )
+    return CANT_READ.format(what=what)
+
+
 def _mentions(message: Message, bot_id: int, username: str) -> bool:
-    """True when an entity of the message names the bot (@username, or a text mention of it)."""
-    for entity, value in message.parse_entities([MessageEntity.MENTION, MessageEntity.TEXT_MENTION]).items():
+    """True when an entity of the message (or of its caption) names the bot (@username, or a text mention of it)."""
+    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    entities = message.parse_entities(kinds) if message.text is not None else message.parse_caption_entities(kinds)
+    for entity, value in entities.items():
         if entity.type == MessageEntity.MENTION and username and value.lower() == f"@{username}":
             return True
         if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot_id:
@@ -459,8 +714,9 @@ def build_application(
         raise ConfigError("reminders need python-telegram-bot's job queue: pip install 'python-telegram-bot[job-queue]'")
     application.bot_data[BOT_DATA_KEY] = transport
     chats = filters.ChatType.PRIVATE | filters.ChatType.GROUPS
-    application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & chats & filters.TEXT, transport.on_text))
-    application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & filters.ChatType.PRIVATE & ~filters.TEXT, transport.on_other))
+    application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, transport.on_migrate))
+    application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & chats & ~filters.StatusUpdate.ALL, transport.on_text))
+    application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & chats, transport.on_edit))
     application.add_error_handler(transport.on_error)
     return application
 

@@ -13,8 +13,18 @@ from telegram.ext import (
     JobQueue,
 )
 
-from scopehub.hub.reminders import Fired, fire_reminder
-from scopehub.memory import Reminder, Store, due_reminders
+from scopehub.agents.reminders import record_delivery
+from scopehub.hub.reminders import CLAIM_TTL
+from scopehub.memory import (
+    Reminder,
+    Store,
+    acquire_claim,
+    due_reminders,
+    get_reminder,
+    mark_reminder_sent,
+    note_reminder_failure,
+    release_claim,
+)
 
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
@@ -35,16 +45,19 @@ class ReminderScheduler:
     sweep and not only one job per reminder: the reminders agent writes to the store, not
     to us, and the sweep also picks up reminders added elsewhere (another process, the
     CLI) and retries failed deliveries. A delivery marks the reminder sent only after
-    Telegram accepted it; a failure is retried on later sweeps with a growing delay.
+    Telegram accepted it; a failure is retried on later sweeps with a growing delay, and
+    the count of failures is kept in the store, so a restart continues the backoff. A
+    chat that refuses delivery (403) has its reminders paused in the store (see
+    :meth:`TelegramBot.chat_refused`): they are not due until it writes again.
+
+    Reminders are numbered per scope, so a reminder is ``(scope, number)`` here.
     """
 
     def __init__(self, transport: TelegramBot, interval: float = 20.0) -> None:
         self.transport = transport
         self.interval = interval
-        self._scheduled: dict[int, Job[Any]] = {}
-        self._inflight: set[int] = set()
-        self._failures: dict[int, int] = {}
-        self._retry_at: dict[int, float] = {}
+        self._scheduled: dict[tuple[str, int], Job[Any]] = {}
+        self._inflight: set[tuple[str, int]] = set()
         self._job_queue: JobQueue[Any] | None = None
 
     @property
@@ -64,82 +77,120 @@ class ReminderScheduler:
         self.sweep()
         job_queue.run_repeating(self._sweep_job, interval=self.interval, first=self.interval, name="reminders:sweep")
 
-    def scheduled(self) -> set[int]:
-        """Ids of reminders with a delivery job waiting."""
+    def scheduled(self) -> set[tuple[str, int]]:
+        """``(scope, number)`` of reminders with a delivery job waiting."""
         return set(self._scheduled)
 
     async def _sweep_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
         self.sweep()
 
     def sweep(self) -> None:
-        """Add a delivery job for every reminder due before the next sweep."""
+        """Add a delivery job for every reminder due (or due for a retry) before the next sweep."""
         job_queue = self._job_queue
         if job_queue is None:
             return
         now = self._now()
-        for rid, job in list(self._scheduled.items()):
+        horizon = now + self.interval * 1.5
+        for key, job in list(self._scheduled.items()):
             if job_queue.scheduler.get_job(job.job.id) is None:  # gone without running (e.g. missed)
-                del self._scheduled[rid]
-        for reminder in due_reminders(self.store, now + self.interval * 1.5):
-            rid = reminder.id
-            if rid in self._scheduled or rid in self._inflight or self._retry_at.get(rid, 0.0) > now:
+                del self._scheduled[key]
+        for reminder in due_reminders(self.store, horizon):
+            key = (reminder.scope, reminder.id)
+            at = max(reminder.due, reminder.retry_at or 0.0)
+            if key in self._scheduled or key in self._inflight or at > horizon:
                 continue
-            self._scheduled[rid] = job_queue.run_once(
+            self._scheduled[key] = job_queue.run_once(
                 self._deliver_job,
-                when=max(0.0, reminder.due - now),
-                data=(rid, reminder.scope),
-                name=f"reminder:{rid}",
+                when=max(0.0, at - now),
+                data=key,
+                name=f"reminder:{reminder.scope}#{reminder.id}",
                 # APScheduler drops a one-off job that fires over 1 s late by default; late is better.
                 job_kwargs={"misfire_grace_time": None},
             )
 
     async def cancel_scope(self, scope: str) -> None:
-        """Drop the waiting jobs of ``scope`` (a hub erase hook: /forget all)."""
-        for rid, job in list(self._scheduled.items()):
-            if job.data[1] == scope:
+        """Drop the waiting jobs of ``scope`` (a hub erase hook: /forget all; a group that moved)."""
+        for key, job in list(self._scheduled.items()):
+            if key[0] == scope:
                 job.schedule_removal()
-                del self._scheduled[rid]
-                self._failures.pop(rid, None)
-                self._retry_at.pop(rid, None)
+                del self._scheduled[key]
+
+    def scope_moved(self, old: str, new: str) -> None:
+        """A group became a supergroup: its jobs are made again under the new scope.
+
+        A delivery on its way (the send that found out about the move) stays in flight
+        under the new scope too, so the sweep does not send it a second time.
+        """
+        for key, job in list(self._scheduled.items()):
+            if key[0] == old:
+                job.schedule_removal()
+                del self._scheduled[key]
+        for scope, rid in list(self._inflight):
+            if scope == old:
+                self._inflight.add((new, rid))
+        self.sweep()
 
     async def _deliver_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
         assert context.job is not None
-        rid, scope = context.job.data
-        if self._scheduled.get(rid) is context.job:
-            del self._scheduled[rid]
+        scope, rid = context.job.data
+        if self._scheduled.get((scope, rid)) is context.job:
+            del self._scheduled[(scope, rid)]
         await self.deliver(context.bot, scope, rid)
 
     async def deliver(self, bot: Bot, scope: str, rid: int) -> bool:
-        """Send one reminder if it is still active and due; True when it was sent.
-
-        Under a claim (:func:`~scopehub.hub.reminders.fire_reminder`): with several
-        processes on one database, each reminder goes out once.
-        """
-        if rid in self._inflight:
+        """Send one reminder if it is still active, unpaused and due; True when it was sent."""
+        reminder = get_reminder(self.store, scope, rid)
+        now = self._now()
+        # Erased, cancelled, paused, or already moved to its next time since the job was made.
+        if (
+            reminder is None
+            or not reminder.active
+            or reminder.paused is not None
+            or max(reminder.due, reminder.retry_at or 0.0) > now + 0.5
+            or (scope, rid) in self._inflight
+        ):
             return False
-
-        async def send(reminder: Reminder) -> bool:
-            chat_id = _reminder_chat(reminder.chat, reminder.scope)
-            if chat_id is None:
-                log.error("reminder %s of %s has no chat to go to; dropping it", rid, reminder.scope)
-                return True  # recorded as delivered: there is nowhere to deliver it, ever
-            sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + reminder.text, what=f"reminder {rid}")
-            return sent is not None
-
-        self._inflight.add(rid)
+        chat_id = _reminder_chat(reminder.chat, reminder.scope)
+        if chat_id is None:
+            log.error("reminder %s of %s has no chat to go to; dropping it", rid, reminder.scope)
+            mark_reminder_sent(self.store, scope, rid, now)
+            return False
+        # Under a claim: with several processes on one database, each reminder goes out once.
+        # Read it again once claimed: another process may have sent it a moment ago.
+        key = f"reminder:{rid}"
+        note = f"reminders: sending a reminder: {reminder.text[:60]}"
+        if acquire_claim(self.store, scope, key, self.holder, note=note, ttl=CLAIM_TTL, now=now) is None:
+            return False
+        claimed_scope = scope
         try:
-            outcome = await fire_reminder(self.store, scope, rid, send=send, holder=self.holder, clock=self._now)
+            again = get_reminder(self.store, scope, rid)
+            if again is None or not again.active or again.paused is not None or again.due > now + 0.5:
+                return False
+            return await self._send_claimed(bot, scope, rid, reminder, chat_id)
         finally:
-            self._inflight.discard(rid)
-        if outcome is Fired.FAILED:
-            failures = self._failures[rid] = self._failures.get(rid, 0) + 1
+            release_claim(self.store, claimed_scope, key, self.holder)
+            release_claim(self.store, self.transport.moved_scopes.get(claimed_scope, claimed_scope), key, self.holder)
+
+    async def _send_claimed(self, bot: Bot, scope: str, rid: int, reminder: Reminder, chat_id: int) -> bool:
+        self._inflight.add((scope, rid))
+        try:
+            sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + reminder.text, what=f"reminder {rid} of {scope}")
+        finally:
+            self._inflight.discard((scope, rid))
+            moved = self.transport.moved_scopes.get(scope, scope)  # the group became a supergroup meanwhile
+            self._inflight.discard((moved, rid))
+        scope = moved
+        after = get_reminder(self.store, scope, rid)
+        if sent is None:
+            if after is None or after.paused is not None:
+                return False  # the chat refused it (403): paused until the chat writes again
+            failures = after.failures + 1
             delay = min(3600.0, self.interval * 2 ** (failures - 1))
-            self._retry_at[rid] = self._now() + delay
-            log.warning("reminder %s not delivered (attempt %d); retrying in about %.0fs", rid, failures, delay)
+            note_reminder_failure(self.store, scope, rid, self._now() + delay)
+            log.warning("reminder %s of %s not delivered (attempt %d); retrying in about %.0fs", rid, scope, failures, delay)
             return False
-        self._failures.pop(rid, None)
-        self._retry_at.pop(rid, None)
-        return outcome is Fired.SENT
+        record_delivery(self.store, scope, rid, self._now())  # marked sent, with its reminder.fired event
+        return True
 
 
 def _reminder_chat(chat: str | None, scope: str) -> int | None:
