@@ -30,4 +30,7 @@ agent = AgentSpec(
     # fact.learned comes from the hub's fact keeper, not from a tool of this agent.
     interests=("fact.learned", "task.created", "note.saved", "email.received", "reminder.set"),
     collaborators=("tasks", "notes", "inbox", "reminders"),
+    # The generalist keeps the team channel and its own lessons, goals and plans; the
+    # specialists learn from feedback without paying for the tool's schema.
+    team_tool=True,
 )

@@ -155,7 +155,7 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
 @click.pass_context
 def agents_command(ctx: click.Context, as_json: bool) -> None:
     """List every agent: name, description, tools, fixed tokens per call."""
-    from scopehub.agents import discover_agents
+    from scopehub.agents import agent_tools, discover_agents
     from scopehub.hub.context.tokens import get_tokenizer
     from scopehub.hub.orchestrator import agent_prompt
 
@@ -171,7 +171,7 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
             {
                 "name": spec.name,
                 "description": spec.description,
-                "tools": [t.name for t in spec.tools] + ["search_memory"],
+                "tools": [t.name for t in agent_tools(spec)],
                 "fixed_tokens": fixed,
             }
         )

@@ -6,7 +6,7 @@ cache it as a prefix.
 
 from __future__ import annotations
 
-from scopehub.agents import AgentSpec, search_memory
+from scopehub.agents import AgentSpec, agent_tools
 from scopehub.hub.context.builder import AgentPrompt
 
 __all__ = ["HUB_RULES", "agent_prompt"]
@@ -20,8 +20,6 @@ HUB_RULES = (
 
 def agent_prompt(spec: AgentSpec, *, with_search: bool = True) -> AgentPrompt:
     """The fixed part of an agent's calls: its instructions, the hub rules, its own tools."""
-    tools = [t.schema() for t in spec.tools]
-    if with_search:
-        tools.append(search_memory.schema())
+    tools = [t.schema() for t in agent_tools(spec, with_search=with_search)]
     persona = f"You are the {spec.name} agent. {spec.instructions}".strip()
     return AgentPrompt(name=spec.name, persona=persona, rules=HUB_RULES, tools=tuple(tools))

@@ -12,7 +12,7 @@ from scopehub.hub.cli import cli
 
 FIXED_TOKEN_BUDGET = 800  # persona + rules + tool schemas (incl. search_memory), per call
 EXPECTED_TOOLS = {
-    "general": ["search_memory"],
+    "general": ["search_memory", "team"],  # the generalist keeps the team channel and its own goals
     "tasks": ["add_task", "list_tasks", "complete_task", "edit_task", "search_memory"],
     "notes": ["save_note", "list_notes", "read_note", "delete_note", "search_memory"],
     "inbox": ["keep_email", "list_emails", "read_email", "draft_reply", "search_memory"],
