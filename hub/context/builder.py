@@ -21,7 +21,7 @@ from scopehub.memory import Message
 
 __all__ = ["SECTIONS", "AgentPrompt", "Context", "build_context", "render_history", "select_history"]
 
-SECTIONS = ("persona", "rules", "tools", "facts", "awareness", "history", "message")
+SECTIONS = ("persona", "rules", "tools", "facts", "lessons", "awareness", "history", "message")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +99,7 @@ def build_context(
     tokenizer: Tokenizer,
     also_sees: Sequence[str] = (),
     facts_block: str = "",
+    lessons: str = "",
     awareness: str = "",
     window: int = 40,
     tail: int = 4,
@@ -118,6 +119,8 @@ def build_context(
         system += "\n\n" + prompt.rules
     if facts_block:
         system += "\n\n" + facts_block
+    if lessons:
+        system += "\n\n" + lessons
     if awareness:
         system += "\n\n" + awareness
     messages = [{"role": "system", "content": system}, *rendered, {"role": "user", "content": current}]
@@ -128,6 +131,7 @@ def build_context(
         "rules": tokenizer.count(prompt.rules),
         "tools": tokenizer.count(json.dumps(tools, separators=(",", ":"))) if tools else 0,
         "facts": tokenizer.count(facts_block),
+        "lessons": tokenizer.count(lessons),
         "awareness": tokenizer.count(awareness),
         "history": _history_tokens(rendered, tokenizer),
         "message": tokenizer.count(current) + MESSAGE_OVERHEAD,
