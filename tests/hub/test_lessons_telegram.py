@@ -14,7 +14,13 @@ from typing import Any
 from scopehub.hub import Deps, Hub, load_settings
 from scopehub.hub.lessons import LESSON_PROMPT
 from scopehub.hub.models.testing import FunctionModel
-from scopehub.hub.transports.telegram import ALLOWED_UPDATES, BOT_DATA_KEY, RetryPolicy, TelegramBot, build_application
+from scopehub.hub.transports.telegram import (
+    ALLOWED_UPDATES,
+    BOT_DATA_KEY,
+    RetryPolicy,
+    TelegramBot,
+    build_application,
+)
 from scopehub.memory import Store, lessons_of
 from tests.fakes.bot_api import FakeBotAPI
 from tests.helpers import registry_of
