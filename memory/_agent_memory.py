@@ -5,9 +5,11 @@ Rules
 
 - Lessons: kind success, failure, observation or improvement; importance low, medium
   or high. At most :data:`LESSON_LIMIT` per agent and scope: pruning keeps the most
-  important first and, within one importance, the newest.
+  important first and, within one importance, the newest. The same lesson learnt again
+  is not stored twice: it counts once more (``seen``), becomes the newest, and keeps the
+  higher importance, so repeated feedback never repeats a line in the agent's context.
 - Strengths and weaknesses follow from the lessons: a topic with
-  :data:`TRAIT_EVIDENCE` failures (more than its successes) is a weakness, one with as
+  :data:`TRAIT_EVIDENCE` failures (repeats counted) (more than its successes) is a weakness, one with as
   many successes (more than its failures) a strength. They are kept when the lessons
   behind them are pruned, and change side when the evidence does.
 - Goals: active, achieved or abandoned, with a progress of 0-100.
@@ -79,7 +81,7 @@ MAX_TOPIC_CHARS = 40
 
 # Importance as a number for ORDER BY: high first.
 _RANK = "CASE importance WHEN 'high' THEN 3 WHEN 'medium' THEN 2 ELSE 1 END"
-_LESSON_COLUMNS = "id, scope, agent, kind, importance, text, topic, source, feedback_id, ts"
+_LESSON_COLUMNS = "id, scope, agent, kind, importance, text, topic, source, feedback_id, ts, seen"
 _GOAL_COLUMNS = "id, scope, agent, text, status, progress, created, updated"
 _PLAN_COLUMNS = "id, scope, agent, text, status, created, updated"
 _FEEDBACK_COLUMNS = "id, scope, agent, reply_id, source, signal, text, key, ts, status, lesson_id"
@@ -99,6 +101,7 @@ class Lesson:
     source: str = "agent"  # agent (its own tool) | feedback (learnt from the person)
     feedback_id: int | None = None
     ts: float = 0.0
+    seen: int = 1  # how many times it was learnt
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +228,8 @@ def add_lesson(
     """Record a lesson, prune the agent's lessons to LESSON_LIMIT and update its traits.
 
     With ``feedback_id``, that feedback is marked learnt in the same transaction: a crash
-    leaves both or neither. The returned lesson may already be pruned (a low one among
+    leaves both or neither. A lesson with the same kind and text counts once more instead
+    of being stored twice. The returned lesson may already be pruned (a low one among
     LESSON_LIMIT high ones).
     """
     _check(scope, agent)
@@ -236,11 +240,24 @@ def add_lesson(
     ts = _now(now)
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
-        new_id = conn.execute(
-            "INSERT INTO lessons(scope, agent, kind, importance, text, topic, source, feedback_id, ts)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (scope, agent, kind, importance, body, label, source, feedback_id, ts),
-        ).lastrowid
+        same = conn.execute(
+            f"SELECT {_LESSON_COLUMNS} FROM lessons WHERE scope = ? AND agent = ? AND kind = ? AND text = ?",
+            (scope, agent, kind, body),
+        ).fetchone()
+        if same is not None:
+            new_id = same[0]
+            importance = max(importance, same[4], key=IMPORTANCES.index)
+            label = label or same[6]
+            conn.execute(
+                "UPDATE lessons SET seen = seen + 1, ts = ?, importance = ?, topic = ? WHERE id = ?",
+                (ts, importance, label, new_id),
+            )
+        else:
+            new_id = conn.execute(
+                "INSERT INTO lessons(scope, agent, kind, importance, text, topic, source, feedback_id, ts)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (scope, agent, kind, importance, body, label, source, feedback_id, ts),
+            ).lastrowid
         if feedback_id is not None:
             conn.execute(
                 "UPDATE feedback SET status = 'learnt', lesson_id = ? WHERE scope = ? AND id = ?", (new_id, scope, feedback_id)
@@ -253,7 +270,8 @@ def add_lesson(
             f" WHERE scope = ? AND agent = ? ORDER BY {_RANK} DESC, ts DESC, id DESC LIMIT ?)",
             (scope, agent, scope, agent, LESSON_LIMIT),
         )
-    return Lesson(new_id, scope, agent, kind, importance, body, label, source, feedback_id, ts)
+    seen = same[10] + 1 if same is not None else 1
+    return Lesson(new_id, scope, agent, kind, importance, body, label, source, feedback_id, ts, seen)
 
 
 def lessons_of(store: Store, scope: str, agent: str, *, limit: int = LESSON_LIMIT) -> list[Lesson]:
@@ -268,7 +286,7 @@ def lessons_of(store: Store, scope: str, agent: str, *, limit: int = LESSON_LIMI
 def _update_traits(conn: Any, scope: str, agent: str, topic: str, ts: float) -> None:
     counts = dict(
         conn.execute(
-            "SELECT kind, count(*) FROM lessons WHERE scope = ? AND agent = ? AND topic = ? GROUP BY kind",
+            "SELECT kind, sum(seen) FROM lessons WHERE scope = ? AND agent = ? AND topic = ? GROUP BY kind",
             (scope, agent, topic),
         ).fetchall()
     )

@@ -234,7 +234,8 @@ def _v4_team(db: sqlite_utils.Database) -> None:
             topic TEXT,
             source TEXT NOT NULL DEFAULT 'agent',
             feedback_id INTEGER,
-            ts REAL NOT NULL
+            ts REAL NOT NULL,
+            seen INTEGER NOT NULL DEFAULT 1
         )"""
     )
     db.execute("CREATE INDEX lessons_scope_agent ON lessons(scope, agent, id)")

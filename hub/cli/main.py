@@ -54,6 +54,8 @@ class LazyGroup(click.Group):
         "search": "scopehub.hub.cli.search:search_command",
         "chat": "scopehub.hub.cli.chat:chat_command",
         "telegram": "scopehub.hub.cli.telegram:telegram_command",
+        "channels": "scopehub.hub.cli.team:channels_group",
+        "memory": "scopehub.hub.cli.team:memory_group",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -194,10 +196,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "simulate": "scopehub.eval.simulate:simulate_command",
         "search": "scopehub.eval.search:search_eval_command",
         "faults": "scopehub.eval.faults:faults_command",
+        "lessons": "scopehub.eval.lessons:lessons_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
+    """Evaluations on public dialogue datasets (token savings, routing, search, faults) and scripted replays (lessons)."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command"})

@@ -15,7 +15,7 @@ from scopehub.memory import AgentMemory, Lesson
 
 __all__ = ["LESSONS_HEADER", "render_lessons"]
 
-LESSONS_HEADER = "What you learnt in this chat (from the person's feedback and your own notes):"
+LESSONS_HEADER = "Your lessons from this chat (the person's feedback, your notes):"
 _LINE_CHARS = 240  # one lesson is a sentence, never a paragraph
 
 
@@ -24,7 +24,8 @@ def _short(text: str) -> str:
 
 
 def _lesson_line(lesson: Lesson) -> str:
-    return f"- [{lesson.kind}, {lesson.importance}] {_short(lesson.text)}"
+    times = f", ×{lesson.seen}" if lesson.seen > 1 else ""  # learnt again: the person said it more than once
+    return f"- [{lesson.kind}, {lesson.importance}{times}] {_short(lesson.text)}"
 
 
 def render_lessons(memory: AgentMemory, *, tokenizer: Tokenizer, budget: int) -> str:

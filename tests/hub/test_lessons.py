@@ -384,7 +384,7 @@ def test_forget_all_erases_channels_lessons_goals_and_plans_down_to_the_file(tmp
     hub = make_hub(db)
     fill(hub.store)
     reply = say(hub, "/forget all", scope=GONE)
-    assert "4 lessons, 1 channel messages" in reply.text
+    assert "2 lessons, 1 channel messages" in reply.text
     hub.store.close()
     assert_erased(db)
 
@@ -396,5 +396,5 @@ def test_agents_hub_forget_erases_them_too(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--db", str(db), "forget", "--scope", GONE, "--yes", "--json"])
     assert result.exit_code == 0, result.output
     removed = json.loads(result.stdout)["removed"]
-    assert removed["lessons"] == 4 and removed["channel_messages"] == 1 and removed["goals"] == 1 and removed["plans"] == 1
+    assert removed["lessons"] == 2 and removed["channel_messages"] == 1 and removed["goals"] == 1 and removed["plans"] == 1
     assert_erased(db)

@@ -25,6 +25,7 @@ from scopehub.memory import (
     react_to_channel_message,
     read_channel,
     record_feedback,
+    traits_of,
     unseen_channel_messages,
     update_goal,
     update_plan,
@@ -129,3 +130,18 @@ def test_a_redelivered_feedback_is_recorded_once(store) -> None:
     again = record_feedback(store, U1, "tasks", reply_id=3, source="reaction", signal="negative", text="👎", key="r:1")
     assert first is not None and again is None
     assert record_feedback(store, U2, "tasks", reply_id=3, source="reaction", signal="negative", text="👎", key="r:1")
+
+
+def test_the_same_lesson_learnt_again_counts_once_more_instead_of_repeating(store) -> None:
+    add_lesson(store, U1, "tasks", "Show the work list.", kind="failure", importance="low", topic="lists", now=1)
+    add_lesson(store, U1, "tasks", "Something else.", kind="observation", now=2)
+    again = add_lesson(store, U1, "tasks", "Show the work list.", kind="failure", importance="high", now=3)
+    add_lesson(store, U1, "tasks", "Show the work list.", kind="failure", importance="medium", now=4)
+    kept = lessons_of(store, U1, "tasks")
+    assert [(x.text, x.importance, x.seen, x.ts) for x in kept] == [
+        ("Show the work list.", "high", 3, 4.0),  # the higher importance stays; it is the newest
+        ("Something else.", "medium", 1, 2.0),
+    ]
+    assert again.id == kept[0].id and again.seen == 2
+    # Repeats count as evidence: three failures on one topic make a weakness.
+    assert [(t.kind, t.topic, t.evidence) for t in traits_of(store, U1, "tasks")] == [("weakness", "list", 3)]
