@@ -398,3 +398,30 @@ def test_agents_hub_forget_erases_them_too(tmp_path: Path) -> None:
     removed = json.loads(result.stdout)["removed"]
     assert removed["lessons"] == 2 and removed["channel_messages"] == 1 and removed["goals"] == 1 and removed["plans"] == 1
     assert_erased(db)
+
+
+def test_people_read_channels_and_an_agents_memory_from_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "hub.db"
+    with Store(db) as store:
+        note = post_to_channel(store, SCOPE, "team", "general", "The person prefers French.")
+        pin_channel_message(store, SCOPE, note.id)
+        post_to_channel(store, SCOPE, "team", "tasks", "Noted.", reply_to=note.id)
+        add_lesson(store, SCOPE, "tasks", LESSON, kind="failure", importance="high", topic="task lists", source="feedback")
+        add_lesson(store, "user:2", "tasks", "OTHER-SCOPE lesson", kind="failure")
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(cli, ["--db", str(db), *args])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert "#team - Anything the whole team should know (all agents; 2 messages, 1 pinned)" in run("channels", "list", "--scope", SCOPE)
+    read = run("channels", "read", "team", "--scope", SCOPE)
+    assert "general" in read and "(pinned): The person prefers French." in read and "(re #1): Noted." in read
+    listing = json.loads(run("channels", "list", "--scope", SCOPE, "--json"))
+    assert listing[0]["name"] == "team" and listing[0]["messages"] == 2 and "tasks" in listing[0]["members"]
+    shown = run("memory", "show", "--scope", SCOPE, "--agent", "tasks")
+    assert f"[failure, high, task list] {LESSON} (from your feedback" in shown and "OTHER-SCOPE" not in shown
+    data = json.loads(run("memory", "show", "--scope", SCOPE, "--agent", "tasks", "--json"))
+    assert [x["text"] for x in data["lessons"]] == [LESSON]
+    assert data["section"].startswith(LESSONS_HEADER) and 0 < data["section_tokens"] <= data["budget"] == 120
+    assert json.loads(run("memory", "show", "--scope", SCOPE, "--agent", "notes", "--json"))["section_tokens"] == 0
