@@ -63,7 +63,7 @@ from scopehub.memory import (
     validate_scope,
 )
 
-__all__ = ["Deps", "FactsService", "Hub", "Inbound", "Reply"]
+__all__ = ["Deps", "FactsService", "Hub", "Inbound", "LessonService", "Reply"]
 
 log = logging.getLogger(__name__)
 

@@ -142,3 +142,36 @@ def test_a_reaction_on_the_persons_own_message_or_an_unknown_emoji_teaches_nothi
         rows = store.query("SELECT source, signal, text FROM feedback WHERE scope = 'user:42'")
     assert rows == [("reaction", "positive", "👍")]
     assert sum(is_lesson_call(c.messages) for c in model.calls) == 1
+
+
+def test_feedback_in_telegram_and_a_reaction_in_a_group_teach_the_agent_of_that_chat(tmp_path: Path) -> None:
+    db = tmp_path / "hub.db"
+    model = FunctionModel(answer)
+    hub = Hub(Deps(store=Store(db), settings=load_settings(db=db, telegram_bot_token=TOKEN), model=model), registry_of())
+
+    async def main() -> None:
+        with FakeBotAPI() as tg:
+            async with running(hub, tg):
+                tg.push_message(42, "what is on my todo list")
+                await tg.await_sent(1, chat_id=42)
+                tg.push_message(42, "/feedback no, I meant the work list")
+                ack = await tg.await_sent(2, chat_id=42)
+                assert "the tasks agent will learn from it" in ack[1]["text"]
+                await until(lambda: lessons_of(hub.store, "user:42", "tasks"))
+                group = -100
+                tg.push_message(group, "@hub_test_bot what is on my todo list", user_id=7)
+                (reply,) = await tg.await_sent(1, chat_id=group)
+                tg.push_reaction(group, reply["message_id"], "👍", user_id=8)
+                await until(lambda: lessons_of(hub.store, f"group:{group}", "tasks"))
+                await asyncio.sleep(0.2)
+                assert len(tg.sent(group)) == 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        hub.store.close()
+    with Store(db) as store:
+        private = store.query("SELECT source, signal, text FROM feedback WHERE scope = 'user:42'")
+        grouped = store.query("SELECT source, signal, text FROM feedback WHERE scope = 'group:-100'")
+    assert private == [("command", "negative", "no, I meant the work list")]
+    assert grouped == [("reaction", "positive", "👍")]
