@@ -154,10 +154,7 @@ class Hub:
         self.default_also_sees = {spec.name: spec.also_sees for spec in registry if spec.also_sees}
         # Talk channels: "team" (everyone) and those the agents declare, members resolved.
         self.channels = team_channels(registry)
-        if deps.lessons is None:
-            from scopehub.hub.lessons import LessonKeeper
-
-            deps.lessons = LessonKeeper(deps.store, deps.model, clock=deps.clock, timeout=deps.settings.model_timeout)
+        self._lessons: LessonService | None = None
         if commands is None:
             from scopehub.hub.commands import COMMANDS
 
@@ -188,6 +185,18 @@ class Hub:
     @property
     def settings(self) -> Settings:
         return self.deps.settings
+
+    @property
+    def lessons(self) -> LessonService:
+        """The lesson learner: ``Deps.lessons``, else a LessonKeeper on the agents' model."""
+        if self.deps.lessons is not None:
+            return self.deps.lessons
+        if self._lessons is None:
+            from scopehub.hub.lessons import LessonKeeper
+
+            deps = self.deps
+            self._lessons = LessonKeeper(deps.store, deps.model, clock=deps.clock, timeout=deps.settings.model_timeout)
+        return self._lessons
 
     def lock_for(self, scope: str) -> asyncio.Lock:
         lock = self._locks.get(scope)
@@ -612,9 +621,7 @@ class Hub:
     async def learn_feedback(self, scope: str) -> list[Lesson]:
         """Turn the scope's pending feedback into lessons, each under a claim; never raises."""
         learnt: list[Lesson] = []
-        lessons = self.deps.lessons
-        if lessons is None:
-            return learnt
+        lessons = self.lessons
         try:
             pending = pending_feedback(self.store, scope)
         except Exception:
