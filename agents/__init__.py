@@ -6,16 +6,31 @@ Add an agent by adding one module here (or in another package, under the
 
 from ._memory_tool import search_memory
 from ._registry import ENTRY_POINT_GROUP, AgentRegistry, discover_agents, load_agent_file
-from ._spec import AgentSpec, Tool, ToolContext, tool
+from ._spec import AgentSpec, Channel, Tool, ToolContext, tool
+from ._team import (
+    TEAM_CHANNEL,
+    agent_tools,
+    channels_of,
+    format_channel_message,
+    team,
+    team_channels,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "TEAM_CHANNEL",
     "AgentRegistry",
     "AgentSpec",
+    "Channel",
     "Tool",
     "ToolContext",
+    "agent_tools",
+    "channels_of",
     "discover_agents",
+    "format_channel_message",
     "load_agent_file",
     "search_memory",
+    "team",
+    "team_channels",
     "tool",
 ]

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ._spec import AgentSpec
+from ._team import channel_problems
 
 __all__ = ["ENTRY_POINT_GROUP", "AgentRegistry", "discover_agents", "load_agent_file"]
 
@@ -69,6 +70,7 @@ class AgentRegistry:
                 for name in spec.collaborators
                 if name not in self.agents or name == spec.name
             )
+        problems.extend(channel_problems(self.agents.values()))
         return problems
 
 

@@ -36,9 +36,10 @@ from scopehub.memory import (
     is_event_pattern,
 )
 
-__all__ = ["AgentSpec", "Tool", "ToolContext", "tool"]
+__all__ = ["AgentSpec", "Channel", "Tool", "ToolContext", "tool"]
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{1,31}$")
+_CHANNEL_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _EVENT_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)+$")
 
 
@@ -184,6 +185,40 @@ def tool(func: ToolFunction | None = None, *, name: str | None = None, descripti
     return wrap(func) if func is not None else wrap
 
 
+class Channel(BaseModel):
+    """A talk channel (seed 000's talkspace): a name, what it is for, and who belongs to it.
+
+    Declared in an ``AgentSpec`` (``channels=(Channel(...),)``); the declaring agent always
+    belongs to it. ``members`` names agents; ``"*"`` means every agent. The hub adds the
+    ``team`` channel every agent belongs to.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    purpose: str = Field(min_length=1, max_length=200)
+    members: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _CHANNEL_RE.match(value):
+            raise ValueError(f"channel name {value!r}: use 1-32 lower-case letters, digits, - or _ starting with a letter")
+        return value
+
+    @field_validator("members")
+    @classmethod
+    def _valid_members(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name != "*" and not _NAME_RE.match(name):
+                raise ValueError(f"channel members: {name!r} is not an agent name (or '*' for everyone)")
+        return value
+
+    def includes(self, agent: str) -> bool:
+        """Whether ``agent`` belongs to the channel."""
+        return "*" in self.members or agent in self.members
+
+
 class AgentSpec(BaseModel):
     """An agent: what the router reads (description, examples) and what the model gets."""
 
@@ -206,6 +241,11 @@ class AgentSpec(BaseModel):
     # "auto": search_memory is offered when the call may need the archive (hub.context.offer);
     # "always": on every call (an agent whose job is finding what was kept).
     offer_search: Literal["auto", "always"] = "auto"
+    # Talk channels it declares (it belongs to each); every agent also belongs to "team".
+    channels: tuple[Channel, ...] = ()
+    # Offer the hub's ``team`` tool (channels, lessons, goals, plans). Its schema is paid on
+    # every call, so only agents that use it get it; declaring a channel implies it.
+    team_tool: bool = False
 
     @field_validator("name")
     @classmethod

@@ -60,4 +60,6 @@ agent = AgentSpec(
     collaborators=("tasks", "notes", "inbox", "reminders"),
     emits=("dispatch.sent",),
     tools=(dispatch,),
+    # No `team` tool on the built-ins: its schema (~175 tokens) would be paid on every call;
+    # they learn from feedback without it. A plugin that declares a channel gets it.
 )

@@ -1,5 +1,6 @@
-"""Chat commands shared by every transport: /start /help /agents /usage /search and the
-facts commands /remember /facts /forget. Each returns the text to send back.
+"""Chat commands shared by every transport: /start /help /agents /usage /search, the
+facts commands /remember /facts /forget, and /feedback /channels for what the agents
+learn and tell each other. Each returns the text to send back.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ __all__ = ["COMMANDS", "HELP_TEXT", "format_usage", "plural", "usage_figures"]
 HELP_TEXT = """I'm a team of specialist agents with one shared memory of this chat.
 Just write; I route each message to the right agent. Or address one: /<agent> text or @agent.
 
-/agents - who is on the team
+/agents - who is on the team; /agents <name> - what that agent learnt here
+/feedback <text> - tell the agent that just answered what was wrong (or right)
+/channels - the agents' talk channels; /channels <name> - read one
 /remember <fact> - keep a fact in every agent's view
 /facts - what I keep about this chat
 /forget <fact id or text> - drop a fact; /forget all - erase everything of this chat
@@ -38,8 +41,48 @@ async def _help(hub: Hub, inbound: Inbound, message: Message, argument: str) -> 
 
 
 async def _agents(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
+    name = argument.strip().lstrip("/@").lower()
+    if name:
+        from scopehub.hub.lessons import format_memory
+        from scopehub.memory import agent_memory
+
+        if name not in hub.registry:
+            return f"No agent {name!r}. Agents: {', '.join(hub.registry.names)}."
+        return format_memory(agent_memory(hub.store, inbound.scope, name))
     lines = [f"/{spec.name} - {spec.description}" for spec in hub.registry]
-    return "Agents:\n" + "\n".join(lines)
+    return "Agents:\n" + "\n".join(lines) + "\n(/agents <name> shows what one of them learnt in this chat.)"
+
+
+FEEDBACK_USAGE = "Usage: /feedback <what was wrong or right about my last reply>, e.g. /feedback no, I meant the work list"
+
+
+async def _feedback(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
+    """Feedback on the last agent reply; the lesson is learnt after this answer is sent."""
+    from scopehub.hub.lessons import text_signal
+
+    text = argument.strip()
+    if not text:
+        return FEEDBACK_USAGE
+    reply = hub.last_reply(inbound.scope, before_id=message.id)
+    if reply is None:
+        return "There is no reply of mine here to give feedback on yet."
+    signal = text_signal(text)
+    if hub.feedback_on(inbound.scope, reply, text, source="command", signal=signal, key=f"command:{message.id}") is None:
+        return "Sorry, I could not keep that feedback; please try again."
+    return f"Thanks: the {reply.agent} agent will learn from it (see /agents {reply.agent})."
+
+
+async def _channels(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
+    from scopehub.hub.lessons import format_channel, format_channels
+    from scopehub.memory import channel_stats, read_channel
+
+    name = argument.strip().lstrip("#").lower()
+    if not name:
+        return format_channels(hub.channels, channel_stats(hub.store, inbound.scope), len(hub.registry))
+    channel = hub.channels.get(name)
+    if channel is None:
+        return f"No channel {name!r}. Channels: {', '.join(hub.channels)}."
+    return format_channel(channel, read_channel(hub.store, inbound.scope, name, limit=20))
 
 
 def plural(count: int, singular: str, many: str | None = None) -> str:
@@ -183,7 +226,8 @@ async def _forget(hub: Hub, inbound: Inbound, message: Message, argument: str) -
         return (
             f"Done: everything of this chat is erased ({plural(removed.get('messages', 0), 'message')}, "
             f"{plural(removed.get('facts', 0), 'fact')}, {plural(removed.get('vault', 0), 'note or email', 'notes and emails')}, "
-            f"{plural(removed.get('tasks', 0), 'task')}, {plural(removed.get('reminders', 0), 'reminder')})."
+            f"{plural(removed.get('tasks', 0), 'task')}, {plural(removed.get('reminders', 0), 'reminder')}, "
+            f"{plural(removed.get('lessons', 0), 'lesson')}, {plural(removed.get('channel_messages', 0), 'channel message')})."
         )
     from scopehub.hub import facts
 
@@ -197,6 +241,8 @@ COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "start": _start,
     "help": _help,
     "agents": _agents,
+    "feedback": _feedback,
+    "channels": _channels,
     "usage": _usage,
     "search": _search,
     "remember": _remember,

@@ -9,6 +9,7 @@ call, so a failing model never loses it. Messages of one scope are handled in or
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -20,40 +21,57 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scopehub.agents import AgentRegistry, ToolContext, search_memory
+from scopehub.agents import (
+    AgentRegistry,
+    ToolContext,
+    agent_tools,
+    channels_of,
+    format_channel_message,
+    team_channels,
+)
 from scopehub.hub.context import Context, build_context
-from scopehub.hub.context.awareness import Awareness, render_awareness
+from scopehub.hub.context.awareness import Awareness, relative_time, render_awareness
+from scopehub.hub.context.lessons import render_lessons
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel, price_call
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
+from scopehub.hub.routing.correction import detect_correction
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
 from scopehub.memory import (
     CallRecord,
     DuplicateMessage,
+    Feedback,
+    Lesson,
     Message,
     NewMessage,
     Store,
     acquire_claim,
     active_claims,
+    advance_channel_cursor,
     advance_cursor,
+    agent_memory,
     drop_expired_claim,
     expired_claims,
     latest_events,
+    pending_feedback,
+    record_feedback,
     release_claim,
     unconsumed_events,
+    unseen_channel_messages,
     validate_scope,
 )
 
-__all__ = ["Deps", "FactsService", "Hub", "Inbound", "Reply"]
+__all__ = ["Deps", "FactsService", "Hub", "Inbound", "LessonService", "Reply"]
 
 log = logging.getLogger(__name__)
 
 AWARENESS_EVENTS = 20  # unconsumed events read per call; the budget decides how many are shown
 AWARENESS_CONTEXT = 3  # latest events of collaborators considered...
 AWARENESS_HORIZON = 6 * 3600.0  # ...when they are this recent (seconds): old news is not news
+CHANNEL_DIGEST = 10  # unseen channel messages read per call; the awareness budget decides how many are shown
 # A chat command: a slash and a lower-case word at the very start ("/usr/bin" is not one).
 _COMMAND_RE = re.compile(r"^/([a-z_]+)(?:@\w+)?(?=\s|$)")
 
@@ -73,6 +91,12 @@ class FactsService(Protocol):
     async def after_reply(self, scope: str, message: Message) -> None: ...
 
 
+class LessonService(Protocol):
+    """Agent lessons: learning one from the person's feedback, after the reply is sent."""
+
+    async def learn(self, feedback: Feedback) -> Lesson: ...
+
+
 @dataclass
 class Deps:
     """The services the hub uses, passed down explicitly."""
@@ -87,6 +111,7 @@ class Deps:
     # Services tools may use, by name (``ToolContext.extra``): e.g. "dispatch", which writes
     # into an outside team's Maildir outbox. The composition root fills it.
     tool_services: dict[str, Any] = field(default_factory=dict)
+    lessons: LessonService | None = None  # None: the hub's LessonKeeper on ``model``
 
 
 @dataclass(frozen=True)
@@ -137,6 +162,9 @@ class Hub:
         self.classifier = self._build_classifier()
         self.prompts = {spec.name: agent_prompt(spec) for spec in registry}
         self.default_also_sees = {spec.name: spec.also_sees for spec in registry if spec.also_sees}
+        # Talk channels: "team" (everyone) and those the agents declare, members resolved.
+        self.channels = team_channels(registry)
+        self._lessons: LessonService | None = None
         if commands is None:
             from scopehub.hub.commands import COMMANDS
 
@@ -181,6 +209,18 @@ class Hub:
     def settings(self) -> Settings:
         return self.deps.settings
 
+    @property
+    def lessons(self) -> LessonService:
+        """The lesson learner: ``Deps.lessons``, else a LessonKeeper on the agents' model."""
+        if self.deps.lessons is not None:
+            return self.deps.lessons
+        if self._lessons is None:
+            from scopehub.hub.lessons import LessonKeeper
+
+            deps = self.deps
+            self._lessons = LessonKeeper(deps.store, deps.model, clock=deps.clock, timeout=deps.settings.model_timeout)
+        return self._lessons
+
     def lock_for(self, scope: str) -> asyncio.Lock:
         lock = self._locks.get(scope)
         if lock is None:
@@ -220,11 +260,16 @@ class Hub:
                 else []
             )
             claims = active_claims(self.store, scope, now=now)
-            return render_awareness(
+            unseen = unseen_channel_messages(
+                self.store, scope, agent, channels_of(agent, self.channels), limit=CHANNEL_DIGEST
+            )
+            lines = [f"- {format_channel_message(m, relative_time(m.ts, now))}" for m in unseen]
+            awareness = render_awareness(
                 agent,
                 unconsumed=unconsumed,
                 collaborator_events=collaborators,
                 claims=claims,
+                channel_lines=lines,
                 now=now,
                 tokenizer=self.deps.tokenizer,
                 budget=budget,
@@ -232,6 +277,20 @@ class Hub:
         except Exception:
             log.exception("awareness unavailable for %s/%s; answering without it", scope, agent)
             return Awareness()
+        # Channel lines are kept from the first (oldest) on: the cursor may pass what was shown.
+        shown = awareness.channels_shown
+        return dataclasses.replace(awareness, channel_upto=unseen[shown - 1].id) if shown else awareness
+
+    def lessons_for(self, agent: str, scope: str) -> str:
+        """``agent``'s own memory for its calls (no other agent's); fail-open: a failure means no section, logged."""
+        budget = self.settings.lessons_tokens
+        if budget <= 0:
+            return ""
+        try:
+            return render_lessons(agent_memory(self.store, scope, agent), tokenizer=self.deps.tokenizer, budget=budget)
+        except Exception:
+            log.exception("lessons unavailable for %s/%s; answering without them", scope, agent)
+            return ""
 
     def build_call(
         self,
@@ -271,8 +330,16 @@ class Hub:
     def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
         """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
         awareness = self.awareness_for(agent, scope).text
+        lessons = self.lessons_for(agent, scope)
         return self.build_call(
-            agent, scope, self.recent(scope, message.id), message.text, also_sees, awareness=awareness, sender=message.sender
+            agent,
+            scope,
+            self.recent(scope, message.id),
+            message.text,
+            also_sees,
+            lessons=lessons,
+            awareness=awareness,
+            sender=message.sender,
         )
 
     # -- the request path -----------------------------------------------------------------
@@ -341,6 +408,7 @@ class Hub:
         store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
         if not inbound.addressed:
             return None
+        self._note_correction(inbound, message, window)
         # Claim the answer: with several processes on one database, one of them answers. The
         # claim's TTL is the only expiry; a process that dies mid-reply leaves the claim to
         # run out, and then answer_stalled() (or the message's redelivery) answers it.
@@ -430,8 +498,16 @@ class Hub:
         spec = self.registry[decision.agent]
         text_for_agent = decision.text if decision.text else inbound.text
         awareness = self.awareness_for(spec.name, inbound.scope)
+        lessons = self.lessons_for(spec.name, inbound.scope)
         context = self.build_call(
-            spec.name, inbound.scope, window, text_for_agent, decision.also_sees, awareness=awareness.text, sender=inbound.sender
+            spec.name,
+            inbound.scope,
+            window,
+            text_for_agent,
+            decision.also_sees,
+            lessons=lessons,
+            awareness=awareness.text,
+            sender=inbound.sender,
         )
         base = Reply(
             text="",
@@ -458,7 +534,7 @@ class Hub:
                 chat=inbound.chat,
                 message_id=message.id,
                 clock=self.deps.clock,
-                extra={**self.deps.tool_services, "timezone": self.settings.timezone},
+                extra={**self.deps.tool_services, "timezone": self.settings.timezone, "channels": self.channels},
                 agent=spec.name,
             )
             # One deadline over the whole run (every model request, retry and tool round), so a
@@ -467,7 +543,7 @@ class Hub:
             async with asyncio.timeout(self.settings.reply_deadline):
                 result = await run_agent(
                     context.messages,
-                    (*spec.tools, search_memory),
+                    agent_tools(spec),
                     model,
                     tool_ctx,
                     max_steps=self.settings.max_tool_steps,
@@ -547,16 +623,24 @@ class Hub:
                 advance_cursor(self.store, inbound.scope, spec.name, awareness.consumed_upto)
             except Exception:
                 log.exception("cursor of %s/%s not advanced; its events will be shown again", inbound.scope, spec.name)
+        if ok and awareness.channel_upto:
+            try:
+                advance_channel_cursor(self.store, inbound.scope, spec.name, awareness.channel_upto)
+            except Exception:
+                log.exception("channel cursor of %s/%s not advanced; its channel news will be shown again", inbound.scope, spec.name)
         if stored is None:
             return Reply(**{**base.__dict__, "text": text, "kind": "error"})
         return Reply(**{**base.__dict__, "text": text, "reply_id": stored.id})
 
     # -- after the reply is sent ------------------------------------------------------------
     async def after_send(self, reply: Reply | None) -> None:
-        """Learning off the request path (fact extraction); never raises."""
-        if reply is None or reply.kind != "agent" or self.deps.facts is None or reply.message_id is None:
+        """Learning off the request path (lessons from feedback, fact extraction); never raises."""
+        if reply is None or not reply.scope:
             return
-        message = self.store.get(reply.scope, reply.message_id) if reply.scope else None
+        await self.learn_feedback(reply.scope)
+        if reply.kind != "agent" or self.deps.facts is None or reply.message_id is None:
+            return
+        message = self.store.get(reply.scope, reply.message_id)
         if message is None:
             return
         try:
@@ -566,11 +650,95 @@ class Hub:
 
     def schedule_after_send(self, reply: Reply | None) -> None:
         """Run :meth:`after_send` in the background (transports call this once they sent)."""
-        if reply is None or reply.kind != "agent" or self.deps.facts is None:
+        if reply is None or not reply.scope:
             return
-        task = asyncio.get_running_loop().create_task(self.after_send(reply))
+        facts = reply.kind == "agent" and self.deps.facts is not None
+        if not facts and not self._has_pending_feedback(reply.scope):
+            return
+        self._in_background(self.after_send(reply))
+
+    def _in_background(self, work: Awaitable[Any]) -> None:
+        task = asyncio.get_running_loop().create_task(work)  # type: ignore[arg-type]
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    # -- feedback: the person teaches the agents ---------------------------------------------
+    def feedback_on(
+        self, scope: str, reply: Message, text: str, *, source: str, signal: str, key: str | None = None
+    ) -> Feedback | None:
+        """Record the person's feedback on one agent reply (pending: it is learnt after the reply is sent).
+
+        None when ``reply`` is no agent's reply, or ``key`` was recorded already (a redelivery).
+        Fail-open: a failure is logged and the chat goes on.
+        """
+        if reply.role != "agent" or reply.agent not in self.registry:
+            return None
+        try:
+            return record_feedback(
+                self.store,
+                scope,
+                reply.agent,
+                reply_id=reply.id,
+                source=source,
+                signal=signal,
+                text=text,
+                key=key,
+                now=self.deps.clock(),
+            )
+        except Exception:
+            log.exception("feedback on %s of %s not recorded", reply.id, scope)
+            return None
+
+    def last_reply(self, scope: str, before_id: int | None = None) -> Message | None:
+        """The newest agent reply of the scope (before message ``before_id``), within the window."""
+        window = self.store.window(scope, self.settings.window, up_to=None if before_id is None else before_id - 1)
+        return next((m for m in reversed(window) if m.role == "agent" and m.agent in self.registry), None)
+
+    def _note_correction(self, inbound: Inbound, message: Message, window: list[Message]) -> None:
+        """A correction right after an agent reply ("no, I meant ...") is feedback on that reply."""
+        corrected = detect_correction(inbound.text, window)
+        if corrected is not None:
+            self.feedback_on(inbound.scope, corrected, inbound.text, source="correction", signal="negative", key=f"correction:{message.id}")
+
+    def _has_pending_feedback(self, scope: str) -> bool:
+        try:
+            return bool(pending_feedback(self.store, scope, limit=1))
+        except Exception:
+            log.exception("pending feedback of %s unreadable", scope)
+            return False
+
+    async def learn_feedback(self, scope: str) -> list[Lesson]:
+        """Turn the scope's pending feedback into lessons, each under a claim; never raises."""
+        learnt: list[Lesson] = []
+        lessons = self.lessons
+        try:
+            pending = pending_feedback(self.store, scope)
+        except Exception:
+            log.exception("pending feedback of %s unreadable; learning later", scope)
+            return learnt
+        for feedback in pending:
+            key = f"lesson:{feedback.id}"
+            note = f"{feedback.agent}: learning from the person's feedback"
+            try:
+                if acquire_claim(self.store, scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock()) is None:
+                    continue  # another process is learning it
+            except Exception:
+                log.exception("cannot claim feedback %s of %s; learning later", feedback.id, scope)
+                continue
+            try:
+                learnt.append(await lessons.learn(feedback))
+            except Exception:
+                log.exception("lesson from feedback %s of %s failed; it stays pending", feedback.id, scope)
+            finally:
+                try:
+                    release_claim(self.store, scope, key, self.holder)
+                except Exception:
+                    log.exception("claim %s of %s not released; it runs out", key, scope)
+        return learnt
+
+    def schedule_learning(self, scope: str) -> None:
+        """Learn the scope's pending feedback in the background (a reaction has no reply to send first)."""
+        self._in_background(self.learn_feedback(scope))
 
     async def drain(self) -> None:
         """Wait for background work (tests, shutdown)."""

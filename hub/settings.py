@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     facts_tokens: int = Field(default=300, ge=0, le=20_000, description="token budget of the facts block")
     message_tokens: int = Field(default=4000, ge=50, le=200_000, description="the current message is trimmed to this many tokens for the model")
     awareness_tokens: int = Field(default=150, ge=0, le=5_000, description="token budget of the awareness block (what other agents did); 0 = off")
+    lessons_tokens: int = Field(
+        default=120, ge=0, le=5_000, description="token budget of an agent's lessons section (its own memory); 0 = off"
+    )
     claim_ttl: float = Field(default=120.0, gt=0, le=86_400, description="seconds a claim on work in flight lasts unless renewed; longer than one reply")
     max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")

@@ -233,6 +233,122 @@ def _v5_numbers_and_delivery(db: sqlite_utils.Database) -> None:
     conn.execute("CREATE INDEX reminders_chat ON reminders(chat)")
 
 
+def _v6_team(db: sqlite_utils.Database) -> None:
+    """Talk channels (messages, reactions, per-agent cursors) and each agent's own memory:
+    lessons, strengths and weaknesses, goals, plans, and the person's feedback they come from."""
+    # AUTOINCREMENT: a channel message id is a cursor (like an event id), never reused.
+    db.execute(
+        """
+        CREATE TABLE channel_messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            scope TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            text TEXT NOT NULL,
+            ts REAL NOT NULL,
+            reply_to INTEGER,
+            pinned INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    db.execute("CREATE INDEX channel_messages_channel ON channel_messages(scope, channel, pinned, id)")
+    db.execute("CREATE INDEX channel_messages_scope_id ON channel_messages(scope, id)")
+    db.execute(
+        """
+        CREATE TABLE channel_reactions (
+            scope TEXT NOT NULL,
+            message_id INTEGER NOT NULL,
+            agent TEXT NOT NULL,
+            reaction TEXT NOT NULL CHECK (reaction IN ('agree', 'disagree', 'important')),
+            ts REAL NOT NULL,
+            PRIMARY KEY (scope, message_id, agent, reaction)
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE channel_cursors (
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            message_id INTEGER NOT NULL,
+            PRIMARY KEY (scope, agent)
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE lessons (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('success', 'failure', 'observation', 'improvement')),
+            importance TEXT NOT NULL CHECK (importance IN ('low', 'medium', 'high')),
+            text TEXT NOT NULL,
+            topic TEXT,
+            source TEXT NOT NULL DEFAULT 'agent',
+            feedback_id INTEGER,
+            ts REAL NOT NULL,
+            seen INTEGER NOT NULL DEFAULT 1
+        )"""
+    )
+    db.execute("CREATE INDEX lessons_scope_agent ON lessons(scope, agent, id)")
+    db.execute(
+        """
+        CREATE TABLE agent_traits (
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('strength', 'weakness')),
+            topic TEXT NOT NULL,
+            evidence INTEGER NOT NULL,
+            updated REAL NOT NULL,
+            PRIMARY KEY (scope, agent, kind, topic)
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE goals (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            text TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'achieved', 'abandoned')),
+            progress INTEGER NOT NULL DEFAULT 0 CHECK (progress BETWEEN 0 AND 100),
+            created REAL NOT NULL,
+            updated REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX goals_scope_agent ON goals(scope, agent, status, id)")
+    db.execute(
+        """
+        CREATE TABLE plans (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            text TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'done', 'abandoned')),
+            created REAL NOT NULL,
+            updated REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX plans_scope_agent ON plans(scope, agent, status, id)")
+    db.execute(
+        """
+        CREATE TABLE feedback (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            reply_id INTEGER,
+            source TEXT NOT NULL CHECK (source IN ('reaction', 'command', 'correction')),
+            signal TEXT NOT NULL CHECK (signal IN ('positive', 'negative', 'neutral')),
+            text TEXT NOT NULL,
+            key TEXT,
+            ts REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'learnt')),
+            lesson_id INTEGER
+        )"""
+    )
+    # A redelivered reaction (same key) is recorded once.
+    db.execute("CREATE UNIQUE INDEX feedback_scope_key ON feedback(scope, key)")
+    db.execute("CREATE INDEX feedback_pending ON feedback(scope, status, id)")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_core,
@@ -240,6 +356,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v3_coordination,
     _v4_call_sections_and_cache,
     _v5_numbers_and_delivery,
+    _v6_team,
 ]
 
 

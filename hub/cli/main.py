@@ -56,6 +56,8 @@ class LazyGroup(click.Group):
         "events": "scopehub.hub.cli.events:events_group",
         "chat": "scopehub.hub.cli.chat:chat_command",
         "telegram": "scopehub.hub.cli.telegram:telegram_command",
+        "channels": "scopehub.hub.cli.team:channels_group",
+        "memory": "scopehub.hub.cli.team:memory_group",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -164,7 +166,7 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
 @click.pass_context
 def agents_command(ctx: click.Context, as_json: bool) -> None:
     """List every agent: name, description, tools, fixed tokens per call."""
-    from scopehub.agents import discover_agents
+    from scopehub.agents import agent_tools, discover_agents
     from scopehub.hub.context import agent_prompt, fixed_tokens
     from scopehub.hub.context.tokens import get_tokenizer
 
@@ -180,7 +182,7 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
             {
                 "name": spec.name,
                 "description": spec.description,
-                "tools": [t.name for t in spec.tools] + ["search_memory"],
+                "tools": [t.name for t in agent_tools(spec)],
                 "search_memory": "always" if prompt.always_optional else "when needed",
                 "fixed_tokens": offered,
                 "fixed_tokens_without_search": base,
@@ -210,10 +212,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "search": "scopehub.eval.search:search_eval_command",
         "faults": "scopehub.eval.faults:faults_command",
         "tools": "scopehub.eval.tools:tools_command",
+        "lessons": "scopehub.eval.lessons:lessons_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults)."""
+    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults) and scripted replays (lessons)."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command"})

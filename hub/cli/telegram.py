@@ -34,10 +34,8 @@ def telegram_command(
     ctx: click.Context, webhook_url: str | None, listen: str, port: int, url_path: str | None, secret_token: str | None
 ) -> None:
     """Run the Telegram bot (long polling, or a webhook with --webhook-url)."""
-    from telegram import Update
-
     from scopehub.hub.app import build_hub
-    from scopehub.hub.transports.telegram import build_application
+    from scopehub.hub.transports.telegram import ALLOWED_UPDATES, build_application
 
     settings = settings_of(ctx)
     secret_token = secret_token or settings.telegram_webhook_secret or None  # .env counts too
@@ -53,7 +51,7 @@ def telegram_command(
     logging.getLogger("httpx").setLevel(logging.WARNING)
     hub = build_hub(settings, store=store_of(ctx), model_required=True)
     application = build_application(hub, settings, watch_maildir=True)
-    updates = [Update.MESSAGE, Update.EDITED_MESSAGE]  # edits correct the stored text
+    updates = list(ALLOWED_UPDATES)  # messages, edits (they correct the stored text) and reactions (feedback)
     if webhook_url is None:
         log.info("starting the Telegram bot with long polling")
         application.run_polling(allowed_updates=updates)

@@ -39,6 +39,8 @@ class Awareness:
     consumed_upto: int = 0  # advance the cursor to this id once the call is recorded (0: leave it)
     events_shown: int = 0
     claims_shown: int = 0
+    channels_shown: int = 0  # how many of the channel lines (from the first) made it into the block
+    channel_upto: int = 0  # set by the caller that supplied them: the newest channel message id shown
 
 
 def relative_time(ts: float, now: float) -> str:
@@ -116,4 +118,10 @@ def render_awareness(
         if event.id not in shown_ids:
             break
         consumed = event.id
-    return Awareness(text=text, consumed_upto=consumed, events_shown=counts[0] + counts[1], claims_shown=counts[2])
+    return Awareness(
+        text=text,
+        consumed_upto=consumed,
+        events_shown=counts[0] + counts[1],
+        claims_shown=counts[2],
+        channels_shown=counts[3],
+    )

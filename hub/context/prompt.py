@@ -7,7 +7,7 @@ keep the rules short; what a tool is for belongs in its one-line description.
 
 from __future__ import annotations
 
-from scopehub.agents import AgentSpec, search_memory
+from scopehub.agents import AgentSpec, agent_tools, search_memory
 from scopehub.hub.context.builder import AgentPrompt
 
 __all__ = ["HUB_RULES", "agent_prompt"]
@@ -29,7 +29,7 @@ def agent_prompt(spec: AgentSpec, *, with_search: bool = True) -> AgentPrompt:
         name=spec.name,
         persona=persona,
         rules=HUB_RULES,
-        tools=tuple(t.schema() for t in spec.tools),
+        tools=tuple(t.schema() for t in agent_tools(spec, with_search=False)),  # its own, and team when it uses it
         optional_tools=(search_memory.schema(),) if with_search else (),
         always_optional=spec.offer_search == "always",
     )

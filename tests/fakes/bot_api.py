@@ -26,6 +26,12 @@ files it is ``multipart/form-data`` with the same encoding. Parameters left at t
 defaults are not sent at all. The fake also accepts JSON bodies and query strings, and
 decodes known fields back (see `coerce_params`), so `calls()` shows ints, bools, dicts.
 
+Reactions: ``push_reaction(chat_id, message_id, "👎")`` queues a ``message_reaction``
+update. As on Telegram, it is delivered only once a getUpdates call has asked for it in
+``allowed_updates`` (Telegram remembers the last list; its default leaves out
+``message_reaction``, ``message_reaction_count`` and ``chat_member``); an update of a type
+not asked for is dropped, never delivered.
+
 PTB error mapping (``telegram.request.BaseRequest._request_wrapper``): a response with
 ``parameters.retry_after`` raises ``telegram.error.RetryAfter`` whatever the status; 400 ->
 ``BadRequest``; 401/404 -> ``InvalidToken``; 403 -> ``Forbidden``; 409 -> ``Conflict``;
@@ -282,6 +288,9 @@ class _Fault:
     retry_after: int | None = None
 
 
+# Update types Telegram leaves out unless allowed_updates names them.
+OPT_IN_UPDATES = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
+
 _TRUE_METHODS = (
     "sendChatAction",
     "close",
@@ -338,6 +347,7 @@ class FakeBotAPI(LoopbackServer):
         self._blocked: set[int] = set()
         self._members: dict[tuple[int, int], str] = {}
         self._update_event: asyncio.Event | None = None
+        self._allowed_updates: frozenset[str] | None = None  # None: Telegram's default set
         self._methods: dict[str, Callable[[dict[str, Any]], Any]] = {
             "getMe": self._get_me,
             "getUpdates": self._get_updates,  # async; special-cased
@@ -597,6 +607,45 @@ class FakeBotAPI(LoopbackServer):
                 },
             }
         return self.push_update(update)
+
+    def push_reaction(
+        self,
+        chat_id: int,
+        message_id: int,
+        emoji: str | list[str],
+        *,
+        user_id: int | None = None,
+        first_name: str = "Test",
+        username: str | None = None,
+        old: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Queue a ``message_reaction`` update: a user's reaction(s) on a message changed to ``emoji``.
+
+        ``old`` lists the emoji the user had on it before (Telegram sends both lists).
+        """
+        with self._lock:
+            known = self._chats.get(chat_id)
+            chat = known if known is not None else _chat(chat_id, _infer_chat_type(chat_id))
+            uid = user_id if user_id is not None else (chat_id if chat["type"] == "private" else 1001)
+            new = [emoji] if isinstance(emoji, str) else list(emoji)
+            update = {
+                "update_id": next(self._update_ids),
+                "message_reaction": {
+                    "chat": copy.deepcopy(chat),
+                    "message_id": message_id,
+                    "user": _user(uid, first_name, username),
+                    "date": int(time.time()),
+                    "old_reaction": [{"type": "emoji", "emoji": e} for e in old or []],
+                    "new_reaction": [{"type": "emoji", "emoji": e} for e in new],
+                },
+            }
+        return self.push_update(update)
+
+    @property
+    def allowed_updates(self) -> frozenset[str] | None:
+        """The update types the last getUpdates asked for (None: never asked, Telegram's default)."""
+        with self._lock:
+            return self._allowed_updates
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue any Update dict (an ``update_id`` is assigned when missing)."""
@@ -883,6 +932,19 @@ class FakeBotAPI(LoopbackServer):
 
     # -- method implementations (run in the server loop) -------------------------------
 
+    def _drop_not_allowed(self) -> None:
+        """Drop queued updates of types the bot did not ask for (Telegram never delivers them)."""
+        allowed = self._allowed_updates
+
+        def wanted(update: dict[str, Any]) -> bool:
+            kind = next((key for key in update if key != "update_id"), "")
+            return kind in allowed if allowed is not None else kind not in OPT_IN_UPDATES
+
+        kept = [update for update in self._updates if wanted(update)]
+        if len(kept) != len(self._updates):
+            self._updates.clear()
+            self._updates.extend(kept)
+
     def _next_message_id(self, chat_id: int) -> int:
         counter = self._message_ids.setdefault(chat_id, itertools.count(1))
         return next(counter)
@@ -897,8 +959,12 @@ class FakeBotAPI(LoopbackServer):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         assert self._update_event is not None
+        if isinstance(params.get("allowed_updates"), list):
+            with self._lock:  # Telegram remembers the list until a later call changes it
+                self._allowed_updates = frozenset(params["allowed_updates"]) or None
         while True:
             with self._cond:
+                self._drop_not_allowed()
                 if offset > 0:
                     while self._updates and self._updates[0]["update_id"] < offset:
                         self._updates.popleft()

@@ -54,7 +54,7 @@ def test_counts_are_said_in_words_that_agree(tmp_path):
     hub = make_hub(tmp_path, ScriptedModel(default="ok"))
     ask(hub, "/remember my sister is called Ana")
     erased = ask(hub, "/forget all").text
-    assert "(2 messages, 1 fact, 0 notes and emails, 0 tasks, 0 reminders)" in erased  # /forget all is one
+    assert "(2 messages, 1 fact, 0 notes and emails, 0 tasks, 0 reminders, 0 lessons, 0 channel messages)" in erased  # /forget all is one
     assert format_usage(Usage(scope="user:1", messages=1, agent_calls=1, tokens_sent=10, full_history_tokens=20)).startswith(
         "1 message stored, 1 agent call."
     )

@@ -427,4 +427,4 @@ def test_the_bot_asks_telegram_for_edits_too(tmp_path, monkeypatch):
     monkeypatch.setenv("HUB_API_BASE", "http://127.0.0.1:9")
     monkeypatch.setenv("HUB_DB", str(tmp_path / "hub.db"))
     main(["telegram"])
-    assert set(asked["allowed_updates"]) == {"message", "edited_message"}
+    assert set(asked["allowed_updates"]) == {"message", "edited_message", "message_reaction"}

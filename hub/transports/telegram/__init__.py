@@ -2,6 +2,7 @@
 ordering (:mod:`.delivery`) and reminders (:mod:`.reminders`)."""
 
 from scopehub.hub.transports.telegram.bot import (
+    ALLOWED_UPDATES,
     APOLOGY,
     APOLOGY_SAVED,
     BOT_DATA_KEY,
@@ -27,6 +28,7 @@ from scopehub.hub.transports.telegram.delivery import (
 from scopehub.hub.transports.telegram.reminders import REMINDER_PREFIX, ReminderScheduler
 
 __all__ = [
+    "ALLOWED_UPDATES",
     "APOLOGY",
     "APOLOGY_SAVED",
     "BOT_DATA_KEY",

@@ -30,6 +30,10 @@ What it does with an update:
   answers 403 (the bot was blocked or removed) has them paused until it writes again;
 * start: slow first-use work (litellm, tiktoken) is done in a thread before polling;
   a second process polling the same token (409) is one log line, retried quietly.
+* reactions: a 👍 or 👎 (and the like) on one of the bot's replies is feedback for the
+  agent that wrote it, learnt into a lesson in the background; it is never answered.
+  Telegram sends reactions only when ``allowed_updates`` asks for ``message_reaction``
+  (:data:`ALLOWED_UPDATES`), and in groups only to a bot that is an administrator.
 """
 
 from __future__ import annotations
@@ -41,7 +45,18 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-from telegram import Bot, BotCommand, Chat, Message, MessageEntity, ReplyParameters, Update, User
+from telegram import (
+    Bot,
+    BotCommand,
+    Chat,
+    Message,
+    MessageEntity,
+    ReactionType,
+    ReactionTypeEmoji,
+    ReplyParameters,
+    Update,
+    User,
+)
 from telegram.constants import ChatAction, ChatMemberStatus, ChatType
 from telegram.error import (
     BadRequest,
@@ -56,11 +71,13 @@ from telegram.ext import (
     ApplicationBuilder,
     ContextTypes,
     MessageHandler,
+    MessageReactionHandler,
     filters,
 )
 
 from scopehub.hub.commands import plural
 from scopehub.hub.errors import ConfigError
+from scopehub.hub.lessons import reaction_signal
 from scopehub.hub.orchestrator import Hub, Inbound, Reply
 from scopehub.hub.settings import Settings
 from scopehub.hub.transports.telegram.delivery import (
@@ -88,6 +105,9 @@ log = logging.getLogger(__name__)
 
 
 BOT_DATA_KEY = "agents_hub"  # application.bot_data[BOT_DATA_KEY] is the TelegramBot
+# What run_polling/run_webhook must ask Telegram for: without "message_reaction" in the
+# list, Telegram never sends reactions (they are not in its default set).
+ALLOWED_UPDATES: tuple[str, ...] = (Update.MESSAGE, Update.EDITED_MESSAGE, Update.MESSAGE_REACTION)
 
 REFUSAL = "Sorry, this bot is private and you are not on its list of allowed users. Nothing you send here is stored."
 APOLOGY_SAVED = "Sorry, something went wrong; your message is saved."
@@ -110,7 +130,9 @@ FORGET_CONFIRM_SECONDS = 60.0
 HUB_COMMANDS: dict[str, str] = {
     "start": "Start: what I can do",
     "help": "How to talk to me",
-    "agents": "Who is on the team",
+    "agents": "Who is on the team; /agents <name>: what it learnt",
+    "feedback": "Tell the last agent what was wrong: /feedback <text>",
+    "channels": "The agents' talk channels",
     "remember": "Keep a fact: /remember <fact>",
     "facts": "What I keep about this chat",
     "forget": "Drop a fact, or /forget all to erase this chat",
@@ -353,6 +375,35 @@ class TelegramBot:
         await self.deliver(bot, chat.id, reply, reply_to=reply_to, thread_id=thread_id)
         if reply.kind == "agent":
             self.reminders.sweep()  # the answer may have set a reminder due before the next sweep
+
+    async def on_reaction(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A reaction on one of the bot's replies: feedback for the agent that wrote it, never answered."""
+        reaction = update.message_reaction
+        if reaction is None:
+            return
+        chat, user = reaction.chat, reaction.user
+        user_id = user.id if user else None
+        if not is_allowed(self.settings, user_id, chat.id):
+            return  # silently: a reaction gets nothing back, not even the refusal
+        scope = scope_for(chat.type, chat.id, user_id)
+        ext_id = f"{chat.id}:{reaction.message_id}"
+        ext_id = self._chunk_alias.get((scope, ext_id), ext_id)
+        message = self.hub.store.find_ext(scope, ext_id)
+        if message is None or message.role != "agent":
+            return  # a reaction on the person's own message, or on something we do not keep
+        before = {_emoji(r) for r in reaction.old_reaction}
+        recorded = False
+        for emoji in dict.fromkeys(_emoji(r) for r in reaction.new_reaction):
+            signal = reaction_signal(emoji) if emoji and emoji not in before else None
+            if signal is None:
+                continue
+            # Keyed by who reacted with what: a redelivered update, or the same reaction
+            # taken back and given again, teaches once.
+            key = f"reaction:{ext_id}:{user_id or (reaction.actor_chat.id if reaction.actor_chat else '')}:{emoji}"
+            if self.hub.feedback_on(scope, message, emoji, source="reaction", signal=signal, key=key) is not None:
+                recorded = True
+        if recorded:
+            self.hub.schedule_learning(scope)
 
     async def _keep_document(self, bot: Bot, scope: str, media: Media) -> tuple[str, int] | str:
         """Download a text document into the scope's vault: ``(name, characters)``, or the name when unreadable."""
@@ -665,6 +716,11 @@ def _mentions(message: Message, bot_id: int, username: str) -> bool:
     return False
 
 
+def _emoji(reaction: ReactionType) -> str:
+    """The emoji of a reaction ("" for custom emoji and paid stars, which say nothing we can read)."""
+    return reaction.emoji if isinstance(reaction, ReactionTypeEmoji) else ""
+
+
 def _set_ext_id(store: Store, message_id: int, ext_id: str) -> None:
     """Record the Telegram id of a sent reply on the stored reply."""
     try:
@@ -717,6 +773,7 @@ def build_application(
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, transport.on_migrate))
     application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & chats & ~filters.StatusUpdate.ALL, transport.on_text))
     application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & chats, transport.on_edit))
+    application.add_handler(MessageReactionHandler(transport.on_reaction))
     application.add_error_handler(transport.on_error)
     return application
 
