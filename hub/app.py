@@ -9,13 +9,14 @@ import logging
 from pathlib import Path
 
 from scopehub.agents import AgentRegistry, discover_agents
+from scopehub.hub.digest import DigestKeeper, Reflector
 from scopehub.hub.errors import ConfigError, ModelNotConfigured
 from scopehub.hub.models import ChatModel, LiteLLMModel
 from scopehub.hub.orchestrator import Deps, Hub
 from scopehub.hub.settings import Settings
 from scopehub.memory import Store
 
-__all__ = ["build_hub", "build_model", "open_store"]
+__all__ = ["build_digest", "build_hub", "build_model", "open_store"]
 
 log = logging.getLogger(__name__)
 
@@ -91,5 +92,25 @@ def build_hub(
         FactKeeper = None
     if FactKeeper is not None:
         facts = FactKeeper(store=store, model=model)
-    deps = Deps(store=store, settings=settings, model=model, router_model=build_router_model(settings), facts=facts)
+    digest, reflector = build_digest(settings, store, model, registry)
+    deps = Deps(
+        store=store,
+        settings=settings,
+        model=model,
+        router_model=build_router_model(settings),
+        facts=facts,
+        digest=digest,
+        reflector=reflector,
+    )
     return Hub(deps, registry)
+
+
+def build_digest(
+    settings: Settings, store: Store, model: ChatModel | None, registry: AgentRegistry
+) -> tuple[DigestKeeper, Reflector]:
+    """The digest of older history and reflection, sharing one mode (``HUB_DIGEST_MODE``)."""
+    names = tuple(registry.names)
+    digest = DigestKeeper(store, settings, model=model, names=names)
+    reflector = Reflector(store, settings, model=model, names=names)
+    log.debug("digest and reflection: %s", digest.mode)
+    return digest, reflector

@@ -24,6 +24,7 @@ from scopehub.hub.context import Context, build_context
 from scopehub.hub.context.awareness import Awareness, render_awareness
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
+from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
@@ -46,7 +47,7 @@ from scopehub.memory import (
     validate_scope,
 )
 
-__all__ = ["Deps", "FactsService", "Hub", "Inbound", "Reply"]
+__all__ = ["Deps", "DigestService", "FactsService", "Hub", "Inbound", "ReflectionService", "Reply"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,22 @@ MODEL_DOWN_REPLY = "Sorry, I can't reach the language model right now. Your mess
 MODEL_FAILED_REPLY = "Sorry, the language model rejected this request. Your message is saved; try rephrasing it."
 NO_ANSWER_REPLY = "I have no answer to that. Could you rephrase it?"
 NO_MODEL_REPLY = "No language model is configured. Set HUB_MODEL (see README). Your message is saved."
+
+
+class DigestService(Protocol):
+    """The scope's digest of older history: its section for a call, and its compaction after a reply."""
+
+    def section(self, scope: str, before_id: int | None = None) -> DigestSection: ...
+
+    async def after_reply(self, scope: str, holder: str) -> object: ...
+
+
+class ReflectionService(Protocol):
+    """Reflection into knowledge fragments, run by a transport's schedule or on demand."""
+
+    async def reflect(self, scope: str, holder: str, *, now: float | None = None) -> object: ...
+
+    async def reflect_due(self, holder: str, *, now: float | None = None) -> list[Any]: ...
 
 
 class FactsService(Protocol):
@@ -78,6 +95,8 @@ class Deps:
     tokenizer: Tokenizer = field(default_factory=get_tokenizer)
     clock: Callable[[], float] = time.time
     facts: FactsService | None = None
+    digest: DigestService | None = None
+    reflector: ReflectionService | None = None
 
 
 @dataclass(frozen=True)
@@ -192,7 +211,8 @@ class Hub:
                 if spec.collaborators
                 else []
             )
-            claims = active_claims(self.store, scope, now=now)
+            # Housekeeping (digest compaction, reflection) is not team work: not shown.
+            claims = [c for c in active_claims(self.store, scope, now=now) if c.key not in BACKGROUND_CLAIMS]
             return render_awareness(
                 agent,
                 unconsumed=unconsumed,
@@ -206,6 +226,16 @@ class Hub:
             log.exception("awareness unavailable for %s/%s; answering without it", scope, agent)
             return Awareness()
 
+    def digest_for(self, scope: str, before_id: int | None = None) -> DigestSection:
+        """The scope's digest for a call (read only); fail-open: a failure means no section, logged."""
+        if self.deps.digest is None:
+            return DigestSection()
+        try:
+            return self.deps.digest.section(scope, before_id)
+        except Exception:
+            log.exception("digest unavailable for %s; answering without it", scope)
+            return DigestSection()
+
     def build_call(
         self,
         agent: str,
@@ -215,6 +245,7 @@ class Hub:
         also_sees: tuple[str, ...] = (),
         *,
         awareness: str = "",
+        digest: str = "",
     ) -> Context:
         """The context ``agent`` is sent for ``text`` after the ``recent`` messages."""
         return build_context(
@@ -224,6 +255,7 @@ class Hub:
             tokenizer=self.deps.tokenizer,
             also_sees=also_sees,
             awareness=awareness,
+            digest=digest,
             facts_block=self.facts_block(scope),
             window=self.settings.window,
             tail=self.settings.tail,
@@ -233,7 +265,10 @@ class Hub:
     def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
         """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
         awareness = self.awareness_for(agent, scope).text
-        return self.build_call(agent, scope, self.recent(scope, message.id), message.text, also_sees, awareness=awareness)
+        digest = self.digest_for(scope, message.id).text
+        return self.build_call(
+            agent, scope, self.recent(scope, message.id), message.text, also_sees, awareness=awareness, digest=digest
+        )
 
     # -- the request path -----------------------------------------------------------------
     async def handle(self, inbound: Inbound) -> Reply | None:
@@ -378,7 +413,16 @@ class Hub:
         spec = self.registry[decision.agent]
         text_for_agent = decision.text if decision.text else inbound.text
         awareness = self.awareness_for(spec.name, inbound.scope)
-        context = self.build_call(spec.name, inbound.scope, window, text_for_agent, decision.also_sees, awareness=awareness.text)
+        digest = self.digest_for(inbound.scope, message.id)
+        context = self.build_call(
+            spec.name,
+            inbound.scope,
+            window,
+            text_for_agent,
+            decision.also_sees,
+            awareness=awareness.text,
+            digest=digest.text,
+        )
         base = Reply(
             text="",
             agent=spec.name,
@@ -456,7 +500,11 @@ class Hub:
                 prompt_tokens=result.prompt_tokens if result else None,
                 completion_tokens=result.completion_tokens if result else None,
                 ok=ok,
-                extra={"tool_calls": result.tool_calls} if result and result.tool_calls else {},
+                extra={
+                    **({"tool_calls": result.tool_calls} if result and result.tool_calls else {}),
+                    # The path this call's digest took and its age: a broken cache shows here.
+                    **({"digest": digest.record(context.tokens.get("digest", 0))} if self.deps.digest else {}),
+                },
             )
         )
         if ok and awareness.consumed_upto:
@@ -472,20 +520,35 @@ class Hub:
 
     # -- after the reply is sent ------------------------------------------------------------
     async def after_send(self, reply: Reply | None) -> None:
-        """Learning off the request path (fact extraction); never raises."""
-        if reply is None or reply.kind != "agent" or self.deps.facts is None or reply.message_id is None:
+        """Learning off the request path (fact extraction, digest compaction); never raises."""
+        if reply is None or reply.kind != "agent" or reply.message_id is None or not reply.scope:
             return
-        message = self.store.get(reply.scope, reply.message_id) if reply.scope else None
-        if message is None:
-            return
+        if self.deps.facts is not None:
+            try:
+                message = self.store.get(reply.scope, reply.message_id)
+                if message is not None:
+                    await self.deps.facts.after_reply(message.scope, message)
+            except Exception:
+                log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
+        if self.deps.digest is not None:
+            try:
+                await self.deps.digest.after_reply(reply.scope, self.holder)
+            except Exception:
+                log.exception("digest compaction failed for %s; the reply was not affected", reply.scope)
+
+    async def reflect_due(self) -> list[Any]:
+        """Reflect every scope that is due (transports call this on a schedule); never raises."""
+        if self.deps.reflector is None:
+            return []
         try:
-            await self.deps.facts.after_reply(message.scope, message)
+            return await self.deps.reflector.reflect_due(self.holder, now=self.deps.clock())
         except Exception:
-            log.exception("fact extraction failed for %s; the reply was not affected", message.scope)
+            log.exception("reflection failed; nothing else was affected")
+            return []
 
     def schedule_after_send(self, reply: Reply | None) -> None:
         """Run :meth:`after_send` in the background (transports call this once they sent)."""
-        if reply is None or reply.kind != "agent" or self.deps.facts is None:
+        if reply is None or reply.kind != "agent" or (self.deps.facts is None and self.deps.digest is None):
             return
         task = asyncio.get_running_loop().create_task(self.after_send(reply))
         self._background.add(task)

@@ -183,8 +183,42 @@ def _v3_coordination(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v4_digest(db: sqlite_utils.Database) -> None:
+    """The digest of each scope's older history, and how far reflection got in each scope."""
+    db.execute(
+        """
+        CREATE TABLE digests (
+            scope TEXT PRIMARY KEY,
+            lines TEXT NOT NULL DEFAULT '[]',
+            upto_id INTEGER NOT NULL DEFAULT 0,
+            covered INTEGER NOT NULL DEFAULT 0,
+            version INTEGER NOT NULL DEFAULT 0,
+            kind TEXT NOT NULL DEFAULT '',
+            mode TEXT NOT NULL DEFAULT '',
+            made REAL NOT NULL DEFAULT 0,
+            folds INTEGER NOT NULL DEFAULT 0,
+            stats TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE reflections (
+            scope TEXT PRIMARY KEY,
+            message_upto INTEGER NOT NULL DEFAULT 0,
+            event_upto INTEGER NOT NULL DEFAULT 0,
+            last_run REAL NOT NULL DEFAULT 0,
+            stats TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+
+
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1_core, create_search_schema, _v3_coordination]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1_core,
+    create_search_schema,
+    _v3_coordination,
+    _v4_digest,
+]
 
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -28,7 +28,20 @@ __all__ = ["Store"]
 _MESSAGE_COLUMNS = "id, scope, role, text, ts, agent, also_sees, via, sender, chat, reply_to, ext_id, needs"
 _SECTIONS = ("persona", "rules", "tools", "facts", "history", "message", "total")
 # Tables holding a scope's data, erased together. Search index rows follow through triggers.
-_SCOPED_TABLES = ("calls", "facts", "vault", "tasks", "reminders", "events", "cursors", "claims", "messages", "scopes")
+_SCOPED_TABLES = (
+    "calls",
+    "facts",
+    "vault",
+    "tasks",
+    "reminders",
+    "events",
+    "cursors",
+    "claims",
+    "digests",
+    "reflections",
+    "messages",
+    "scopes",
+)
 
 
 def _row_to_message(row: Sequence[Any]) -> Message:

@@ -54,6 +54,9 @@ class LazyGroup(click.Group):
         "search": "scopehub.hub.cli.search:search_command",
         "chat": "scopehub.hub.cli.chat:chat_command",
         "telegram": "scopehub.hub.cli.telegram:telegram_command",
+        "digest": "scopehub.hub.cli.digest:digest_group",
+        "reflect": "scopehub.hub.cli.digest:reflect_command",
+        "knowledge": "scopehub.hub.cli.digest:knowledge_group",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -132,9 +135,12 @@ def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_js
 @click.pass_context
 def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
     """Messages, agent calls, tokens sent and the saving against full history."""
-    from scopehub.hub.commands import format_usage
+    from scopehub.hub.commands import format_digest_usage, format_usage
+    from scopehub.memory import digest_usage
 
-    usage = store_of(ctx, must_exist=True).usage(scope)
+    store = store_of(ctx, must_exist=True)
+    usage = store.usage(scope)
+    digest = digest_usage(store, scope)
     if as_json:
         echo_json(
             {
@@ -144,10 +150,13 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
                 "tokens_sent": usage.tokens_sent,
                 "full_history_tokens": usage.full_history_tokens,
                 "saving": round(usage.saving, 4),
+                "digest": digest,
             }
         )
         return
     click.echo(format_usage(usage.messages, usage.agent_calls, usage.tokens_sent, usage.full_history_tokens))
+    if digest["calls"] or any(digest["compactions"].values()) or digest["failed"]:
+        click.echo(format_digest_usage(digest))
 
 
 @cli.command("agents")
@@ -194,10 +203,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "simulate": "scopehub.eval.simulate:simulate_command",
         "search": "scopehub.eval.search:search_eval_command",
         "faults": "scopehub.eval.faults:faults_command",
+        "digest": "scopehub.eval.digest:digest_eval_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
+    """Evaluations on public dialogue datasets (token savings, routing, search, faults, digest)."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command"})

@@ -4,7 +4,8 @@ The scoping rules (DESIGN.md):
 1. take the scope's last ``window`` messages first, then keep those tagged for the agent
    or for an agent in ``also_sees`` (filtering first would hand every agent a full window);
 2. add the last ``tail`` messages whatever their tag; time order, no duplicates;
-3. the facts block goes into every call; 4. everything older is left to ``search_memory``.
+3. the facts block goes into every call; 4. everything older is left to ``search_memory``
+(and, compacted, to the scope's digest section when one is given).
 Chat commands (``via == "command"``) count towards the window but are never sent.
 Every section is counted with exact tokens.
 """
@@ -21,7 +22,7 @@ from scopehub.memory import Message
 
 __all__ = ["SECTIONS", "AgentPrompt", "Context", "build_context", "render_history", "select_history"]
 
-SECTIONS = ("persona", "rules", "tools", "facts", "awareness", "history", "message")
+SECTIONS = ("persona", "rules", "tools", "facts", "awareness", "digest", "history", "message")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,7 @@ def build_context(
     also_sees: Sequence[str] = (),
     facts_block: str = "",
     awareness: str = "",
+    digest: str = "",
     window: int = 40,
     tail: int = 4,
     message_tokens: int = 4000,
@@ -120,6 +122,10 @@ def build_context(
         system += "\n\n" + facts_block
     if awareness:
         system += "\n\n" + awareness
+    if digest:
+        # After awareness, before history: it changes only when the digest is compacted
+        # again, so the prefix up to it stays cacheable between compactions.
+        system += "\n\n" + digest
     messages = [{"role": "system", "content": system}, *rendered, {"role": "user", "content": current}]
     tools = list(prompt.tools)
     tokens = {
@@ -129,6 +135,7 @@ def build_context(
         "tools": tokenizer.count(json.dumps(tools, separators=(",", ":"))) if tools else 0,
         "facts": tokenizer.count(facts_block),
         "awareness": tokenizer.count(awareness),
+        "digest": tokenizer.count(digest),
         "history": _history_tokens(rendered, tokenizer),
         "message": tokenizer.count(current) + MESSAGE_OVERHEAD,
     }

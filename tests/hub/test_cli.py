@@ -53,7 +53,7 @@ def test_context_json_shows_exactly_what_the_agent_would_be_sent(tmp_path):
     run("import", "--scope", "user:1", str(write_log(tmp_path)), db=db)
     scoped = json.loads(run("context", "--scope", "user:1", "--agent", "tasks", "--json", db=db).output)
     assert set(scoped) == {"agent", "also_sees", "messages", "tokens", "full_history_tokens"}
-    assert set(scoped["tokens"]) == {"persona", "rules", "tools", "facts", "awareness", "history", "message", "total"}
+    assert set(scoped["tokens"]) == {"persona", "rules", "tools", "facts", "awareness", "digest", "history", "message", "total"}
     # default tail 4 covers all four earlier messages here; the newest is the message itself
     assert [m["id"] for m in scoped["messages"]][-1] == 5
     assert scoped["messages"][-1]["text"] == LOG[-1]["text"]

@@ -74,6 +74,7 @@ REFUSAL = "Sorry, this bot is private and you are not on its list of allowed use
 APOLOGY_SAVED = "Sorry, something went wrong; your message is saved."
 APOLOGY = "Sorry, something went wrong; please send your message again."
 TEXT_ONLY = "I can only read text messages for now."
+REFLECT_FIRST_S = 60.0  # the first reflection check after start: scopes due since the last run
 
 
 # setMyCommands descriptions of the hub's own commands (agents bring their description).
@@ -137,6 +138,21 @@ class TelegramBot:
             log.warning("could not register the command list: %s", exc)
         assert application.job_queue is not None
         self.reminders.start(application.job_queue)
+        self.start_reflection(application.job_queue)
+
+    def start_reflection(self, job_queue: Any) -> None:
+        """Reflect the scopes that are due soon after start, then check every hour (or more often)."""
+        hours = self.settings.reflect_every_hours
+        if hours <= 0 or self.hub.deps.reflector is None:
+            return
+        job_queue.run_repeating(
+            self._reflect_job, interval=min(3600.0, hours * 3600), first=REFLECT_FIRST_S, name="hub:reflect"
+        )
+
+    async def _reflect_job(self, context: Any) -> None:
+        # Each scope is reflected at most every HUB_REFLECT_EVERY_HOURS, under its claim: with
+        # several workers on one database only one reflects a scope. Never raises.
+        await self.hub.reflect_due()
 
     async def post_stop(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
         """Unhook from the hub (the hub may outlive this Application)."""
