@@ -120,6 +120,14 @@ class _Failure(Exception):
     """A compaction that keeps the cached digest (the reason is counted and logged)."""
 
 
+class _Unusable(_Failure):
+    """The model answered, but not with lines we can keep (malformed, mostly untraceable).
+
+    A fold that fails this way is retried once as a rebuild from the sources; a timeout or
+    an error is not (the model would only be asked to fail again).
+    """
+
+
 class DigestKeeper:
     """The scope's digest: its section for every call, and its compaction in the background."""
 
@@ -313,7 +321,7 @@ class DigestKeeper:
                 if not over:
                     return lines, kind, rejected
                 log.info("digest fold of %s came out over budget; rebuilding from sources", scope)
-            except _Failure as failure:
+            except _Unusable as failure:
                 log.info("digest fold of %s failed (%s); rebuilding from sources", scope, failure)
             kind = "full_recompact"
         if kind == "full":
@@ -351,12 +359,12 @@ class DigestKeeper:
         usage["completion_tokens"] += int(response.completion_tokens or 0)
         items = parse_items(response.content, "lines")
         if items is None:
-            raise _Failure("the model's answer was not the JSON asked for")
+            raise _Unusable("the model's answer was not the JSON asked for")
         sources = {str(i): SourceText(m.text, speaker(m), m.ts) for i, m in shown.items()}
         checked = check_items(items, sources, zone=self.zone, names=self.names)
         if checked.mostly_rejected:
             example = checked.rejected[0] if checked.rejected else ("", "no lines")
-            raise _Failure(f"{len(checked.rejected)} of {len(items)} lines untraceable, e.g. {example[0]!r}: {example[1]}")
+            raise _Unusable(f"{len(checked.rejected)} of {len(items)} lines untraceable, e.g. {example[0]!r}: {example[1]}")
         count = len(checked.kept)
         lines = [
             DigestLine(
