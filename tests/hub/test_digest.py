@@ -379,6 +379,21 @@ def test_without_a_model_the_digest_is_extractive_within_budget_and_traceable(tm
     assert len([t for t in texts if "Lisbon" in t]) <= 1  # said twice, kept once
 
 
+def test_the_extractive_digest_says_a_thing_once_and_leaves_reactions_out():
+    from zoneinfo import ZoneInfo
+
+    from scopehub.hub.digest.extractive import extractive_digest
+    from scopehub.hub.digest.text import Salience
+    from scopehub.memory import Message
+
+    texts = [HISTORY[0], "Love that purple color!", HISTORY[0], "Haha, sure thing."]
+    messages = [Message(id=n + 1, scope=SCOPE, role="user", text=t, ts=START + n, sender="Ram") for n, t in enumerate(texts)]
+    lines = extractive_digest(
+        messages, (), Salience().add(HISTORY + texts), tokenizer=get_tokenizer(), budget=200, zone=ZoneInfo(ZONE_NAME)
+    )
+    assert [line.text for line in lines] == [HISTORY[0]]  # room for all four; one says something, once
+
+
 def test_auto_mode_asks_the_model_only_when_hub_model_names_one(tmp_path):
     model = ScriptedModel()
     assert DigestKeeper(Store(), settings(tmp_path), model=model).mode == "extractive"  # embedded model: too slow

@@ -185,6 +185,18 @@ def test_reflect_and_knowledge_commands(tmp_path):
     assert all(set(f["messages"]) <= set(ids["old"]) and 0 <= f["importance"] <= 1 for f in fragments)
 
 
+def test_the_running_bot_has_a_reflection_job(tmp_path):
+    from tests.hub.test_telegram import TOKEN, bot_run
+
+    seen: list[str] = []
+
+    async def scenario(hub: Hub, tg: Any, bot: Any) -> None:
+        seen.extend(job.name for job in bot.reminders._job_queue.jobs())
+
+    bot_run(tmp_path, scenario, hub=make_hub(tmp_path / "hub.db", telegram_bot_token=TOKEN))
+    assert "hub:reflect" in seen
+
+
 class _JobQueue:
     def __init__(self) -> None:
         self.jobs: list[tuple[str, float, float]] = []
