@@ -243,6 +243,7 @@ def evaluate_digest(
                 ),
             }
             questions = [q for q in conversation.questions if q.category != _ADVERSARIAL and q.evidence]
+            own = {name: _Tally() for name in CONDITIONS}  # this conversation's share, for the spread
             judge_jobs = []
             for question in questions:
                 evidence = {id_of[e] for e in question.evidence if e in id_of}
@@ -250,8 +251,10 @@ def evaluate_digest(
                     continue
                 asked += 1
                 for name, (shown, text, tokens) in views.items():
-                    tallies[name].add(evidence, shown, _answer_in(question.answer, text))
+                    found = _answer_in(question.answer, text)
+                    tallies[name].add(evidence, shown, found)
                     tallies[name].tokens.append(tokens)
+                    own[name].add(evidence, shown, found)
                 if judge_model is not None:
                     judge_jobs.append((question, context.messages[1:-1]))
             if judge_model is not None and judge_jobs:
@@ -280,6 +283,7 @@ def evaluate_digest(
                     "fragment_tokens": fragment_tokens,
                     "window_tokens": window_tokens,
                     "full_history_tokens": full.tokens["history"],
+                    "evidence_hit": {name: round(t.hit / len(questions), 4) if questions else 0.0 for name, t in own.items()},
                 }
             )
             bar.advance()
@@ -292,6 +296,7 @@ def evaluate_digest(
             "answer_found": round(tally.answer / asked, 4) if asked else 0.0,
             "tokens_per_call": round(statistics.fmean(tally.tokens), 1) if tally.tokens else 0.0,
         }
+    gains = [c["evidence_hit"]["window+digest"] - c["evidence_hit"]["window+recent"] for c in per_conversation]
     result: dict[str, Any] = {
         "conversations": len(conversations),
         "questions": asked,
@@ -302,6 +307,12 @@ def evaluate_digest(
         "compactions": compactions,
         "full_history_tokens_mean": round(statistics.fmean(full_history), 1) if full_history else 0.0,
         "conditions": rows,
+        # The digest's evidence-hit gain over the same tokens of recent turns, per conversation.
+        "digest_gain": {
+            "mean": round(statistics.fmean(gains), 4) if gains else 0.0,
+            "min": round(min(gains), 4) if gains else 0.0,
+            "max": round(max(gains), 4) if gains else 0.0,
+        },
         "per_conversation": per_conversation,
     }
     if judge_model is not None:
@@ -334,6 +345,12 @@ def format_digest_table(result: dict[str, Any]) -> str:
         f" {settings['digest_tokens']} tokens; full history {result['full_history_tokens_mean']:,.0f} tokens"
     )
     table = _report.format_table(("sent without search", "tokens/call", "evidence hit", "evidence recall", "answer found"), rows, title=title)
+    gain = result.get("digest_gain")
+    if gain and result["conversations"] > 1:
+        table += (
+            f"\ndigest vs recent turns, evidence hit per conversation: {gain['mean'] * 100:+.1f} points"
+            f" (from {gain['min'] * 100:+.1f} to {gain['max'] * 100:+.1f})"
+        )
     if "judge" in result:
         judge = result["judge"]
         table += (

@@ -75,6 +75,14 @@ def test_a_model_digest_is_replayed_through_the_same_keeper(tmp_path):
     assert result["conditions"]["window+digest"]["evidence_hit"] == 1.0
 
 
+def test_the_judge_asks_with_and_without_the_digest(tmp_path):
+    def answer(messages: list[dict[str, Any]], tools: Any) -> str:
+        return "Biscuit" if "Biscuit" in messages[0]["content"] else "unknown"
+
+    judge = evaluate_digest(locomo_file(tmp_path), judge_model=FunctionModel(answer))["judge"]
+    assert judge["asked"] == 2 and judge["window"] == 0.0 and judge["window+digest"] == 0.5
+
+
 def test_eval_digest_command_prints_the_table_and_json(tmp_path):
     out = tmp_path / "figures.json"
     result = CliRunner().invoke(digest_eval_command, ["--format", "locomo", str(locomo_file(tmp_path)), "--json", str(out)])
