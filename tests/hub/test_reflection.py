@@ -194,7 +194,7 @@ def test_the_running_bot_has_a_reflection_job(tmp_path):
         seen.extend(job.name for job in bot.reminders._job_queue.jobs())
 
     bot_run(tmp_path, scenario, hub=make_hub(tmp_path / "hub.db", telegram_bot_token=TOKEN))
-    assert "hub:reflect" in seen
+    assert "reflection:due" in seen
 
 
 class _JobQueue:
@@ -208,7 +208,7 @@ class _JobQueue:
 def test_telegram_schedules_reflection_in_its_job_queue(tmp_path):
     from scopehub.hub.transports.telegram.bot import TelegramBot
 
-    for hours, expected in ((24, [("hub:reflect", 3600.0, 60.0)]), (0, [])):
+    for hours, expected in ((24, [("reflection:due", 3600.0, 60.0)]), (0, [])):
         hub = make_hub(tmp_path / f"{hours}.db", reflect_every_hours=hours)
         queue = _JobQueue()
         TelegramBot(hub, hub.settings).start_reflection(queue)

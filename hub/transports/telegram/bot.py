@@ -146,7 +146,7 @@ class TelegramBot:
         if hours <= 0 or self.hub.deps.reflector is None:
             return
         job_queue.run_repeating(
-            self._reflect_job, interval=min(3600.0, hours * 3600), first=REFLECT_FIRST_S, name="hub:reflect"
+            self._reflect_job, interval=min(3600.0, hours * 3600), first=REFLECT_FIRST_S, name="reflection:due"
         )
 
     async def _reflect_job(self, context: Any) -> None:
