@@ -31,7 +31,8 @@ __all__ = [
 
 _WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+(?:[.,:/]\d+)*", re.UNICODE)
 _NUMBER_RE = re.compile(r"\d+(?:[.,:/]\d+)*")
-_SENTENCE_RE = re.compile(r"(?<=[.!?…])[\"')\]]*\s+|\n+")
+# After . ! ? or … (and a closing quote or bracket, which stays with its sentence).
+_SENTENCE_RE = re.compile(r"(?<=[.!?…])\s+|(?<=[.!?…][\"'”’)\]])\s+|\n+")
 _CLAUSE_RE = re.compile(r"(?<=[,;:])\s+|\s+[-–—]\s+")
 
 MAX_LINE_WORDS = 20  # a longer sentence is cut into clauses: the digest has little room

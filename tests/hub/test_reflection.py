@@ -75,6 +75,19 @@ def test_reflection_distills_older_messages_into_fragments_that_search_finds(tmp
     assert again.outcome == "nothing" and len(list_knowledge(store, SCOPE)) == len(fragments)
 
 
+def test_older_events_are_distilled_too(tmp_path):
+    from scopehub.memory import emit_event
+
+    store = Store(tmp_path / "hub.db")
+    event = emit_event(store, SCOPE, "tasks", "task.created", {"task_id": 3, "title": "Renew the Lisbon apartment lease"}, now=OLD)
+    emit_event(store, SCOPE, "tasks", "task.created", {"task_id": 4, "title": "Book the Madeira ferry tickets"}, now=RECENT)
+    report = asyncio.run(reflector(store).reflect(SCOPE, "test"))
+    assert report.events == 1
+    (fragment,) = list_knowledge(store, SCOPE)
+    assert fragment.events == (event.id,) and fragment.messages == () and "Lisbon apartment lease" in fragment.text
+    assert get_reflection(store, SCOPE).event_upto == event.id
+
+
 def test_importance_counts_in_ranking(tmp_path):
     store = Store(tmp_path / "hub.db")
     fill(store)
