@@ -1,6 +1,8 @@
 """Memory: the SQLite store of messages and their routes, facts, vault, tasks,
-reminders and token records, the archive search over them, and the coordination
-records: schema-validated events with id cursors, and claims with a TTL.
+reminders and token records, the archive search over them, the coordination
+records: schema-validated events with id cursors, and claims with a TTL, and the
+digest of each scope's older history with the reflection watermark (knowledge
+fragments are vault items of kind ``knowledge``).
 
 Imports nothing of ours.
 """

@@ -314,6 +314,8 @@ class DigestKeeper:
     ) -> tuple[list[DigestLine], str, int]:
         rejected = 0
         if kind == "incremental":
+            # After a long pause (failures, an import) only the newest pending messages fit the
+            # prompt; the older ones are passed over (the digest moves on; search still finds them).
             new = self._newest_within(pending, MODEL_SOURCE_TOKENS)
             shown = {m.id: m for m in [*self._sources_of(scope, previous), *new]}
             try:
