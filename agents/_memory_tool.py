@@ -34,5 +34,7 @@ def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
     lines = []
     for hit in hits:
         who = hit.agent or ("note" if hit.kind == "vault" else "user")
+        if hit.importance is not None:  # a knowledge fragment distilled from older messages
+            who = f"knowledge, importance {hit.importance:.2f}"
         lines.append(f"#{hit.id} {_when(hit.ts)} [{who}] {hit.snippet}")
     return "\n".join(lines)

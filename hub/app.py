@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from scopehub.agents import AgentRegistry, discover_agents
+from scopehub.hub.digest import DigestKeeper, Reflector
 from scopehub.hub.errors import ConfigError, ModelNotConfigured
 from scopehub.hub.models import ChatModel, LiteLLMModel
 from scopehub.hub.orchestrator import Deps, Hub
@@ -15,7 +16,7 @@ from scopehub.hub.settings import Settings
 from scopehub.memory import Store
 from scopehub.memory import open_store as memory_open_store
 
-__all__ = ["build_hub", "build_model", "open_store"]
+__all__ = ["build_digest", "build_hub", "build_model", "open_store"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ def build_hub(
         FactKeeper = None
     if FactKeeper is not None:
         facts = FactKeeper(store=store, model=model)
+    digest, reflector = build_digest(settings, store, model, registry)
     deps = Deps(
         store=store,
         settings=settings,
@@ -99,6 +101,8 @@ def build_hub(
         router_model=build_router_model(settings),
         facts=facts,
         tool_services={"dispatch": _outbox_writer(settings)},
+        digest=digest,
+        reflector=reflector,
     )
     return Hub(deps, registry)
 
@@ -111,3 +115,14 @@ def _outbox_writer(settings: Settings):
     from scopehub.hub.transports.maildir import dispatch_out
 
     return partial(dispatch_out, maildir_root(settings))
+
+
+def build_digest(
+    settings: Settings, store: Store, model: ChatModel | None, registry: AgentRegistry
+) -> tuple[DigestKeeper, Reflector]:
+    """The digest of older history and reflection, sharing one mode (``HUB_DIGEST_MODE``)."""
+    names = tuple(registry.names)
+    digest = DigestKeeper(store, settings, model=model, names=names)
+    reflector = Reflector(store, settings, model=model, names=names)
+    log.debug("digest and reflection: %s", digest.mode)
+    return digest, reflector

@@ -15,7 +15,7 @@ from scopehub.memory import Message, Usage
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub, Inbound
 
-__all__ = ["COMMANDS", "HELP_TEXT", "format_usage", "plural", "usage_figures"]
+__all__ = ["COMMANDS", "HELP_TEXT", "format_digest_usage", "format_usage", "plural", "usage_figures"]
 
 HELP_TEXT = """I'm a team of specialist agents with one shared memory of this chat.
 Just write; I route each message to the right agent. Or address one: /<agent> text or @agent.
@@ -161,8 +161,29 @@ def format_usage(usage: Usage) -> str:
     return "\n".join(lines)
 
 
+def format_digest_usage(digest: dict) -> str:
+    """The digest's share of /usage: its tokens across calls, the paths calls took, compaction cost."""
+    paths = digest["paths"]
+    shown = ", ".join(f"{name} {paths[name]}" for name in ("cached", "incremental", "full", "full_recompact", "none"))
+    compactions = sum(digest["compactions"].values())
+    return (
+        f"Digest: {digest['tokens']:,} tokens over {digest['calls']} calls ({shown}); "
+        f"{compactions} compactions, {digest['failed']} failed, "
+        f"{digest['prompt_tokens'] + digest['completion_tokens']:,} model tokens."
+    )
+
+
 async def _usage(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
-    return format_usage(hub.store.usage(inbound.scope))
+    from scopehub.memory import digest_usage
+
+    text = format_usage(hub.store.usage(inbound.scope))
+    try:
+        digest = digest_usage(hub.store, inbound.scope)
+    except Exception:  # the digest's figures are extra: /usage answers without them
+        return text
+    if digest["calls"] or any(digest["compactions"].values()) or digest["failed"]:
+        text += "\n" + format_digest_usage(digest)
+    return text
 
 
 async def _search(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
@@ -175,6 +196,8 @@ async def _search(hub: Hub, inbound: Inbound, message: Message, argument: str) -
     for hit in hits:
         when = datetime.fromtimestamp(hit.ts, tz=UTC).strftime("%Y-%m-%d")
         who = hit.agent or ("note" if hit.kind == "vault" else "you")
+        if hit.importance is not None:
+            who = f"knowledge {hit.importance:.2f}"
         lines.append(f"#{hit.id} {when} [{who}] {hit.snippet}")
     return "\n".join(lines)
 

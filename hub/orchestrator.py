@@ -34,6 +34,7 @@ from scopehub.hub.context.awareness import Awareness, relative_time, render_awar
 from scopehub.hub.context.lessons import render_lessons
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
+from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel, price_call
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
@@ -64,7 +65,7 @@ from scopehub.memory import (
     validate_scope,
 )
 
-__all__ = ["Deps", "FactsService", "Hub", "Inbound", "LessonService", "Reply"]
+__all__ = ["Deps", "DigestService", "FactsService", "Hub", "Inbound", "LessonService", "ReflectionService", "Reply"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,22 @@ MODEL_SLOW_REPLY = "Sorry, the language model is taking too long to answer. Your
 UNKNOWN_COMMAND_REPLY = "unknown command /{name}; /help lists them"
 NO_ANSWER_REPLY = "I have no answer to that. Could you rephrase it?"
 NO_MODEL_REPLY = "No language model is configured. Set HUB_MODEL (see README). Your message is saved."
+
+
+class DigestService(Protocol):
+    """The scope's digest of older history: its section for a call, and its compaction after a reply."""
+
+    def section(self, scope: str, before_id: int | None = None) -> DigestSection: ...
+
+    async def after_reply(self, scope: str, holder: str) -> object: ...
+
+
+class ReflectionService(Protocol):
+    """Reflection into knowledge fragments, run by a transport's schedule or on demand."""
+
+    async def reflect(self, scope: str, holder: str, *, now: float | None = None) -> object: ...
+
+    async def reflect_due(self, holder: str, *, now: float | None = None) -> list[Any]: ...
 
 
 class FactsService(Protocol):
@@ -112,6 +129,8 @@ class Deps:
     # into an outside team's Maildir outbox. The composition root fills it.
     tool_services: dict[str, Any] = field(default_factory=dict)
     lessons: LessonService | None = None  # None: the hub's LessonKeeper on ``model``
+    digest: DigestService | None = None
+    reflector: ReflectionService | None = None
 
 
 @dataclass(frozen=True)
@@ -259,7 +278,8 @@ class Hub:
                 if spec.collaborators
                 else []
             )
-            claims = active_claims(self.store, scope, now=now)
+            # Housekeeping (digest compaction, reflection) is not team work: not shown.
+            claims = [c for c in active_claims(self.store, scope, now=now) if c.key not in BACKGROUND_CLAIMS]
             unseen = unseen_channel_messages(
                 self.store, scope, agent, channels_of(agent, self.channels), limit=CHANNEL_DIGEST
             )
@@ -291,6 +311,16 @@ class Hub:
         except Exception:
             log.exception("lessons unavailable for %s/%s; answering without them", scope, agent)
             return ""
+
+    def digest_for(self, scope: str, before_id: int | None = None) -> DigestSection:
+        """The scope's digest for a call (read only); fail-open: a failure means no section, logged."""
+        if self.deps.digest is None:
+            return DigestSection()
+        try:
+            return self.deps.digest.section(scope, before_id)
+        except Exception:
+            log.exception("digest unavailable for %s; answering without it", scope)
+            return DigestSection()
 
     def build_call(
         self,
@@ -339,6 +369,7 @@ class Hub:
             also_sees,
             lessons=lessons,
             awareness=awareness,
+            digest=self.digest_for(scope, message.id).text,
             sender=message.sender,
         )
 
@@ -499,6 +530,7 @@ class Hub:
         text_for_agent = decision.text if decision.text else inbound.text
         awareness = self.awareness_for(spec.name, inbound.scope)
         lessons = self.lessons_for(spec.name, inbound.scope)
+        digest = self.digest_for(inbound.scope, message.id)
         context = self.build_call(
             spec.name,
             inbound.scope,
@@ -507,6 +539,7 @@ class Hub:
             decision.also_sees,
             lessons=lessons,
             awareness=awareness.text,
+            digest=digest.text,
             sender=inbound.sender,
         )
         base = Reply(
@@ -603,13 +636,17 @@ class Hub:
                 prompt_tokens=result.prompt_tokens if reported else None,
                 completion_tokens=result.completion_tokens if reported else None,
                 ok=ok,
-                extra=(
-                    {"tool_calls": result.tool_calls}
-                    if result and result.tool_calls
-                    else {"error": failure, "deadline_s": self.settings.reply_deadline}
-                    if failure
-                    else {}
-                ),
+                extra={
+                    **(
+                        {"tool_calls": result.tool_calls}
+                        if result and result.tool_calls
+                        else {"error": failure, "deadline_s": self.settings.reply_deadline}
+                        if failure
+                        else {}
+                    ),
+                    # The path this call's digest took and its age: a broken cache shows here.
+                    **({"digest": digest.record(context.tokens.get("digest", 0))} if self.deps.digest else {}),
+                },
                 cached_tokens=result.cached_tokens if result else None,
                 cache_write_tokens=result.cache_write_tokens if result else None,
                 billed_tokens=price.billed_tokens,
@@ -634,26 +671,41 @@ class Hub:
 
     # -- after the reply is sent ------------------------------------------------------------
     async def after_send(self, reply: Reply | None) -> None:
-        """Learning off the request path (lessons from feedback, fact extraction); never raises."""
+        """Learning off the request path (lessons from feedback, fact extraction, digest compaction); never raises."""
         if reply is None or not reply.scope:
             return
         await self.learn_feedback(reply.scope)
-        if reply.kind != "agent" or self.deps.facts is None or reply.message_id is None:
+        if reply.kind != "agent" or reply.message_id is None:
             return
-        message = self.store.get(reply.scope, reply.message_id)
-        if message is None:
-            return
+        if self.deps.facts is not None:
+            try:
+                message = self.store.get(reply.scope, reply.message_id)
+                if message is not None:
+                    await self.deps.facts.after_reply(message.scope, message)
+            except Exception:
+                log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
+        if self.deps.digest is not None:
+            try:
+                await self.deps.digest.after_reply(reply.scope, self.holder)
+            except Exception:
+                log.exception("digest compaction failed for %s; the reply was not affected", reply.scope)
+
+    async def reflect_due(self) -> list[Any]:
+        """Reflect every scope that is due (transports call this on a schedule); never raises."""
+        if self.deps.reflector is None:
+            return []
         try:
-            await self.deps.facts.after_reply(message.scope, message)
+            return await self.deps.reflector.reflect_due(self.holder, now=self.deps.clock())
         except Exception:
-            log.exception("fact extraction failed for %s; the reply was not affected", message.scope)
+            log.exception("reflection failed; nothing else was affected")
+            return []
 
     def schedule_after_send(self, reply: Reply | None) -> None:
         """Run :meth:`after_send` in the background (transports call this once they sent)."""
         if reply is None or not reply.scope:
             return
-        facts = reply.kind == "agent" and self.deps.facts is not None
-        if not facts and not self._has_pending_feedback(reply.scope):
+        background = reply.kind == "agent" and (self.deps.facts is not None or self.deps.digest is not None)
+        if not background and not self._has_pending_feedback(reply.scope):
             return
         self._in_background(self.after_send(reply))
 

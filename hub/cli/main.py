@@ -58,6 +58,9 @@ class LazyGroup(click.Group):
         "telegram": "scopehub.hub.cli.telegram:telegram_command",
         "channels": "scopehub.hub.cli.team:channels_group",
         "memory": "scopehub.hub.cli.team:memory_group",
+        "digest": "scopehub.hub.cli.digest:digest_group",
+        "reflect": "scopehub.hub.cli.digest:reflect_command",
+        "knowledge": "scopehub.hub.cli.digest:knowledge_group",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -151,14 +154,22 @@ def context_command(ctx: click.Context, scope: str, agent: str, also: str, as_js
 @json_option
 @click.pass_context
 def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
-    """Tokens sent against full history; provider input, cached and billed-equivalent tokens, cost."""
-    from scopehub.hub.commands import format_usage, usage_figures
+    """Tokens sent against full history; provider input, cached and billed-equivalent tokens, cost; the digest."""
+    from scopehub.hub.commands import format_digest_usage, format_usage, usage_figures
+    from scopehub.memory import digest_usage
 
     usage = store_of(ctx, must_exist=True).usage(scope)
+    digest = digest_usage(store_of(ctx, must_exist=True), scope)
+
+    store = store_of(ctx, must_exist=True)
+    usage = store.usage(scope)
+    digest = digest_usage(store, scope)
     if as_json:
-        echo_json(usage_figures(usage))
+        echo_json({**usage_figures(usage), "digest": digest})
         return
     click.echo(format_usage(usage))
+    if digest["calls"] or any(digest["compactions"].values()) or digest["failed"]:
+        click.echo(format_digest_usage(digest))
 
 
 @cli.command("agents")
@@ -213,10 +224,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "faults": "scopehub.eval.faults:faults_command",
         "tools": "scopehub.eval.tools:tools_command",
         "lessons": "scopehub.eval.lessons:lessons_command",
+        "digest": "scopehub.eval.digest:digest_eval_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults) and scripted replays (lessons)."""
+    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults, digest) and scripted replays (lessons)."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command"})

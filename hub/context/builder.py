@@ -4,7 +4,8 @@ The scoping rules (DESIGN.md):
 1. take the scope's last ``window`` messages first, then keep those tagged for the agent
    or for an agent in ``also_sees`` (filtering first would hand every agent a full window);
 2. add the last ``tail`` messages whatever their tag; time order, no duplicates;
-3. the facts block goes into every call; 4. everything older is left to ``search_memory``.
+3. the facts block goes into every call; 4. everything older is left to ``search_memory``
+(and, compacted, to the scope's digest section when one is given).
 Chat commands (``via == "command"``) count towards the window but are never sent.
 6. Every section is counted with exact tokens; 7. the order serves prompt caching:
 

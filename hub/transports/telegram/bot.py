@@ -124,6 +124,7 @@ CONFIRM_FORGET_ALL = (
     "Send /forget all again within 60 seconds to confirm."
 )
 FORGET_CONFIRM_SECONDS = 60.0
+REFLECT_FIRST_S = 60.0  # the first reflection check after start: scopes due since the last run
 
 
 # setMyCommands descriptions of the hub's own commands (agents bring their description).
@@ -229,10 +230,26 @@ class TelegramBot:
                 lambda context: send_recurring(self.hub, root), interval=RECURRING_CHECK, first=1.0, name="maildir:recurring"
             )
 
+        self.start_reflection(application.job_queue)
+
     async def _answer_stalled_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
         for reply in await self.hub.answer_stalled():
             if reply.scope is not None:
                 await self.deliver(context.bot, _chat_of(reply.scope), reply, reply_to=None, thread_id=None)
+
+    def start_reflection(self, job_queue: Any) -> None:
+        """Reflect the scopes that are due soon after start, then check every hour (or more often)."""
+        hours = self.settings.reflect_every_hours
+        if hours <= 0 or self.hub.deps.reflector is None:
+            return
+        job_queue.run_repeating(
+            self._reflect_job, interval=min(3600.0, hours * 3600), first=REFLECT_FIRST_S, name="reflection:due"
+        )
+
+    async def _reflect_job(self, context: Any) -> None:
+        # Each scope is reflected at most every HUB_REFLECT_EVERY_HOURS, under its claim: with
+        # several workers on one database only one reflects a scope. Never raises.
+        await self.hub.reflect_due()
 
     async def post_stop(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
         """Unhook from the hub (the hub may outlive this Application); stop the Maildir watcher."""

@@ -1,0 +1,358 @@
+"""The digest of a scope's older history and the reflection records.
+
+A digest is one row per scope, shared by every agent of the scope: its lines (each with
+the ids of the messages it came from), the newest message folded in (``upto_id``), a
+version that moves up by one at every compaction, and how that compaction was made
+(``full``, ``incremental`` or ``full_recompact``). Cumulative counters (compactions per
+kind, failures, model calls and tokens) live beside it in ``stats``.
+
+Knowledge fragments from reflection are vault items of kind ``knowledge`` (so archive
+search indexes them) with their importance and sources in ``meta``; the reflection
+watermark per scope (what has been reflected so far) is a row of ``reflections``.
+Both tables are scoped and erased with the scope.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._data import VaultItem, add_vault_item, list_vault_items
+from ._model import validate_scope
+from ._schema import ensure_scope
+from ._store import Store
+from .errors import InvalidRecord
+
+__all__ = [
+    "DIGEST_KINDS",
+    "DIGEST_PATHS",
+    "KNOWLEDGE_KIND",
+    "Digest",
+    "DigestLine",
+    "Knowledge",
+    "ReflectionState",
+    "add_knowledge",
+    "digest_usage",
+    "get_digest",
+    "get_reflection",
+    "last_served_digest",
+    "list_knowledge",
+    "messages_after",
+    "record_digest_failure",
+    "save_digest",
+    "save_reflection",
+]
+
+DIGEST_KINDS = ("full", "incremental", "full_recompact")
+# What a call can get: the four paths of a digest, or none at all.
+DIGEST_PATHS = ("cached", "incremental", "full", "full_recompact", "none")
+KNOWLEDGE_KIND = "knowledge"
+
+
+@dataclass(frozen=True, slots=True)
+class DigestLine:
+    """One line of a digest and the messages it came from."""
+
+    text: str
+    sources: tuple[int, ...]  # message ids, oldest first
+    ts: float  # the newest source's time
+    who: str | None = None  # the speaker (extractive lines); model lines name people in the text
+    score: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"text": self.text, "sources": list(self.sources), "ts": self.ts, "who": self.who, "score": round(self.score, 4)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DigestLine:
+        return cls(
+            text=str(data["text"]),
+            sources=tuple(int(i) for i in data.get("sources") or ()),
+            ts=float(data.get("ts") or 0.0),
+            who=data.get("who"),
+            score=float(data.get("score") or 0.0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """The scope's digest; ``version`` 0 means none was made yet (only failures counted)."""
+
+    scope: str
+    lines: tuple[DigestLine, ...] = ()
+    upto_id: int = 0  # the newest message folded in
+    covered: int = 0  # messages folded in so far
+    version: int = 0
+    kind: str = ""  # how this version was made: full, incremental, full_recompact
+    mode: str = ""  # extractive or model
+    made: float = 0.0
+    folds: int = 0  # incremental folds since the last full build
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exists(self) -> bool:
+        return self.version > 0 and bool(self.lines)
+
+
+_DIGEST_COLUMNS = "scope, lines, upto_id, covered, version, kind, mode, made, folds, stats"
+
+
+def _digest_row(row: Sequence[Any]) -> Digest:
+    return Digest(
+        scope=row[0],
+        lines=tuple(DigestLine.from_json(item) for item in json.loads(row[1] or "[]")),
+        upto_id=int(row[2]),
+        covered=int(row[3]),
+        version=int(row[4]),
+        kind=row[5],
+        mode=row[6],
+        made=float(row[7]),
+        folds=int(row[8]),
+        stats=json.loads(row[9] or "{}"),
+    )
+
+
+def get_digest(store: Store, scope: str) -> Digest | None:
+    """The scope's digest row (with its counters), or None when nothing was ever tried."""
+    rows = store.query(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,))
+    return _digest_row(rows[0]) if rows else None
+
+
+def _bump(stats: dict[str, Any], usage: dict[str, int] | None) -> None:
+    for name, value in (usage or {}).items():
+        stats[name] = int(stats.get(name, 0)) + int(value or 0)
+
+
+def save_digest(
+    store: Store,
+    scope: str,
+    lines: Iterable[DigestLine],
+    *,
+    upto_id: int,
+    covered: int,
+    kind: str,
+    mode: str,
+    now: float | None = None,
+    usage: dict[str, int] | None = None,
+    expect_version: int | None = None,
+) -> Digest | None:
+    """Store a new version of the scope's digest; None when ``expect_version`` is stale.
+
+    ``usage`` adds to the cumulative counters (``model_calls``, ``prompt_tokens``,
+    ``completion_tokens``). ``expect_version`` makes the write conditional: a compaction
+    that started from version v never overwrites a v+1 another worker wrote meanwhile.
+    """
+    validate_scope(scope)
+    if kind not in DIGEST_KINDS:
+        raise InvalidRecord(f"digest kind must be one of {', '.join(DIGEST_KINDS)}, not {kind!r}")
+    ts = time.time() if now is None else float(now)
+    payload = json.dumps([line.as_json() for line in lines], ensure_ascii=False)
+    with store.transaction() as conn:
+        ensure_scope(conn, scope, ts)
+        row = conn.execute(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,)).fetchone()
+        old = _digest_row(row) if row else Digest(scope=scope)
+        if expect_version is not None and old.version != expect_version:
+            return None
+        stats = dict(old.stats)
+        _bump(stats, usage)
+        stats[kind] = int(stats.get(kind, 0)) + 1
+        stats.pop("retry_after", None)
+        folds = old.folds + 1 if kind == "incremental" else 0
+        conn.execute(
+            "INSERT INTO digests(scope, lines, upto_id, covered, version, kind, mode, made, folds, stats)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(scope) DO UPDATE SET lines = excluded.lines, upto_id = excluded.upto_id,"
+            " covered = excluded.covered, version = excluded.version, kind = excluded.kind,"
+            " mode = excluded.mode, made = excluded.made, folds = excluded.folds, stats = excluded.stats",
+            (scope, payload, int(upto_id), int(covered), old.version + 1, kind, mode, ts, folds, json.dumps(stats)),
+        )
+        row = conn.execute(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,)).fetchone()
+    return _digest_row(row)
+
+
+def record_digest_failure(
+    store: Store,
+    scope: str,
+    reason: str,
+    *,
+    retry_after: int,
+    usage: dict[str, int] | None = None,
+    now: float | None = None,
+) -> None:
+    """Count a compaction that kept the cached digest (timeout, error, untraceable output).
+
+    ``retry_after``: the newest message id that had left the window; the next attempt
+    waits until more messages have left it, so a broken model is not asked after every reply.
+    """
+    validate_scope(scope)
+    ts = time.time() if now is None else float(now)
+    with store.transaction() as conn:
+        ensure_scope(conn, scope, ts)
+        row = conn.execute(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,)).fetchone()
+        stats = dict(_digest_row(row).stats) if row else {}
+        _bump(stats, usage)
+        stats["failed"] = int(stats.get("failed", 0)) + 1
+        stats["last_failure"] = reason[:200]
+        stats["retry_after"] = int(retry_after)
+        conn.execute(
+            "INSERT INTO digests(scope, stats) VALUES (?, ?) ON CONFLICT(scope) DO UPDATE SET stats = excluded.stats",
+            (scope, json.dumps(stats)),
+        )
+
+
+def messages_after(store: Store, scope: str, after_id: int, *, before_id: int | None = None) -> int:
+    """How many messages of the scope have an id above ``after_id`` (and below ``before_id``)."""
+    if before_id is None:
+        return store.query("SELECT count(*) FROM messages WHERE scope = ? AND id > ?", (scope, after_id))[0][0]
+    return store.query(
+        "SELECT count(*) FROM messages WHERE scope = ? AND id > ? AND id < ?", (scope, after_id, before_id)
+    )[0][0]
+
+
+def last_served_digest(store: Store, scope: str) -> int | None:
+    """The digest version the scope's latest call with digest information was given (0: none)."""
+    rows = store.query(
+        "SELECT json_extract(extra, '$.digest.version') FROM calls"
+        " WHERE scope = ? AND json_extract(extra, '$.digest.version') IS NOT NULL ORDER BY id DESC LIMIT 1",
+        (scope,),
+    )
+    return int(rows[0][0]) if rows else None
+
+
+def digest_usage(store: Store, scope: str) -> dict[str, Any]:
+    """What the digest cost the scope: its tokens across calls, the paths taken, compaction counts and model tokens."""
+    paths = {name: 0 for name in DIGEST_PATHS}
+    tokens = 0
+    calls = 0
+    for path, count, summed in store.query(
+        "SELECT json_extract(extra, '$.digest.path'), count(*), coalesce(sum(json_extract(extra, '$.digest.tokens')), 0)"
+        " FROM calls WHERE scope = ? AND json_extract(extra, '$.digest.path') IS NOT NULL GROUP BY 1",
+        (scope,),
+    ):
+        paths[str(path)] = paths.get(str(path), 0) + int(count)
+        tokens += int(summed)
+        calls += int(count)
+    digest = get_digest(store, scope)
+    stats = digest.stats if digest else {}
+    return {
+        "calls": calls,
+        "tokens": tokens,
+        "paths": paths,
+        "version": digest.version if digest else 0,
+        "lines": len(digest.lines) if digest else 0,
+        "compactions": {kind: int(stats.get(kind, 0)) for kind in DIGEST_KINDS},
+        "failed": int(stats.get("failed", 0)),
+        "model_calls": int(stats.get("model_calls", 0)),
+        "prompt_tokens": int(stats.get("prompt_tokens", 0)),
+        "completion_tokens": int(stats.get("completion_tokens", 0)),
+    }
+
+
+# -- reflection --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectionState:
+    """How far reflection got in a scope: messages and events up to these ids are distilled."""
+
+    scope: str
+    message_upto: int = 0
+    event_upto: int = 0
+    last_run: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def get_reflection(store: Store, scope: str) -> ReflectionState:
+    rows = store.query(
+        "SELECT scope, message_upto, event_upto, last_run, stats FROM reflections WHERE scope = ?", (scope,)
+    )
+    if not rows:
+        return ReflectionState(scope=scope)
+    row = rows[0]
+    return ReflectionState(row[0], int(row[1]), int(row[2]), float(row[3]), json.loads(row[4] or "{}"))
+
+
+def save_reflection(
+    store: Store,
+    scope: str,
+    *,
+    message_upto: int,
+    event_upto: int,
+    now: float,
+    usage: dict[str, int] | None = None,
+) -> ReflectionState:
+    """Move the watermark (never back) and add ``usage`` to the counters (runs, fragments, model calls, tokens)."""
+    validate_scope(scope)
+    with store.transaction() as conn:
+        ensure_scope(conn, scope, now)
+        old = get_reflection(store, scope)
+        stats = dict(old.stats)
+        _bump(stats, usage)
+        conn.execute(
+            "INSERT INTO reflections(scope, message_upto, event_upto, last_run, stats) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT(scope) DO UPDATE SET message_upto = excluded.message_upto,"
+            " event_upto = excluded.event_upto, last_run = excluded.last_run, stats = excluded.stats",
+            (scope, max(int(message_upto), old.message_upto), max(int(event_upto), old.event_upto), float(now), json.dumps(stats)),
+        )
+    return get_reflection(store, scope)
+
+
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """A knowledge fragment: 1–2 sentences distilled from older episodes, with its importance."""
+
+    id: int
+    scope: str
+    text: str
+    importance: float
+    messages: tuple[int, ...]
+    events: tuple[int, ...]
+    ts: float  # the end of the episode it came from
+    mode: str = ""
+
+
+def _knowledge(item: VaultItem) -> Knowledge:
+    meta = item.meta
+    return Knowledge(
+        id=item.id,
+        scope=item.scope,
+        text=item.body,
+        importance=float(meta.get("importance", 0.0)),
+        messages=tuple(int(i) for i in meta.get("messages") or ()),
+        events=tuple(int(i) for i in meta.get("events") or ()),
+        ts=item.updated,
+        mode=str(meta.get("mode", "")),
+    )
+
+
+def add_knowledge(
+    store: Store,
+    scope: str,
+    text: str,
+    *,
+    importance: float,
+    messages: Sequence[int] = (),
+    events: Sequence[int] = (),
+    ts: float,
+    mode: str = "",
+) -> Knowledge:
+    """Keep a fragment in the scope's vault (kind ``knowledge``): archive search finds it."""
+    if not messages and not events:
+        raise InvalidRecord("a knowledge fragment needs the ids of its sources")
+    meta = {
+        "importance": round(min(1.0, max(0.0, float(importance))), 3),
+        "messages": [int(i) for i in messages],
+        "events": [int(i) for i in events],
+        "mode": mode,
+    }
+    item = add_vault_item(
+        store, scope, KNOWLEDGE_KIND, text, meta=meta, source_message=int(messages[0]) if messages else None, now=ts
+    )
+    return _knowledge(item)
+
+
+def list_knowledge(store: Store, scope: str, *, limit: int = 1000) -> list[Knowledge]:
+    """The scope's knowledge fragments, newest first."""
+    return [_knowledge(item) for item in list_vault_items(store, scope, KNOWLEDGE_KIND, limit=limit)]
