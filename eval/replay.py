@@ -24,7 +24,12 @@ the real context builder (:func:`hub.context.build_context`) in five modes:
     first, then its last ``window`` messages, plus the tail;
 ``oracle``
     only the messages the answer needs (the sources of the turn's references, see
-    below) plus the tail: a lower bound.
+    below) plus the tail: a lower bound;
+``scoped_awareness``
+    ``scoped`` plus the awareness block the hub would show (the other agents' annotated
+    system acts as events, see :mod:`eval.awareness_replay`);
+``awareness_no_also``
+    the awareness block instead of ``also_sees``: ``scoped_no_also`` plus the block.
 
 The request of a call is the agent's fixed prompt (persona, hub rules, tool schemas of
 :func:`hub.hub.agent_prompt`), facts (none in a replay) and the message. A dataset domain
@@ -50,7 +55,8 @@ both texts (lower case, words of letters and digits, number words one..twelve as
   in earlier messages too often to name a source).
 
 Each (turn, value) counts once, however many slots carry it. A reference is *recalled*
-in a mode when any of its sources is in that mode's history. Sources only older than
+in a mode when any of its sources is in that mode's history, or, in the awareness modes,
+when its value is in the awareness block shown (as normalised words). Sources only older than
 the window are reachable through ``search_memory`` in every mode alike; such pairs are
 counted apart (``references_beyond_window``) and are not references, so ``full`` recalls
 every reference by construction. For ``jsonl`` logs the ``needs`` annotations are the
@@ -82,6 +88,13 @@ from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier, predict_also_se
 from scopehub.memory import Message
 
 from . import _report
+from .awareness_replay import (
+    AWARENESS_MODES,
+    DEFAULT_BUDGET,
+    VIEWS,
+    AwarenessReplay,
+    awareness_selections,
+)
 from .loaders import Dialogue, Turn
 
 __all__ = [
@@ -96,7 +109,7 @@ __all__ = [
     "tokens_command",
 ]
 
-MODES = ("full", "scoped_no_also", "scoped", "filter_first", "oracle")
+MODES = ("full", "scoped_no_also", "scoped", "filter_first", "oracle", *AWARENESS_MODES)
 GENERAL = DEFAULT_AGENT
 
 # --------------------------------------------------------------------------- references
@@ -285,6 +298,7 @@ class ModeTotals:
     history_messages: int = 0
     other_agent_messages: int = 0
     recalled: int = 0
+    awareness_tokens: int = 0
 
 
 @dataclass
@@ -313,6 +327,11 @@ class ReplayResult:
     message_tokens: int = 0
     seconds: float = 0.0
     judge_items: list[JudgeItem] = field(default_factory=list)
+    awareness_view: str = "interests"
+    awareness_budget: int = DEFAULT_BUDGET
+    awareness_events: int = 0  # dialogue.act events emitted
+    awareness_blocks: int = 0  # calls shown a non-empty block
+    awareness_events_shown: int = 0
 
     def summary(self) -> dict[str, Any]:
         """The JSON report: per-mode figures, savings against ``full``, router figures."""
@@ -327,6 +346,11 @@ class ReplayResult:
                 "other_agent_messages_per_call": round(totals.other_agent_messages / calls, 2),
                 "reference_recall": round(totals.recalled / self.references, 4) if self.references else None,
                 "history_saving": round(1 - totals.history_tokens / full.history_tokens, 4) if full.history_tokens else 0.0,
+                "awareness_tokens_per_call": round(totals.awareness_tokens / calls, 1),
+                # History and awareness together against the full window's history.
+                "history_awareness_saving": (
+                    round(1 - (totals.history_tokens + totals.awareness_tokens) / full.history_tokens, 4) if full.history_tokens else 0.0
+                ),
                 "request_saving": round(1 - totals.request_tokens / full.request_tokens, 4) if full.request_tokens else 0.0,
             }
         return {
@@ -343,6 +367,13 @@ class ReplayResult:
                 "by_via": dict(self.by_via),
                 "agreement_with_gold": round(self.agreed / self.labelled, 4) if self.labelled else None,
                 "also_sees_share": round(self.also_sees_calls / calls, 4),
+            },
+            "awareness": {
+                "view": self.awareness_view,
+                "budget": self.awareness_budget,
+                "events": self.awareness_events,
+                "block_share": round(self.awareness_blocks / calls, 4),
+                "events_shown_per_call": round(self.awareness_events_shown / calls, 2),
             },
             "seconds": round(self.seconds, 2),
         }
@@ -370,16 +401,22 @@ def replay(
     default_also_sees: dict[str, tuple[str, ...]] | None = None,
     judge_limit: int = 0,
     show_progress: bool = False,
+    awareness_view: str = "interests",
+    awareness_budget: int = DEFAULT_BUDGET,
 ) -> ReplayResult:
     """Replay ``dialogues`` chained ``chain`` at a time; count every mode of every call.
 
     ``classifier_for(chain_index)`` gives the router of one chat (the evaluation trains a
-    router per fold so that no chat is routed by a router that saw it).
+    router per fold so that no chat is routed by a router that saw it). The awareness
+    modes show every agent the block of ``awareness_view`` (see :data:`VIEWS`) within
+    ``awareness_budget`` tokens.
     """
     if routes not in ("gold", "predicted"):
         raise ValueError("routes must be 'gold' or 'predicted'")
     counter = tokenizer if isinstance(tokenizer, CachingTokenizer) else CachingTokenizer(tokenizer)
-    result = ReplayResult()
+    if awareness_view not in VIEWS:
+        raise ValueError(f"awareness_view must be one of {', '.join(VIEWS)}")
+    result = ReplayResult(awareness_view=awareness_view, awareness_budget=awareness_budget)
     started = time.perf_counter()
     chains = [dialogues[i : i + max(chain, 1)] for i in range(0, len(dialogues), max(chain, 1))]
     bar = _report.Progress(len(chains), "replay", enabled=show_progress)
@@ -396,6 +433,9 @@ def replay(
             tail=tail,
             default_also_sees=default_also_sees or {},
             judge_limit=judge_limit,
+            awareness=AwarenessReplay(
+                f"user:replay{number}", agents=prompts, tokenizer=counter, view=awareness_view, budget=awareness_budget
+            ),
         )
         bar.advance()
     bar.close()
@@ -416,7 +456,9 @@ def _replay_chat(
     tail: int,
     default_also_sees: dict[str, tuple[str, ...]],
     judge_limit: int,
+    awareness: AwarenessReplay | None = None,
 ) -> None:
+    aware = awareness or AwarenessReplay(scope, agents=prompts, tokenizer=tokenizer)
     references, beyond = find_references(turns, window=window)
     result.beyond_window += beyond
     history: list[Message] = []
@@ -426,6 +468,8 @@ def _replay_chat(
             # A system turn is the reply of whoever handled the user turn before it.
             author = handler or (turn.agents[0] if turn.agents and turn.agents[0] in prompts else GENERAL)
             history.append(_message(index, scope, "agent", turn, author))
+            # Its annotated acts are the events its author emits (eval.awareness_replay).
+            result.awareness_events += len(aware.emit(turn.acts, agent=author, ts=history[-1].ts, message_id=history[-1].id))
             continue
         recent = history[-window:] if window > 0 else []
         gold = turn.agents[0] if turn.agents and turn.agents[0] in prompts else None
@@ -450,7 +494,11 @@ def _replay_chat(
         result.also_sees_calls += bool(also)
         turn_refs = references.get(index, [])
         result.references += len(turn_refs)
-        _count_call(turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result, window=window, tail=tail, judge_limit=judge_limit)
+        shown = aware.block(agent, now=index * 30.0)  # the hub's block for this call (same ts as _message)
+        result.awareness_blocks += bool(shown.text)
+        result.awareness_events_shown += shown.events_shown
+        _count_call(turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result, window=window, tail=tail, judge_limit=judge_limit, awareness=shown.text)
+        aware.record(agent, shown)  # the call is recorded: the cursor moves
         handler = agent
         history.append(_message(index, scope, "user", turn, agent, also, via))
 
@@ -469,6 +517,7 @@ def _count_call(
     window: int,
     tail: int,
     judge_limit: int,
+    awareness: str = "",
 ) -> None:
     """Build the call in every mode with the real context builder and add up its figures."""
     scoped = build_context(prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, window=window, tail=tail)
@@ -496,15 +545,26 @@ def _count_call(
         # Already selected: hand the builder exactly these (window and tail cover them all).
         built = build_context(prompt, chosen, turn.text, tokenizer=tokenizer, window=len(chosen), tail=len(chosen))
         selections[mode] = (chosen, built.tokens["history"], built.tokens["total"])
+    selections.update(
+        awareness_selections(prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, awareness=awareness, window=window, tail=tail)
+    )
+    awareness_tokens = tokenizer.count(awareness) if awareness else 0
+    said = f" {normalize_value(awareness)} " if awareness else ""
     for mode, (messages, history_tokens, request_tokens) in selections.items():
         totals = result.modes[mode]
+        aware = mode in AWARENESS_MODES
         totals.history_tokens += history_tokens
         totals.request_tokens += request_tokens
+        totals.awareness_tokens += awareness_tokens if aware else 0
         totals.history_messages += len(messages)
         totals.other_agent_messages += sum(1 for m in messages if m.agent != agent)
         if refs:
             present = {m.ext_id for m in messages}
-            totals.recalled += sum(1 for ref in refs if present.intersection(ref.sources))
+            totals.recalled += sum(
+                1
+                for ref in refs
+                if present.intersection(ref.sources) or (aware and ref.slot != "needs" and f" {ref.value} " in said)
+            )
     if refs and len(result.judge_items) < judge_limit:
         window_messages = list(recent[-window:])
         full = build_context(prompt, window_messages, turn.text, tokenizer=tokenizer, window=len(window_messages), tail=len(window_messages))
@@ -602,6 +662,8 @@ _MODE_LABELS = {
     "scoped": "scoped",
     "filter_first": "filter first (pitfall)",
     "oracle": "oracle",
+    "scoped_awareness": "scoped + awareness",
+    "awareness_no_also": "awareness, no also_sees",
 }
 
 
@@ -619,6 +681,8 @@ def print_summary(report: dict[str, Any]) -> None:
                 _report.pct(figures["request_saving"]) if mode != "full" else "-",
                 figures["other_agent_messages_per_call"],
                 _report.pct(figures["reference_recall"]),
+                figures["awareness_tokens_per_call"] if mode in AWARENESS_MODES else "-",
+                _report.pct(figures["history_awareness_saving"]) if mode in AWARENESS_MODES else "-",
             ]
         )
     data = report.get("dataset", {})
@@ -629,7 +693,10 @@ def print_summary(report: dict[str, Any]) -> None:
     )
     click.echo(
         _report.format_table(
-            ["mode", "history tok/call", "saving", "request tok/call", "saving", "other-agent msgs/call", "ref. recall"],
+            [
+                "mode", "history tok/call", "saving", "request tok/call", "saving", "other-agent msgs/call", "ref. recall",
+                "awareness tok/call", "history+awareness saving",
+            ],
             rows,
             title=title,
         )
@@ -642,6 +709,12 @@ def print_summary(report: dict[str, Any]) -> None:
         + f", also_sees on {_report.pct(router['also_sees_share'])} of calls"
         + f"; {report['references_beyond_window']} references only beyond the window (search_memory)"
     )
+    aware = report.get("awareness")
+    if aware:
+        click.echo(
+            f"awareness: view '{aware['view']}', budget {aware['budget']} tokens; {aware['events']:,} dialogue.act events; "
+            f"a block on {_report.pct(aware['block_share'])} of calls, {aware['events_shown_per_call']:.2f} events shown per call"
+        )
     judge = report.get("judge")
     if judge:
         click.echo(
@@ -663,6 +736,8 @@ def print_summary(report: dict[str, Any]) -> None:
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="write PNG charts here (needs matplotlib)")
 @click.option("--judge", is_flag=True, help="ask the configured model (HUB_MODEL) for each referenced value, scoped vs full")
 @click.option("--judge-limit", default=100, show_default=True, help="references the judge asks about (0: all)")
+@click.option("--awareness-view", type=click.Choice(sorted(VIEWS)), default="interests", show_default=True, help="what every agent declares for the awareness modes: interest in dialogue.act events, all other agents as collaborators, or both")
+@click.option("--awareness-tokens", type=click.IntRange(0, 5_000), default=DEFAULT_BUDGET, show_default=True, envvar="HUB_AWARENESS_TOKENS", help="HUB_AWARENESS_TOKENS: budget of the awareness block")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 def tokens_command(
     fmt: str,
@@ -677,6 +752,8 @@ def tokens_command(
     plots_dir: str | None,
     judge: bool,
     judge_limit: int,
+    awareness_view: str,
+    awareness_tokens: int,
     quiet: bool,
 ) -> None:
     """Replay a dataset through the router and context builder; tokens and reference recall per mode."""
@@ -707,6 +784,8 @@ def tokens_command(
         default_also_sees=prepared.default_also_sees,
         judge_limit=(judge_limit or 10**9) if judge else 0,
         show_progress=not quiet,
+        awareness_view=awareness_view,
+        awareness_budget=awareness_tokens,
     )
     report: dict[str, Any] = {
         "dataset": {
