@@ -302,3 +302,72 @@ def test_a_long_backlog_is_read_oldest_first_as_the_store_reads_it() -> None:
     expected = [e.id for e in unconsumed_events(store, "user:1", "taxi", interests=aware.view.interests, limit=AWARENESS_EVENTS)]
     assert [e.id for e in aware.unconsumed("taxi")] == expected == list(range(1, AWARENESS_EVENTS + 1))
     store.close()
+
+
+# --------------------------------------------------------------------------- folds
+
+
+def test_folds_pool_back_to_the_whole_replay(tmp_path: Path) -> None:
+    from scopehub.eval.awareness_folds import cross_validate, pool
+    from scopehub.eval.replay import CachingTokenizer, prepare
+    from tests.eval.test_replay import write_multiwoz
+
+    prepared = prepare("multiwoz", str(write_multiwoz(tmp_path)), chain=1)
+    tokenizer = CachingTokenizer(WordTokenizer())
+    runs = cross_validate(prepared, folds=2, configs=[("interests", 150)], tokenizer=tokenizer, routes="predicted", chain=1)
+    whole = replay(
+        prepared.dialogues, prompts=prepared.prompts, classifier_for=prepared.classifier_for, tokenizer=tokenizer,
+        routes="predicted", chain=1, default_also_sees=prepared.default_also_sees,
+    )
+    assert [r.calls for r in runs["interests@150"]] == [2, 2]
+    pooled = pool(runs["interests@150"]).summary()
+    assert pooled["modes"] == whole.summary()["modes"]
+    assert pooled["awareness"] == whole.summary()["awareness"]
+
+
+def test_the_configuration_is_chosen_by_the_targets_then_recall() -> None:
+    from scopehub.eval.awareness_folds import FoldFigures, choose
+
+    def figures(recall: float, saving: float, awareness: float) -> FoldFigures:
+        return FoldFigures(recall, saving, awareness, None, None, 10, 100)
+
+    candidates = {
+        "cheap": figures(0.95, 0.55, 20.0),
+        "better": figures(0.97, 0.52, 40.0),
+        "best_but_costly": figures(0.99, 0.45, 70.0),
+        "same_recall_more_tokens": figures(0.97, 0.51, 60.0),
+    }
+    assert choose(candidates, min_saving=0.5, max_awareness=80) == "better"
+    assert choose(candidates, min_saving=0.6, max_awareness=80) == "cheap"  # none meets: the best saving
+
+
+def test_awareness_command_prints_folds_and_the_held_out_choice(tmp_path: Path) -> None:
+    from tests.eval.test_replay import write_multiwoz
+
+    out = tmp_path / "cv.json"
+    args = ["eval", "awareness", "--format", "multiwoz", str(write_multiwoz(tmp_path)), "--chain", "1", "--folds", "2"]
+    result = CliRunner().invoke(cli, [*args, "--views", "interests,both", "--budgets", "40,150", "--json", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert set(report["configs"]) == {"interests@40", "interests@150", "both@40", "both@150"}
+    assert len(report["cross_validated"]["per_fold"]) == 2
+    assert "held-out fold" in result.output
+    bad = CliRunner().invoke(cli, [*args, "--views", "everything"])
+    assert bad.exit_code != 0 and "--views" in bad.output
+
+
+def test_each_chat_keeps_the_router_of_its_place_in_the_whole_run() -> None:
+    """Cross-fitting survives the folds: no chat is routed by a router trained on it."""
+    from scopehub.eval.awareness_folds import cross_validate
+    from scopehub.eval.replay import Prepared
+
+    asked: list[int] = []
+
+    def classifier_for(number: int) -> LocalClassifier:
+        asked.append(number)
+        return CLASSIFIER
+
+    chats = [Dialogue(f"d{n}", tuple(Turn(f"d{n}:{t.id}", t.role, t.text, t.agents, t.slots, acts=t.acts) for t in CHAT.turns)) for n in range(5)]
+    prepared = Prepared(chats, PROMPTS, classifier_for, {}, sorted(PROMPTS))
+    cross_validate(prepared, folds=2, configs=[("interests", 150)], tokenizer=WordTokenizer(), routes="predicted", chain=1)
+    assert asked == [0, 2, 4, 1, 3]
