@@ -11,7 +11,7 @@ gold routes: the log's own ``also_sees`` annotation when it has one, else the ro
 local prediction for the gold agent). Without ``--train``, the predicted router's
 examples are cross-fitted: chats are split into two folds by position and each fold is
 routed by a router whose examples (at most 50 per agent) come from the other fold. For each user turn the agent's call is then built by
-the real context builder (:func:`hub.context.build_context`) in five modes:
+the real context builder (:func:`hub.context.build_context`) in seven modes:
 
 ``full``
     the last ``window`` messages whatever their tag (what an unscoped hub sends);
