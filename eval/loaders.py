@@ -13,7 +13,9 @@ user turn annotated with no domain ("There are 3 of us") takes the dialogue's mo
 agents, since a booking always belongs to the domain being booked.
 
 Slots are filled for both roles (what the system offers is what later turns refer to);
-filter on ``Turn.role`` for user-only values. In an SGD turn with several frames the
+filter on ``Turn.role`` for user-only values. System turns also keep their dialogue acts
+(``Turn.acts``: MultiWOZ ``dialog_act`` entries, SGD frame actions) with their values, in
+the annotation's order; a MultiWOZ ``Booking`` act takes the turn's domain. In an SGD turn with several frames the
 service the user turns to (the frame with ``INFORM_INTENT``) comes first; MultiWOZ keeps
 the annotation's order.
 """
@@ -33,6 +35,7 @@ from typing import IO, Any
 from scopehub.memory import LogRecord, read_chatlog
 
 __all__ = [
+    "Act",
     "DatasetFormatError",
     "Dialogue",
     "LocomoConversation",
@@ -83,6 +86,15 @@ class Slot:
 
 
 @dataclass(frozen=True, slots=True)
+class Act:
+    """One annotated dialogue act of a system turn: "Hotel-Inform" name=..., area=..."""
+
+    domain: str  # agent name of the domain ("general" for MultiWOZ general-* acts)
+    act: str  # lower case, as annotated: "inform", "recommend", "book", "offer", "confirm"...
+    slots: tuple[tuple[str, str], ...] = ()  # (slot name, value) pairs with real values, in order
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One message of a dialogue with its gold agents and annotated slot values."""
 
@@ -94,6 +106,7 @@ class Turn:
     needs: tuple[str, ...] = ()  # ids of the messages an answer to this turn needs (chat logs)
     also_sees: tuple[str, ...] = ()  # other agents whose messages this one may read (chat logs)
     ts: float | None = None  # unix seconds when the dataset has them (chat logs)
+    acts: tuple[Act, ...] = ()  # a system turn's annotated dialogue acts (MultiWOZ, SGD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,13 +242,17 @@ def _multiwoz_turns(file: Path, dialogue_id: str, log: list[Any]) -> tuple[Turn,
         domains: list[str] = []
         booking = False
         found: list[tuple[str | None, str, str]] = []
+        raw_acts: list[tuple[str | None, str, str, tuple[tuple[str, str], ...]]] = []
         for act, pairs in acts.items():
-            agent: str | None = agent_name(_str(act).partition("-")[0])
+            prefix, _, act_name = _str(act).partition("-")
+            agent: str | None = agent_name(prefix)
             booking = booking or agent == "booking"
+            kind = agent
             if agent in _NO_AGENT:
                 agent = None
             elif agent not in domains:
                 domains.append(agent)
+            valued: list[tuple[str, str]] = []
             for pair in pairs if isinstance(pairs, list) else ():
                 if not isinstance(pair, list | tuple) or len(pair) < 2:
                     continue
@@ -243,6 +260,8 @@ def _multiwoz_turns(file: Path, dialogue_id: str, log: list[Any]) -> tuple[Turn,
                 if name.lower() == "none" or value.lower() in _NOT_A_VALUE:
                     continue
                 found.append((agent, name, value))
+                valued.append((name, value))
+            raw_acts.append((agent, kind or GENERAL, act_name.strip().lower(), tuple(valued)))
         if domains:
             agents = tuple(domains)
         elif role == "agent":
@@ -256,8 +275,17 @@ def _multiwoz_turns(file: Path, dialogue_id: str, log: list[Any]) -> tuple[Turn,
         last_agents = agents or last_agents
         default = agents[0] if agents else GENERAL
         slots = _unique(Slot(agent or default, name, value) for agent, name, value in found)
+        turn_acts = (
+            tuple(
+                # general-* acts stay "general"; a Booking act is the booking of the turn's domain.
+                Act(agent or (default if kind == "booking" else GENERAL), act_name, valued)
+                for agent, kind, act_name, valued in raw_acts
+            )
+            if role == "agent"
+            else ()
+        )
         turns.append(
-            Turn(f"{dialogue_id}:{index}", role, _str(entry.get("text") or ""), agents, slots)
+            Turn(f"{dialogue_id}:{index}", role, _str(entry.get("text") or ""), agents, slots, acts=turn_acts)
         )
     return tuple(turns)
 
@@ -323,10 +351,13 @@ def _sgd_turns(file: Path, dialogue_id: str, raw_turns: list[Any]) -> tuple[Turn
         if role == "user":
             user_agents = agents
         slots: list[Slot] = []
+        turn_acts: list[Act] = []
         for frame in frames:
             service = _str(frame.get("service", ""))
             domain = agent_name(service)
             slots.extend(_sgd_frame_slots(frame, domain, text))
+            if role == "agent":
+                turn_acts.extend(_sgd_frame_acts(frame, domain))
             values = (frame.get("state") or {}).get("slot_values") if role == "user" else None
             if isinstance(values, dict):
                 before = state.setdefault(service, {})
@@ -336,7 +367,7 @@ def _sgd_turns(file: Path, dialogue_id: str, raw_turns: list[Any]) -> tuple[Turn
                         Slot(domain, name, v) for v in now if v not in before.get(name, ())
                     )
                     before[name] = now
-        turns.append(Turn(f"{dialogue_id}:{index}", role, text, agents, _unique(slots)))
+        turns.append(Turn(f"{dialogue_id}:{index}", role, text, agents, _unique(slots), acts=tuple(turn_acts)))
     return tuple(turns)
 
 
@@ -361,6 +392,19 @@ def _sgd_frame_slots(frame: dict[str, Any], domain: str, text: str) -> Iterator[
         for value in action.get("values") or ():
             if _str(value).strip():
                 yield Slot(domain, _str(action["slot"]), _str(value))
+
+
+def _sgd_frame_acts(frame: dict[str, Any], domain: str) -> list[Act]:
+    """A system frame's actions as acts, one per act name in order of first use, values kept."""
+    grouped: dict[str, list[tuple[str, str]]] = {}
+    for action in frame.get("actions") or ():
+        if not isinstance(action, dict) or not action.get("act"):
+            continue
+        pairs = grouped.setdefault(_str(action["act"]).lower(), [])
+        slot = _str(action.get("slot") or "")
+        if slot:
+            pairs.extend((slot, _str(v)) for v in action.get("values") or () if _str(v).strip())
+    return [Act(domain, act, tuple(pairs)) for act, pairs in grouped.items()]
 
 
 def load_sgd_schema(path: PathLike) -> dict[str, str]:

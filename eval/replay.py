@@ -11,7 +11,7 @@ gold routes: the log's own ``also_sees`` annotation when it has one, else the ro
 local prediction for the gold agent). Without ``--train``, the predicted router's
 examples are cross-fitted: chats are split into two folds by position and each fold is
 routed by a router whose examples (at most 50 per agent) come from the other fold. For each user turn the agent's call is then built by
-the real context builder (:func:`hub.context.build_context`) in five modes:
+the real context builder (:func:`hub.context.build_context`) in seven modes:
 
 ``full``
     the last ``window`` messages whatever their tag (what an unscoped hub sends);
@@ -24,7 +24,12 @@ the real context builder (:func:`hub.context.build_context`) in five modes:
     first, then its last ``window`` messages, plus the tail;
 ``oracle``
     only the messages the answer needs (the sources of the turn's references, see
-    below) plus the tail: a lower bound.
+    below) plus the tail: a lower bound;
+``scoped_awareness``
+    ``scoped`` plus the awareness block the hub would show (the other agents' annotated
+    system acts as events, see :mod:`eval.awareness_replay`);
+``awareness_no_also``
+    the awareness block instead of ``also_sees``: ``scoped_no_also`` plus the block.
 
 The request of a call is the agent's fixed prompt (persona, hub rules, tool schemas of
 :func:`hub.context.agent_prompt`; ``search_memory`` when :func:`hub.context.wants_archive`
@@ -52,7 +57,8 @@ both texts (lower case, words of letters and digits, number words one..twelve as
   in earlier messages too often to name a source).
 
 Each (turn, value) counts once, however many slots carry it. A reference is *recalled*
-in a mode when any of its sources is in that mode's history. Sources only older than
+in a mode when any of its sources is in that mode's history, or, in the awareness modes,
+when its value is in the awareness block shown (as normalised words). Sources only older than
 the window are reachable through ``search_memory`` in every mode alike; such pairs are
 counted apart (``references_beyond_window``) and are not references, so ``full`` recalls
 every reference by construction. For ``jsonl`` logs the ``needs`` annotations are the
@@ -91,6 +97,13 @@ from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier, predict_also_se
 from scopehub.memory import Message
 
 from . import _report
+from .awareness_replay import (
+    AWARENESS_MODES,
+    DEFAULT_BUDGET,
+    VIEWS,
+    AwarenessReplay,
+    awareness_selections,
+)
 from .cache import CacheModel, CacheTotals, PrefixCache, Segment
 from .loaders import Dialogue, Turn
 
@@ -106,7 +119,7 @@ __all__ = [
     "tokens_command",
 ]
 
-MODES = ("full", "scoped_no_also", "scoped", "filter_first", "oracle")
+MODES = ("full", "scoped_no_also", "scoped", "filter_first", "oracle", *AWARENESS_MODES)
 GENERAL = DEFAULT_AGENT
 
 # --------------------------------------------------------------------------- references
@@ -296,6 +309,7 @@ class ModeTotals:
     history_messages: int = 0
     other_agent_messages: int = 0
     recalled: int = 0
+    awareness_tokens: int = 0
 
 
 @dataclass
@@ -333,6 +347,11 @@ class ReplayResult:
     # Billed-equivalent figures per mode under the cache model (per-agent cache), and for
     # full history also under a per-scope cache (its best case): "full/scope".
     cache: dict[str, CacheTotals] = field(default_factory=dict)
+    awareness_view: str = "interests"
+    awareness_budget: int = DEFAULT_BUDGET
+    awareness_events: int = 0  # dialogue.act events emitted
+    awareness_blocks: int = 0  # calls shown a non-empty block
+    awareness_events_shown: int = 0
 
     def summary(self) -> dict[str, Any]:
         """The JSON report: per-mode figures, savings against ``full``, router figures."""
@@ -347,6 +366,11 @@ class ReplayResult:
                 "other_agent_messages_per_call": round(totals.other_agent_messages / calls, 2),
                 "reference_recall": round(totals.recalled / self.references, 4) if self.references else None,
                 "history_saving": round(1 - totals.history_tokens / full.history_tokens, 4) if full.history_tokens else 0.0,
+                "awareness_tokens_per_call": round(totals.awareness_tokens / calls, 1),
+                # History and awareness together against the full window's history.
+                "history_awareness_saving": (
+                    round(1 - (totals.history_tokens + totals.awareness_tokens) / full.history_tokens, 4) if full.history_tokens else 0.0
+                ),
                 "request_saving": round(1 - totals.request_tokens / full.request_tokens, 4) if full.request_tokens else 0.0,
             }
         report: dict[str, Any] = {
@@ -372,6 +396,13 @@ class ReplayResult:
                 "by_via": dict(self.by_via),
                 "agreement_with_gold": round(self.agreed / self.labelled, 4) if self.labelled else None,
                 "also_sees_share": round(self.also_sees_calls / calls, 4),
+            },
+            "awareness": {
+                "view": self.awareness_view,
+                "budget": self.awareness_budget,
+                "events": self.awareness_events,
+                "block_share": round(self.awareness_blocks / calls, 4),
+                "events_shown_per_call": round(self.awareness_events_shown / calls, 2),
             },
             "seconds": round(self.seconds, 2),
         }
@@ -459,16 +490,22 @@ def replay(
     cache_model: CacheModel | None = None,
     gap: float = 30.0,
     session_gap: float = 3600.0,
+    awareness_view: str = "interests",
+    awareness_budget: int = DEFAULT_BUDGET,
 ) -> ReplayResult:
     """Replay ``dialogues`` chained ``chain`` at a time; count every mode of every call.
 
     ``classifier_for(chain_index)`` gives the router of one chat (the evaluation trains a
-    router per fold so that no chat is routed by a router that saw it).
+    router per fold so that no chat is routed by a router that saw it). The awareness
+    modes show every agent the block of ``awareness_view`` (see :data:`VIEWS`) within
+    ``awareness_budget`` tokens.
     """
     if routes not in ("gold", "predicted"):
         raise ValueError("routes must be 'gold' or 'predicted'")
     counter = tokenizer if isinstance(tokenizer, CachingTokenizer) else CachingTokenizer(tokenizer)
-    result = ReplayResult(cache_model=cache_model)
+    if awareness_view not in VIEWS:
+        raise ValueError(f"awareness_view must be one of {', '.join(VIEWS)}")
+    result = ReplayResult(cache_model=cache_model, awareness_view=awareness_view, awareness_budget=awareness_budget)
     started = time.perf_counter()
     chains = [dialogues[i : i + max(chain, 1)] for i in range(0, len(dialogues), max(chain, 1))]
     bar = _report.Progress(len(chains), "replay", enabled=show_progress)
@@ -487,6 +524,9 @@ def replay(
             default_also_sees=default_also_sees or {},
             judge_limit=judge_limit,
             times=message_times(group, gap=gap, session_gap=session_gap),
+            awareness=AwarenessReplay(
+                f"user:replay{number}", agents=prompts, tokenizer=counter, view=awareness_view, budget=awareness_budget
+            ),
         )
         bar.advance()
     bar.close()
@@ -508,7 +548,9 @@ def _replay_chat(
     default_also_sees: dict[str, tuple[str, ...]],
     judge_limit: int,
     times: list[float] | None = None,
+    awareness: AwarenessReplay | None = None,
 ) -> None:
+    aware = awareness or AwarenessReplay(scope, agents=prompts, tokenizer=tokenizer)
     references, beyond = find_references(turns, window=window)
     caches = _chat_caches(result)
     times = times or [index * 30.0 for index in range(len(turns))]
@@ -520,6 +562,8 @@ def _replay_chat(
             # A system turn is the reply of whoever handled the user turn before it.
             author = handler or (turn.agents[0] if turn.agents and turn.agents[0] in prompts else GENERAL)
             history.append(_message(index, scope, "agent", turn, author, ts=times[index]))
+            # Its annotated acts are the events its author emits (eval.awareness_replay).
+            result.awareness_events += len(aware.emit(turn.acts, agent=author, ts=history[-1].ts, message_id=history[-1].id))
             continue
         recent = history[-window:] if window > 0 else []
         gold = turn.agents[0] if turn.agents and turn.agents[0] in prompts else None
@@ -544,10 +588,11 @@ def _replay_chat(
         result.also_sees_calls += bool(also)
         turn_refs = references.get(index, [])
         result.references += len(turn_refs)
-        _count_call(
-            turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result,
-            window=window, tail=tail, judge_limit=judge_limit, caches=caches, now=times[index], message_id=index + 1,
-        )  # fmt: skip
+        shown = aware.block(agent, now=times[index])  # the hub's block for this call, at the message's time
+        result.awareness_blocks += bool(shown.text)
+        result.awareness_events_shown += shown.events_shown
+        _count_call(turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result, window=window, tail=tail, judge_limit=judge_limit, awareness=shown.text, caches=caches, now=times[index], message_id=index + 1)
+        aware.record(agent, shown)  # the call is recorded: the cursor moves
         handler = agent
         history.append(_message(index, scope, "user", turn, agent, also, via, ts=times[index]))
 
@@ -569,6 +614,7 @@ def _count_call(
     caches: dict[str, PrefixCache] | None = None,
     now: float = 0.0,
     message_id: int = 0,
+    awareness: str = "",
 ) -> None:
     """Build the call in every mode with the real context builder and add up its figures."""
     # One tool offer per call, decided as the hub decides it, for every mode alike.
@@ -619,15 +665,26 @@ def _count_call(
             caches[mode].bill(agent, segments, now)
             if mode == "full":
                 caches["full/scope"].bill(agent, segments, now)
+    selections.update(
+        awareness_selections(prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, awareness=awareness, window=window, tail=tail)
+    )
+    awareness_tokens = tokenizer.count(awareness) if awareness else 0
+    said = f" {normalize_value(awareness)} " if awareness else ""
     for mode, (messages, history_tokens, request_tokens) in selections.items():
         totals = result.modes[mode]
+        aware = mode in AWARENESS_MODES
         totals.history_tokens += history_tokens
         totals.request_tokens += request_tokens
+        totals.awareness_tokens += awareness_tokens if aware else 0
         totals.history_messages += len(messages)
         totals.other_agent_messages += sum(1 for m in messages if m.agent != agent)
         if refs:
             present = {m.ext_id for m in messages}
-            totals.recalled += sum(1 for ref in refs if present.intersection(ref.sources))
+            totals.recalled += sum(
+                1
+                for ref in refs
+                if present.intersection(ref.sources) or (aware and ref.slot != "needs" and f" {ref.value} " in said)
+            )
     # search_memory is needed when the scoped context misses what the answer refers to.
     shown = {m.ext_id for m in scoped.history}
     if any(not shown.intersection(ref.sources) for ref in refs):
@@ -733,6 +790,8 @@ _MODE_LABELS = {
     "scoped": "scoped",
     "filter_first": "filter first (pitfall)",
     "oracle": "oracle",
+    "scoped_awareness": "scoped + awareness",
+    "awareness_no_also": "awareness, no also_sees",
 }
 
 
@@ -753,6 +812,8 @@ def print_summary(report: dict[str, Any]) -> None:
                 _report.pct(figures["request_saving"]) if mode != "full" else "-",
                 figures["other_agent_messages_per_call"],
                 _report.pct(figures["reference_recall"]),
+                figures["awareness_tokens_per_call"] if mode in AWARENESS_MODES else "-",
+                _report.pct(figures["history_awareness_saving"]) if mode in AWARENESS_MODES else "-",
             ]
         )
     data = report.get("dataset", {})
@@ -763,7 +824,10 @@ def print_summary(report: dict[str, Any]) -> None:
     )
     click.echo(
         _report.format_table(
-            ["mode", "history tok/call", "saving", "request tok/call", "saving", "other-agent msgs/call", "ref. recall"],
+            [
+                "mode", "history tok/call", "saving", "request tok/call", "saving", "other-agent msgs/call", "ref. recall",
+                "awareness tok/call", "history+awareness saving",
+            ],
             rows,
             title=title,
         )
@@ -808,6 +872,12 @@ def print_summary(report: dict[str, Any]) -> None:
                 title=f"Billed-equivalent input under the cache model: {cache['description']}",
             )
         )
+    aware = report.get("awareness")
+    if aware:
+        click.echo(
+            f"awareness: view '{aware['view']}', budget {aware['budget']} tokens; {aware['events']:,} dialogue.act events; "
+            f"a block on {_report.pct(aware['block_share'])} of calls, {aware['events_shown_per_call']:.2f} events shown per call"
+        )
     judge = report.get("judge")
     if judge:
         click.echo(
@@ -829,6 +899,8 @@ def print_summary(report: dict[str, Any]) -> None:
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="write PNG charts here (needs matplotlib)")
 @click.option("--judge", is_flag=True, help="ask the configured model (HUB_MODEL) for each referenced value, scoped vs full")
 @click.option("--judge-limit", default=100, show_default=True, help="references the judge asks about (0: all)")
+@click.option("--awareness-view", type=click.Choice(sorted(VIEWS)), default="interests", show_default=True, help="what every agent declares for the awareness modes: interest in dialogue.act events, all other agents as collaborators, or both")
+@click.option("--awareness-tokens", type=click.IntRange(0, 5_000), default=DEFAULT_BUDGET, show_default=True, envvar="HUB_AWARENESS_TOKENS", help="HUB_AWARENESS_TOKENS: budget of the awareness block")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 @click.option(
     "--cache",
@@ -858,6 +930,8 @@ def tokens_command(
     plots_dir: str | None,
     judge: bool,
     judge_limit: int,
+    awareness_view: str,
+    awareness_tokens: int,
     quiet: bool,
     cache_provider: str,
     min_prefix: int | None,
@@ -909,6 +983,8 @@ def tokens_command(
         cache_model=cache_model,
         gap=gap,
         session_gap=session_gap,
+        awareness_view=awareness_view,
+        awareness_budget=awareness_tokens,
     )
     report: dict[str, Any] = {
         "dataset": {

@@ -12,6 +12,12 @@ simulation measures scoping, not routing). For each user turn the real context b
 gives the scoped history (window first, tag filter, tail) and the full window;
 ``saving`` is ``1 - scoped / full`` over all calls. Deterministic for a ``--seed``.
 
+Awareness: each reply's annotated dialogue acts (MultiWOZ, SGD) are emitted as
+``dialogue.act`` events by the agent that sent it, and every call is shown the hub's
+awareness block (see :mod:`eval.awareness_replay`; ``--awareness-view``, budget
+``HUB_AWARENESS_TOKENS``). Its cost is reported as tokens per call, and the saving of
+history plus awareness against the full history.
+
 The data default is ``$HUB_DATA_DIR`` or ``../shared/data``: MultiWOZ val if present,
 else CLINC150.
 """
@@ -32,11 +38,15 @@ from scopehub.hub.context.tokens import Tokenizer
 from scopehub.memory import Message
 
 from . import _report
+from .awareness_replay import DEFAULT_BUDGET, VIEWS, AwarenessReplay
+from .loaders import Act
 from .replay import CachingTokenizer
 
 __all__ = ["default_data", "load_pool", "simulate", "simulate_command"]
 
 Pair = tuple[str, str | None]  # a user message and the reply that followed (None: no reply)
+# With the reply's annotated acts (load_pool(acts=True)): they become awareness events.
+PairWithActs = tuple[str, str | None, tuple[Act, ...]]
 
 
 def default_data() -> Path | None:
@@ -61,23 +71,25 @@ def _guess_format(path: Path) -> str:
     return "multiwoz"
 
 
-def load_pool(path: str | Path, fmt: str = "auto", *, limit: int = 20_000) -> list[Pair]:
-    """(user message, reply) pairs from a dataset, in the dataset's order."""
+def load_pool(path: str | Path, fmt: str = "auto", *, limit: int = 20_000, acts: bool = False) -> list[Any]:
+    """(user message, reply) pairs from a dataset, in the dataset's order; with ``acts``,
+    (user message, reply, the reply's annotated acts) triples."""
     from .loaders import load_clinc, load_jsonl, load_multiwoz, load_sgd
 
     target = Path(path)
     fmt = _guess_format(target) if fmt == "auto" else fmt
     if fmt == "clinc":
-        return [(text, None) for text, _ in load_clinc(target, "val")][:limit]
+        return [((text, None, ()) if acts else (text, None)) for text, _ in load_clinc(target, "val")][:limit]
     dialogues = {"multiwoz": load_multiwoz, "sgd": load_sgd, "jsonl": load_jsonl}[fmt](target)
-    pairs: list[Pair] = []
+    pairs: list[Any] = []
     for dialogue in dialogues:
         turns = dialogue.turns
         for index, turn in enumerate(turns):
             if turn.role != "user":
                 continue
-            reply = turns[index + 1].text if index + 1 < len(turns) and turns[index + 1].role != "user" else None
-            pairs.append((turn.text, reply))
+            answer = turns[index + 1] if index + 1 < len(turns) and turns[index + 1].role != "user" else None
+            reply = answer.text if answer is not None else None
+            pairs.append((turn.text, reply, answer.acts if answer is not None else ()) if acts else (turn.text, reply))
             if len(pairs) >= limit:
                 return pairs
     return pairs
@@ -95,6 +107,12 @@ class SimulationResult:
     scoped_messages: int = 0
     other_agent_messages: int = 0
     switches: int = 0
+    awareness_tokens: int = 0  # the awareness blocks shown, summed over calls
+
+    @property
+    def awareness_saving(self) -> float:
+        """History plus awareness against the full history."""
+        return 1 - (self.scoped_history + self.awareness_tokens) / self.full_history if self.full_history else 0.0
 
     @property
     def saving(self) -> float:
@@ -102,7 +120,7 @@ class SimulationResult:
 
 
 def simulate(
-    pool: Sequence[Pair],
+    pool: Sequence[Pair | PairWithActs],
     *,
     agents: int,
     turns: int = 600,
@@ -111,8 +129,14 @@ def simulate(
     tail: int = 4,
     seed: int = 0,
     tokenizer: Tokenizer,
+    awareness_view: str = "interests",
+    awareness_budget: int = DEFAULT_BUDGET,
 ) -> SimulationResult:
-    """One simulated chat of ``turns`` user turns over ``agents`` agents."""
+    """One simulated chat of ``turns`` user turns over ``agents`` agents.
+
+    Pool items with acts (see :func:`load_pool`) make each reply emit its acts as events,
+    and every call is shown the awareness block of ``awareness_view``.
+    """
     if agents < 1:
         raise ValueError("agents must be at least 1")
     if not pool:
@@ -126,12 +150,16 @@ def simulate(
     switch_probability = 1.0 / max(run_mean, 1.0)
     result = SimulationResult(agents=agents, turns=turns)
     history: list[Message] = []
+    aware = AwarenessReplay("user:simulation", agents=names, tokenizer=counter, view=VIEWS[awareness_view], budget=awareness_budget)
     current = rng.choice(names)
     for number in range(turns):
         if number and agents > 1 and rng.random() < switch_probability:
             current = rng.choice([name for name in names if name != current])
             result.switches += 1
-        text, reply = pool[(start + number) % len(pool)]
+        text, reply, *rest = pool[(start + number) % len(pool)]
+        shown = aware.block(current, now=len(history) * 30.0)
+        result.awareness_tokens += counter.count(shown.text) if shown.text else 0
+        aware.record(current, shown)
         context = build_context(prompts[current], history[-window:], text, tokenizer=counter, window=window, tail=tail)
         fixed = context.tokens["total"] - context.tokens["history"]
         result.scoped_history += context.tokens["history"]
@@ -142,6 +170,7 @@ def simulate(
         history.append(_message(len(history), "user", text, current))
         if reply is not None:
             history.append(_message(len(history), "agent", reply, current))
+            aware.emit(rest[0] if rest else (), agent=current, ts=history[-1].ts, message_id=history[-1].id)
     return result
 
 
@@ -166,6 +195,8 @@ def summarize(results: SimulationResult | Sequence[SimulationResult]) -> dict[st
         },
         "other_agent_messages_per_call": round(sum(r.other_agent_messages for r in runs) / calls, 2),
         "switches": sum(r.switches for r in runs),
+        "awareness_tokens_per_call": round(sum(r.awareness_tokens for r in runs) / calls, 1),
+        "history_awareness_saving": round(1 - (scoped + sum(r.awareness_tokens for r in runs)) / full, 4) if full else 0.0,
     }
     if len(runs) > 1:
         savings = [r.saving for r in runs]
@@ -187,6 +218,8 @@ def summarize(results: SimulationResult | Sequence[SimulationResult]) -> dict[st
 @click.option("--sweep", "sweep_max", type=int, default=None, help="also simulate 1..M agents (default with --plots: 12)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="write a PNG of saving against agents here")
+@click.option("--awareness-view", type=click.Choice(sorted(VIEWS)), default="interests", show_default=True, help="what every agent declares for its awareness block (see eval tokens)")
+@click.option("--awareness-tokens", type=click.IntRange(0, 5_000), default=DEFAULT_BUDGET, show_default=True, envvar="HUB_AWARENESS_TOKENS", help="HUB_AWARENESS_TOKENS: budget of the awareness block")
 def simulate_command(
     agent_count: int,
     turns: int,
@@ -200,8 +233,10 @@ def simulate_command(
     sweep_max: int | None,
     json_out: str | None,
     plots_dir: str | None,
+    awareness_view: str,
+    awareness_tokens: int,
 ) -> None:
-    """Spread dataset messages over N agents in conversation runs; history saving of scoping."""
+    """Spread dataset messages over N agents in conversation runs; history saving of scoping and the awareness cost."""
     from scopehub.hub.context.tokens import get_tokenizer
 
     if plots_dir:
@@ -211,12 +246,15 @@ def simulate_command(
     source = Path(data_path) if data_path else default_data()
     if source is None:
         raise click.UsageError("no data: pass --data PATH or set HUB_DATA_DIR to the shared data folder")
-    pool = load_pool(source, fmt)
+    pool = load_pool(source, fmt, acts=True)
     tokenizer = CachingTokenizer(get_tokenizer())
 
     def run(count: int) -> dict[str, Any]:
         runs = [
-            simulate(pool, agents=count, turns=turns, run_mean=run_mean, window=window, tail=tail, seed=seed + r, tokenizer=tokenizer)
+            simulate(
+                pool, agents=count, turns=turns, run_mean=run_mean, window=window, tail=tail, seed=seed + r, tokenizer=tokenizer,
+                awareness_view=awareness_view, awareness_budget=awareness_tokens,
+            )
             for r in range(repeats)
         ]
         return summarize(runs)
@@ -228,6 +266,8 @@ def simulate_command(
         "tail": tail,
         "seed": seed,
         "repeats": repeats,
+        "awareness_view": awareness_view,
+        "awareness_budget": awareness_tokens,
         **run(agent_count),
     }
     if sweep_max is None and plots_dir:
@@ -254,6 +294,10 @@ def simulate_command(
         f"saving {_report.pct(report['saving'])}"
         + (f" (seeds {seed}..{seed + repeats - 1}: {_report.pct(report['saving_min'])} to {_report.pct(report['saving_max'])})" if repeats > 1 else "")
         + "; reference design: 50.6% with 3 agents, 81% with 10"
+    )
+    click.echo(
+        f"awareness (view '{awareness_view}', budget {awareness_tokens}): {report['awareness_tokens_per_call']:.1f} tokens per call; "
+        f"history + awareness saving {_report.pct(report['history_awareness_saving'])}"
     )
     if json_out:
         _report.write_json(json_out, report)

@@ -218,6 +218,7 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
     cls=LazyGroup,
     lazy={
         "tokens": "scopehub.eval.replay:tokens_command",
+        "awareness": "scopehub.eval.awareness_folds:awareness_command",
         "routing": "scopehub.eval.routing:routing_command",
         "simulate": "scopehub.eval.simulate:simulate_command",
         "search": "scopehub.eval.search:search_eval_command",
