@@ -20,6 +20,7 @@ from scopehub.hub.orchestrator import Reply
 from scopehub.hub.transports.terminal import TerminalChat, format_meta, format_reply
 from scopehub.memory import Store
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.helpers import checkout_env
 
 META = re.compile(r"^\[(?P<agent>[a-z_]+)(?: ← (?P<also>[a-z_, ]+))?\] (?P<total>[\d,]+) tokens \(full history (?P<full>[\d,]+)\)$")
 
@@ -162,7 +163,8 @@ def test_console_script_pipes_lines_and_logs_to_stderr(llm, tmp_path):
     if not script.exists():
         pytest.skip(f"console script not installed next to {sys.executable}")
     llm.script(text("Added buy milk."))
-    env = {**os.environ, "HUB_LOG_LEVEL": "INFO"}
+    # The script imports scopehub; the link on PYTHONPATH makes that this checkout.
+    env = checkout_env(tmp_path, {**os.environ, "HUB_LOG_LEVEL": "INFO"})
 
     done = subprocess.run(
         [str(script), "chat"], input="add buy milk to my tasks\n/help\n", capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
