@@ -108,7 +108,6 @@ def test_chat_commands_answer_without_a_model_call(llm, tmp_path):
 
 
 def test_facts_commands_in_the_chat(llm, tmp_path):
-    pytest.importorskip("scopehub.hub.facts")
     result = chat(input="/remember my sister is called Ana\n/facts\n")
     assert result.exit_code == 0, result.output
     assert "Remembered" in result.stdout and "Ana" in result.stdout.split("Facts I keep:", 1)[-1]
