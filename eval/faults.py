@@ -317,7 +317,11 @@ def echo_model(*, max_latency: float = 0.0, seed: int = 0) -> FunctionModel:
 
 
 def _child_env() -> dict[str, str]:
-    """The environment of child processes: no developer settings, offline litellm, our sources first."""
+    """The environment of child processes: no developer settings, offline litellm, the checkout root on the path.
+
+    The root makes ``tests.fakes`` importable; ``scopehub`` itself comes from the interpreter's
+    install, as in the parent (the test suite checks that this is the checkout).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "TELEGRAM_")) or k == "HUB_TEST_GUARD"}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     root = str(Path(__file__).resolve().parents[1])
