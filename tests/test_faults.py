@@ -3,8 +3,9 @@
 Nothing lost, nothing duplicated, nothing leaked, nothing crashes: under SIGKILL, many
 chats at once beside a second writer, model faults through the real litellm client,
 hypothesis-generated text, look-alike scopes, and memory that fails. Each scenario must
-also report what it verified, in its own units. The hub's own behaviour (redelivery,
-the step limit, fail-open memory, facts across scopes) is tested once, in tests/hub.
+also report what it verified, in its own units. The hub's own behaviour is tested once:
+redelivery, the step limit and facts across scopes in tests/hub; fail-open memory here,
+through the fail_open scenario.
 """
 
 from __future__ import annotations
