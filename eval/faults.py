@@ -754,7 +754,7 @@ def crash_handle(
             out.fail("lost", f"{messages - stored} messages never stored after the last run", messages - stored)
         out.note(
             f"{done} SIGKILLs at random points, {runs} runs, {resent} acknowledged messages re-sent; "
-            f"{state.get('once', 0)} of {messages} stored and answered exactly once at the end"
+            f"{state.get('once', 0):,} of {messages:,} stored and answered exactly once at the end"
         )
         if state.get("unanswered"):
             # A redelivered message that was stored but never answered must be answered.
