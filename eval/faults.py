@@ -44,11 +44,17 @@ small versions (``tests/test_faults.py``); the command runs the heavy ones:
     search raising, the facts block raising, fact extraction raising: the agent still
     answers without that part of its context, and the failure is logged.
 
-Counts, per scenario and in total: ``tried`` (messages, cases, checks or examples),
-``lost`` (a stored message, reply or text missing or altered), ``duplicated`` (stored or
-answered twice), ``leaked`` (another scope's data returned or changed), ``crashed`` (an
-exception escaped, no clear reply within the bound, or another promise of the scenario
-broke: ``notes`` says which). Every count but ``tried`` must be 0; the command exits with
+Each scenario reports what it *verified*, in its own units (``verified``: unit -> count;
+a count says what was checked and found right, never what was planned): SIGKILLs
+survived (the file reopened clean and every committed message was there), messages
+verified present exactly once (and answered once), messages answered once in order, the
+second writer's messages verified present, simultaneous first opens, model faults
+answered, hostile texts tried, scope pairs checked, failures answered and logged. Units
+differ, so there is no grand total. Then what went wrong, per scenario: ``lost`` (a
+stored message, reply or text missing or altered), ``duplicated`` (stored or answered
+twice), ``leaked`` (another scope's data returned or changed), ``crashed`` (an exception
+escaped, no clear reply within the bound, or another promise of the scenario broke:
+``notes`` says which). Each of those must be 0 in every scenario; the command exits with
 status 1 otherwise.
 
 Hostile text comes from hypothesis (:func:`hostile_text`): ``@given(hostile_text())``
@@ -76,7 +82,7 @@ import tempfile
 import time
 import zlib
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -164,6 +170,19 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 COUNTS = ("lost", "duplicated", "leaked", "crashed")
+# What the scenarios verify, each in its own unit (Outcome.verified).
+KILLS_SURVIVED = "SIGKILLs survived"
+PRESENT_ONCE = "messages verified present exactly once"
+ANSWERED_ONCE = "messages verified stored and answered exactly once"
+IN_ORDER = "messages answered once, in order"
+WRITER_PRESENT = "second writer's messages verified present"
+FIRST_OPENS = "simultaneous first opens"
+FAULTS_ANSWERED = "model faults answered"
+HOSTILE_TRIED = "hostile texts tried"
+HUGE_KEPT = "huge messages stored whole, trimmed for the model"
+SCOPE_PAIRS = "scope pairs checked"
+ITEMS_UNCHANGED = "other scopes' items attacked, unchanged"
+FAILURES_ANSWERED = "failures answered and logged"
 _MAX_NOTES = 30  # per scenario: enough to diagnose, short enough to read
 
 # -- outcome ------------------------------------------------------------------------------------
@@ -171,10 +190,10 @@ _MAX_NOTES = 30  # per scenario: enough to diagnose, short enough to read
 
 @dataclass
 class Outcome:
-    """What one scenario tried and what went wrong (see the module docstring for the counts)."""
+    """What one scenario verified and what went wrong (see the module docstring for the counts)."""
 
     name: str
-    tried: int = 0
+    verified: dict[str, int] = field(default_factory=dict)  # unit -> how many were checked and right
     lost: int = 0
     duplicated: int = 0
     leaked: int = 0
@@ -187,6 +206,18 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return not any(getattr(self, name) for name in COUNTS)
+
+    @property
+    def failures(self) -> int:
+        """Everything that went wrong so far (to tell whether one check added any)."""
+        return sum(getattr(self, name) for name in COUNTS)
+
+    def verify(self, unit: str, n: int = 1) -> None:
+        """Count ``n`` things of ``unit`` checked and found right."""
+        self.verified[unit] = self.verified.get(unit, 0) + n
+
+    def verified_text(self) -> str:
+        return "; ".join(f"{n:,} {unit}" for unit, n in self.verified.items()) or "nothing"
 
     def note(self, text: str) -> None:
         if len(self.notes) < _MAX_NOTES:
@@ -204,7 +235,7 @@ class Outcome:
         if self.dropped_notes:
             notes.append(f"... and {self.dropped_notes} more notes")
         return {
-            "tried": self.tried,
+            "verified": dict(self.verified),
             **{name: getattr(self, name) for name in COUNTS},
             "seconds": round(self.seconds, 2),
             "notes": notes,
@@ -287,7 +318,11 @@ def echo_model(*, max_latency: float = 0.0, seed: int = 0) -> FunctionModel:
 
 
 def _child_env() -> dict[str, str]:
-    """The environment of child processes: no developer settings, offline litellm, our sources first."""
+    """The environment of child processes: no developer settings, offline litellm, the checkout root on the path.
+
+    The root makes ``tests.fakes`` importable; ``scopehub`` itself comes from the interpreter's
+    install, as in the parent (the test suite checks that this is the checkout).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "TELEGRAM_")) or k == "HUB_TEST_GUARD"}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     root = str(Path(__file__).resolve().parents[1])
@@ -428,11 +463,17 @@ def _reopen(db: Path, out: Outcome, label: str) -> Store | None:
     return store
 
 
-def _check_import(db: Path, acknowledged: dict[tuple[str, str], str], expected: dict[tuple[str, str], str], out: Outcome, label: str) -> int:
-    """After a restart: every acknowledged message present once and unaltered; returns how many are there."""
+def _check_import(
+    db: Path, acknowledged: dict[tuple[str, str], str], expected: dict[tuple[str, str], str], out: Outcome, label: str
+) -> tuple[int, int]:
+    """After a restart: every acknowledged message present once and unaltered.
+
+    Returns how many messages are there, and how many acknowledged ones are there exactly
+    once and unaltered.
+    """
     store = _reopen(db, out, label)
     if store is None:
-        return 0
+        return 0, 0
     try:
         rows = store.query("SELECT scope, ext_id, text FROM messages")
     finally:
@@ -451,7 +492,8 @@ def _check_import(db: Path, acknowledged: dict[tuple[str, str], str], expected: 
     unknown = [key for key in texts if key not in expected]
     if unknown:
         out.fail("crashed", f"{label}: {len(unknown)} rows that were never imported, e.g. {unknown[:3]}")
-    return len(texts)
+    once = sum(1 for key, text in acknowledged.items() if counts.get(key) == 1 and texts[key] == text)
+    return len(texts), once
 
 
 def crash_import(workdir: Path, *, messages: int = 10_000, kills: int = 20, batch: int = 100, seed: int = 0) -> Outcome:
@@ -459,7 +501,7 @@ def crash_import(workdir: Path, *, messages: int = 10_000, kills: int = 20, batc
 
     When an import completes before all kills are spent, another round starts on a new file.
     """
-    out = Outcome("crash_import")
+    out = Outcome("crash_import", verified={KILLS_SURVIVED: 0, PRESENT_ONCE: 0})
     with _timed(out):
         rng = random.Random(seed)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -471,7 +513,6 @@ def crash_import(workdir: Path, *, messages: int = 10_000, kills: int = 20, batc
         complete = True
         while done < kills:
             rounds += 1
-            out.tried += messages
             db = workdir / f"crash_import.{rounds}.db"
             command = [sys.executable, "-m", "scopehub.hub.cli", "--db", str(db), "import", str(log_path), "--batch", str(batch)]
             observer = _Observer(db)
@@ -500,14 +541,19 @@ def crash_import(workdir: Path, *, messages: int = 10_000, kills: int = 20, batc
                         time.sleep(rng.uniform(0.0, 0.01))  # land anywhere inside the next batch
                     # Everything a reader sees committed now must survive the kill.
                     acknowledged.update(observer.snapshot())
+                    killed = False
                     if proc.poll() is None:
                         proc.send_signal(signal.SIGKILL)
                         done += 1
+                        killed = True
                         early += len(acknowledged) == before
                     proc.wait()
+                    failures = out.failures
                     if proc.returncode not in (0, -signal.SIGKILL):
                         out.fail("crashed", f"run {runs}: agents-hub import exited {proc.returncode}: {_tail(errors)}")
                     _check_import(db, acknowledged, expected, out, f"round {rounds}, kill {done}")
+                    if killed and out.failures == failures:
+                        out.verify(KILLS_SURVIVED)
             finally:
                 observer.close()
             # A re-run completes the rest.
@@ -515,7 +561,8 @@ def crash_import(workdir: Path, *, messages: int = 10_000, kills: int = 20, batc
             runs += 1
             if final.returncode != 0:
                 out.fail("crashed", f"round {rounds}: the completing run exited {final.returncode}: {final.stderr[-500:]}")
-            present = _check_import(db, expected, expected, out, f"round {rounds}, after the completing run")
+            present, once = _check_import(db, expected, expected, out, f"round {rounds}, after the completing run")
+            out.verify(PRESENT_ONCE, once)
             if present != messages:
                 complete = False
                 out.fail("lost", f"round {rounds}: {messages - present} messages missing after the completing run", messages - present)
@@ -618,14 +665,19 @@ def _check_handled(
     if no_reply:
         out.fail("lost", f"{label}: {no_reply} acknowledged replies missing", no_reply)
     unanswered = sum(1 for rows in by_key.values() if reply_count.get(rows[0][0], 0) == 0)
-    return {"stored": len(by_key), "unanswered": unanswered}
+    once = sum(
+        1
+        for key, rows in by_key.items()
+        if len(rows) == 1 and key in expected and rows[0][1] == expected[key] and reply_count.get(rows[0][0], 0) == 1
+    )
+    return {"stored": len(by_key), "unanswered": unanswered, "once": once}
 
 
 def crash_handle(
     workdir: Path, *, messages: int = 10_000, chats: int = 20, kills: int = 20, seed: int = 0, resend_acked: int = 2
 ) -> Outcome:
     """SIGKILL a process handling messages through the hub; re-sent messages are never stored or answered twice."""
-    out = Outcome("crash_handle", tried=messages)
+    out = Outcome("crash_handle", verified={KILLS_SURVIVED: 0, ANSWERED_ONCE: 0})
     with _timed(out):
         rng = random.Random(seed)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -685,9 +737,12 @@ def crash_handle(
                         if seen >= target:
                             break
                     time.sleep(rng.uniform(0.0, 0.004))  # land anywhere inside the next handle
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGKILL)
-                    done += 1
+            killed = False
+            if not final and proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                done += 1
+                killed = True
+            failures = out.failures
             # Lines printed before the kill were acknowledged too: handle had returned.
             for line in proc.stdout:
                 record(line)
@@ -697,12 +752,15 @@ def crash_handle(
                 if final:
                     break
             state = _check_handled(db, acked, expected, out, f"after run {runs} ({done} kills)")
+            if killed and out.failures == failures:
+                out.verify(KILLS_SURVIVED)
         stored = state.get("stored", 0)
+        out.verify(ANSWERED_ONCE, state.get("once", 0))
         if stored != messages:
             out.fail("lost", f"{messages - stored} messages never stored after the last run", messages - stored)
         out.note(
             f"{done} SIGKILLs at random points, {runs} runs, {resent} acknowledged messages re-sent; "
-            f"{stored} of {messages} stored once at the end"
+            f"{state.get('once', 0):,} of {messages:,} stored and answered exactly once at the end"
         )
         if state.get("unanswered"):
             # A redelivered message that was stored but never answered must be answered.
@@ -733,7 +791,7 @@ def concurrency(
 ) -> Outcome:
     """Chats at once through one hub while another process writes the same file: order kept, nothing lost."""
     name = "concurrency_litellm" if use_litellm else "concurrency"
-    out = Outcome(name, tried=chats * per_chat + writer_messages)
+    out = Outcome(name, verified={IN_ORDER: 0, WRITER_PRESENT: 0})
     with _timed(out), contextlib.ExitStack() as stack:
         workdir.mkdir(parents=True, exist_ok=True)
         db = workdir / f"{name}.db"
@@ -763,7 +821,7 @@ def concurrency(
         hub = make_hub(store, model)
         writer_log = workdir / f"{name}.writer.jsonl"
         writer_scope = "user:777777"
-        _write_log(writer_log, writer_messages, [writer_scope], seed)
+        writer_expected = _write_log(writer_log, writer_messages, [writer_scope], seed)
         writer_err = workdir / f"{name}.writer.stderr"
         with writer_err.open("wb") as err:
             writer = subprocess.Popen(
@@ -796,20 +854,26 @@ def concurrency(
             out.fail("crashed", f"the second writer exited {writer.returncode}: {_tail(writer_err)}")
         if "locked" in _tail(writer_err, 5000):
             out.fail("crashed", "the second writer saw 'database is locked'")
-        written = store.count_messages(writer_scope)
-        if written != writer_messages:
-            out.fail("lost", f"the second writer's messages: {written} of {writer_messages}", abs(writer_messages - written))
+        rows = store.query("SELECT ext_id, text FROM messages WHERE scope = ?", (writer_scope,))
+        copies = Counter(ext_id for ext_id, _ in rows)
+        present = sum(1 for ext_id, text in rows if copies[ext_id] == 1 and writer_expected.get((writer_scope, ext_id)) == text)
+        out.verify(WRITER_PRESENT, present)
+        if present != writer_messages:
+            out.fail("lost", f"the second writer's messages: {present} of {writer_messages} there once and unaltered", writer_messages - present)
 
         locked = 0
+        wrong: set[tuple[str, str | None]] = set()
         for inbound, result in zip(inbounds, results, strict=True):
             if isinstance(result, BaseException):
                 locked += "locked" in str(result)
+                wrong.add((inbound.scope, inbound.ext_id))
                 out.fail("crashed", f"{inbound.scope} #{inbound.ext_id}: {type(result).__name__}: {result}")
             elif result is None or result.text != "re: " + with_sender(inbound.text, inbound.sender, inbound.scope):
+                wrong.add((inbound.scope, inbound.ext_id))
                 out.fail("crashed", f"{inbound.scope} #{inbound.ext_id}: wrong reply {getattr(result, 'text', None)!r}")
         if locked:
             out.note(f"{locked} 'database is locked' errors")
-        _check_chats(store, scopes, per_chat, inbounds, out)
+        out.verify(IN_ORDER, _check_chats(store, scopes, per_chat, inbounds, out, wrong))
         if server is not None:
             requests = [body.get("messages", []) for body in server.requests]
         else:
@@ -824,9 +888,22 @@ def concurrency(
     return out
 
 
-def _check_chats(store: Store, scopes: Sequence[str], per_chat: int, inbounds: Sequence[Inbound], out: Outcome) -> None:
-    """Per chat: every message once, in order, each followed by its one reply before the next message."""
+def _check_chats(
+    store: Store,
+    scopes: Sequence[str],
+    per_chat: int,
+    inbounds: Sequence[Inbound],
+    out: Outcome,
+    wrong: Collection[tuple[str, str | None]] = (),
+) -> int:
+    """Per chat: every message once, in order, each followed by its one reply before the next message.
+
+    Returns how many messages passed: in a chat whose order is right, stored unaltered with
+    exactly one reply, between it and the next message, and not in ``wrong`` (the person
+    got a wrong reply or none).
+    """
     texts = {(inbound.scope, inbound.ext_id): inbound.text for inbound in inbounds}
+    verified = 0
     for scope in scopes:
         rows = store.messages(scope)
         users = [m for m in rows if m.role == "user"]
@@ -841,11 +918,12 @@ def _check_chats(store: Store, scopes: Sequence[str], per_chat: int, inbounds: S
                 out.fail("duplicated", f"{scope}: messages stored twice", len(order) - len(set(order)))
             if not missing:
                 out.fail("crashed", f"{scope}: order broken: {order[:10]}")
-        for m in users:
-            if texts.get((scope, m.ext_id or "")) != m.text:
-                out.fail("lost", f"{scope} #{m.ext_id}: text altered")
         per_message = Counter(r.reply_to for r in replies)
         for index, m in enumerate(users):
+            right = order == wanted and (scope, m.ext_id) not in wrong
+            if texts.get((scope, m.ext_id or "")) != m.text:
+                out.fail("lost", f"{scope} #{m.ext_id}: text altered")
+                right = False
             n = per_message.get(m.id, 0)
             if n == 0:
                 out.fail("lost", f"{scope} #{m.ext_id}: no stored reply")
@@ -856,6 +934,9 @@ def _check_chats(store: Store, scopes: Sequence[str], per_chat: int, inbounds: S
                 upper = users[index + 1].id if index + 1 < len(users) else float("inf")
                 if not m.id < reply.id < upper:
                     out.fail("crashed", f"{scope} #{m.ext_id}: its reply is not between it and the next message")
+                    right = False
+            verified += right and n == 1
+    return verified
 
 
 def _check_calls(requests: Sequence[Sequence[dict[str, Any]]], out: Outcome) -> None:
@@ -884,7 +965,7 @@ except Exception as exc:
 
 def first_open(workdir: Path, *, rounds: int = 10, processes: int = 4, seed: int = 0) -> Outcome:
     """Processes opening a new database file at the same moment (say the bot and an import started together)."""
-    out = Outcome("first_open", tried=rounds * processes)
+    out = Outcome("first_open", verified={FIRST_OPENS: 0})
     with _timed(out):
         workdir.mkdir(parents=True, exist_ok=True)
         failed_rounds = 0
@@ -895,13 +976,17 @@ def first_open(workdir: Path, *, rounds: int = 10, processes: int = 4, seed: int
                 subprocess.Popen([sys.executable, "-c", _OPEN_CHILD, str(db), repr(start)], cwd=workdir, env=_child_env(), stdout=subprocess.PIPE, text=True)
                 for _ in range(processes)
             ]
-            failures = [output for output in (proc.communicate(timeout=120)[0].strip() for proc in procs) if output != "ok"]
+            outputs = [proc.communicate(timeout=120)[0].strip() for proc in procs]
+            failures = [output for output in outputs if output != "ok"]
             for output in failures:
                 out.fail("crashed", f"round {index + 1}: {output[:200]}")
             failed_rounds += bool(failures)
+            before = out.failures
             store = _reopen(db, out, f"round {index + 1}")
             if store is not None:
                 store.close()
+            if out.failures == before:  # the file they all opened is sound
+                out.verify(FIRST_OPENS, outputs.count("ok"))
         out.note(f"{rounds} rounds of {processes} processes opening a new file at once; {failed_rounds} rounds with a failure")
     return out
 
@@ -1093,12 +1178,11 @@ def _judge_fault(result: dict[str, Any], out: Outcome) -> bool:
 
 def model_faults(workdir: Path, *, cases: Sequence[str] | None = None, seed: int = 0) -> Outcome:
     """Model faults through the loopback OpenAI fake and the real litellm client: a clear reply in bounded time."""
-    out = Outcome("model_faults")
+    out = Outcome("model_faults", verified={FAULTS_ANSWERED: 0})
     with _timed(out):
         workdir.mkdir(parents=True, exist_ok=True)
         fakes = _fake_openai()
         selected = [case for case in fault_cases() if cases is None or case.name in cases]
-        out.tried = len(selected)
         with Store(workdir / "model_faults.db") as store, fakes.FakeOpenAI() as server, _quiet_litellm():
 
             # One event loop per case: a fault that corrupts the loop (a NaN timer) must not
@@ -1108,6 +1192,8 @@ def model_faults(workdir: Path, *, cases: Sequence[str] | None = None, seed: int
         for result in results:
             ok = _judge_fault(result, out)
             out.details[result["case"].name] = {**result, "ok": ok}
+            if ok:
+                out.verify(FAULTS_ANSWERED)
         if slowest is not None:
             out.note(
                 f"{len(results)} cases; slowest {slowest['case'].name} {slowest['seconds']:.2f} s; "
@@ -1390,8 +1476,9 @@ class HostileProbe:
 def huge_message(workdir: Path, *, chars: int = 100_000, out: Outcome | None = None) -> Outcome:
     """A 100,000-character message: stored whole, handled, searchable; the model gets it trimmed to its budget."""
     out = out if out is not None else Outcome("huge_message")
+    out.verified.setdefault(HUGE_KEPT, 0)
+    failures = out.failures
     with _timed(out):
-        out.tried += 1
         workdir.mkdir(parents=True, exist_ok=True)
         rng = random.Random(chars)
         marker = "tailmarkerzq9"
@@ -1442,6 +1529,8 @@ def huge_message(workdir: Path, *, chars: int = 100_000, out: Outcome | None = N
             if not any(hit.id == first.message_id for hit in hits):
                 out.fail("lost", "the huge message's last word is not searchable")
             out.note(f"a {chars:,}-character message: stored whole, the model got {tokenizer.count(sent)} tokens (budget {budget})")
+    if out.failures == failures:
+        out.verify(HUGE_KEPT)
     return out
 
 
@@ -1458,7 +1547,7 @@ def hostile_input(
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    out = Outcome("hostile_input")
+    out = Outcome("hostile_input", verified={HOSTILE_TRIED: 0})
     with _timed(out):
         # Beyond a few thousand texts, one search method per text in turn keeps the run in minutes.
         every_method = examples <= 5000 if every_method is None else every_method
@@ -1485,7 +1574,7 @@ def hostile_input(
         finally:
             bar.close()
             probe.close()
-        out.tried = probe.examples
+        out.verify(HOSTILE_TRIED, probe.examples)
         out.lost, out.leaked, out.crashed = probe.lost, probe.leaked, probe.crashed
         out.note(
             f"{probe.examples:,} hypothesis examples, {probe.calls:,} target calls, {probe.hub_examples:,} of them also "
@@ -1520,7 +1609,7 @@ def _isolation_scopes(n: int) -> list[str]:
 
 def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int = 3) -> Outcome:
     """Scopes with the same words and their own secret: nothing returns or changes another scope's data."""
-    out = Outcome("isolation")
+    out = Outcome("isolation", verified={SCOPE_PAIRS: 0, ITEMS_UNCHANGED: 0})
     with _timed(out):
         workdir.mkdir(parents=True, exist_ok=True)
         rng = random.Random(seed)
@@ -1531,14 +1620,18 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
             state = {"scope": names[0]}
 
             typed: dict[str, set[str]] = {}  # secrets of other scopes a person typed into a scope: its own data then
+            leaks: set[tuple[str, str]] = set()  # (scope, the other scope whose data it showed)
+            checks = 0
 
             def foreign(text: str, scope: str) -> list[str]:
                 found = set(_SECRET.findall(text)) - typed.get(scope, set())
                 return [owner.get(s, s) for s in found if owner.get(s) != scope]
 
             def check(what: str, text: str, scope: str) -> None:
-                out.tried += 1
+                nonlocal checks
+                checks += 1
                 others = foreign(text, scope)
+                leaks.update((scope, other) for other in others)
                 if others:
                     out.fail("leaked", f"{what} in {scope} showed data of {sorted(others)[:3]}")
 
@@ -1650,19 +1743,29 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                 after = victims_state()
                 for other in others:
                     victim = ids[other]
-                    out.tried += 1
                     (task, reminder, note), (task_was, reminder_was, _) = after[other], before[other]
                     if task is None or task != task_was:
                         out.fail("leaked", f"a tool in {scope} changed task #{victim['task']} of {other}")
+                    else:
+                        out.verify(ITEMS_UNCHANGED)
                     if reminder is None or reminder != reminder_was:
                         out.fail("leaked", f"a tool in {scope} cancelled reminder #{victim['reminder']} of {other}")
+                    else:
+                        out.verify(ITEMS_UNCHANGED)
                     if note is None:
                         out.fail("leaked", f"a tool in {scope} deleted note #{victim['note']} of {other}")
+                    else:
+                        out.verify(ITEMS_UNCHANGED)
                 typed.setdefault(scope, set()).add(secrets[others[0]])
                 for text in ("/facts", f"/search {secrets[others[0]]}", "/search locker code budget", "/usage", "what's my pin?"):
                     reply = await hub.handle(Inbound(scope=scope, text=text, sender="Ann" if scope.startswith("group:") else None))
                     check(f"reply to {text.split()[0]}", reply.text if reply else "", scope)
                 model.calls.clear()
+                probed.append(scope)
+
+            # Every output of a probed scope was searched for the secret of every other scope:
+            # each (scope, other) pair without a leak counts once.
+            probed: list[str] = []
 
             async def probe_all() -> None:
                 for scope in names:
@@ -1674,10 +1777,14 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
             group_view = " ".join(
                 [hub.facts_block("group:-5"), *(f.text for f in current_facts(store, "group:-5")), *(h.text for h in store.search("group:-5", private, k=10))]
             )
-            out.tried += 1
             if private in group_view:
                 out.fail("leaked", "group:-5 sees a private fact of user:1")
-            out.note(f"{len(names)} scopes, {out.tried:,} checks, search methods {', '.join(methods)}; group:-5 vs user:1 (same person) checked")
+                leaks.add(("group:-5", "user:1"))
+            out.verify(SCOPE_PAIRS, len(probed) * (len(names) - 1) - sum(1 for scope, _ in leaks if scope in probed))
+            out.note(
+                f"{len(probed)} of {len(names)} scopes probed, {checks:,} outputs checked for every other scope's secret, "
+                f"search methods {', '.join(methods)}; group:-5 vs user:1 (same person) checked"
+            )
     return out
 
 
@@ -1707,7 +1814,7 @@ def _search_then_answer() -> ScriptedModel:
 
 def fail_open(workdir: Path, *, seed: int = 0) -> Outcome:
     """Search, the facts block or fact extraction failing: the agent still answers, and the failure is logged."""
-    out = Outcome("fail_open")
+    out = Outcome("fail_open", verified={FAILURES_ANSWERED: 0})
     with _timed(out):
         workdir.mkdir(parents=True, exist_ok=True)
         with Store(workdir / "fail_open.db") as store:
@@ -1715,14 +1822,20 @@ def fail_open(workdir: Path, *, seed: int = 0) -> Outcome:
             def broken_search(*args: Any, **kwargs: Any) -> list[Any]:
                 raise sqlite3.OperationalError("disk I/O error")
 
-            def judge(case: str, reply: Reply | None, logs: _Records, logged: str, *, kind: str = "agent", text: str = "") -> None:
-                out.tried += 1
+            def judge(
+                case: str, reply: Reply | None, logs: _Records, logged: str, *, kind: str = "agent", text: str = "", problem: str = ""
+            ) -> None:
+                before = out.failures
+                if problem:
+                    out.fail("crashed", f"{case}: {problem}")
                 if reply is None or reply.kind != kind or (text and text not in reply.text):
                     out.fail("crashed", f"{case}: no usable answer ({getattr(reply, 'text', None)!r})")
                 elif reply.message_id is None or store.get(reply.scope, reply.message_id) is None:
                     out.fail("lost", f"{case}: the person's message is not stored")
                 if logged not in logs.text():
                     out.fail("crashed", f"{case}: the failure was not logged (expected {logged!r})")
+                if out.failures == before:
+                    out.verify(FAILURES_ANSWERED)
 
             # 1. search raises: the tool result says so, the agent answers without it.
             model = _search_then_answer()
@@ -1743,16 +1856,16 @@ def fail_open(workdir: Path, *, seed: int = 0) -> Outcome:
             hub = make_hub(store, model2, facts=_BrokenFacts())
             with _capture_logs() as logs:
                 reply = asyncio.run(hub.handle(Inbound(scope="user:72", text="add buy milk to my tasks")))
-            judge("facts block raising", reply, logs, "facts unavailable", text="re: ")
-            if model2.calls and BLOCK_HEADER in model2.calls[-1].messages[0]["content"]:
-                out.fail("crashed", "facts block raising: a facts block was still sent")
+            sent_block = bool(model2.calls) and BLOCK_HEADER in model2.calls[-1].messages[0]["content"]
+            judge("facts block raising", reply, logs, "facts unavailable", text="re: ", problem="a facts block was still sent" if sent_block else "")
             # 3. the facts service's after_reply raises: after_send swallows and logs it.
             with _capture_logs() as logs:
+                raised = ""
                 try:
                     asyncio.run(hub.after_send(reply))
                 except Exception as exc:
-                    out.fail("crashed", f"after_send raised {type(exc).__name__}: {exc}")
-            judge("after_reply raising", reply, logs, "fact extraction failed")
+                    raised = f"after_send raised {type(exc).__name__}: {exc}"
+            judge("after_reply raising", reply, logs, "fact extraction failed", problem=raised)
             # 4. the extraction model raises inside the real FactKeeper.
             async def exploding(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
                 if is_extraction(messages):
@@ -1769,7 +1882,7 @@ def fail_open(workdir: Path, *, seed: int = 0) -> Outcome:
 
                 reply = asyncio.run(talk())
             judge("extraction model raising", reply, logs, "fact extraction failed", text="re: ")
-            out.note(f"{out.tried} failure cases: each answered and logged" if out.ok else "see the failures above")
+            out.note(f"{out.verified[FAILURES_ANSWERED]} failure cases answered and logged" if out.ok else "see the failures above")
     return out
 
 
@@ -1783,7 +1896,9 @@ def event_cursors(workdir: Path, *, emitters: int = 10, per_emitter: int = 1000,
     out = Outcome("event_cursors")
     with _timed(out):
         counts = event_storm(workdir, emitters=emitters, per_emitter=per_emitter, consumers=consumers, kills=kills, seed=seed)
-    out.tried = counts["events_committed"] * consumers
+    if not counts["events_lost"] and not counts["ticks_missing"]:
+        out.verify("events seen by every consumer", counts["events_committed"])
+    out.verify(KILLS_SURVIVED, counts["emitters_killed"] + counts["consumers_killed"])
     if counts["ticks_missing"]:
         out.fail("lost", f"{counts['ticks_missing']} acknowledged events are not in the log")
     if counts["events_lost"]:
@@ -1808,7 +1923,8 @@ def two_processes(workdir: Path, *, chats: int = 10, per_chat: int = 20, reminde
     out = Outcome("two_processes")
     with _timed(out):
         counts = two_hubs(workdir, chats=chats, per_chat=per_chat, reminders=reminders, seed=seed)
-    out.tried = counts["messages"] + counts["reminders"]
+    out.verify("messages answered once by two processes", counts["messages_answered"] - counts["messages_answered_twice"])
+    out.verify("reminders fired once by two processes", counts["reminders_fired"] - counts["reminders_fired_twice"])
     if counts["processes_ok"] != 2:
         out.fail("crashed", f"{2 - counts['processes_ok']} hub process(es) failed")
     if counts["messages_answered_twice"]:
@@ -1892,7 +2008,12 @@ def run_faults(
     only: Sequence[str] = (),
     echo: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the scenarios; returns the report (see the module docstring for its shape)."""
+    """Run the scenarios; returns the report.
+
+    ``{"ok": bool, "failed": [scenario, ...], "seconds": float, "scenarios": {name: {"verified":
+    {unit: count}, "lost": n, "duplicated": n, "leaked": n, "crashed": n, "seconds": s,
+    "notes": [...]}}}``. Nothing is summed across scenarios: their units differ.
+    """
     sizes = _QUICK if quick else _HEAVY
     scenarios: dict[str, Outcome] = {}
     for name in SCENARIOS:
@@ -1912,26 +2033,34 @@ def run_faults(
             outcome.fail("crashed", f"the scenario itself failed: {type(exc).__name__}: {exc}")
         scenarios[name] = outcome
         if echo:
-            echo(f"{name}: tried {outcome.tried:,}, " + ", ".join(f"{c} {getattr(outcome, c)}" for c in COUNTS) + f" ({outcome.seconds:.1f} s)")
-    report: dict[str, Any] = {"tried": sum(o.tried for o in scenarios.values())}
-    for count in COUNTS:
-        report[count] = sum(getattr(o, count) for o in scenarios.values())
-    report["seconds"] = round(sum(o.seconds for o in scenarios.values()), 1)
-    report["scenarios"] = {name: outcome.as_dict() for name, outcome in scenarios.items()}
-    return report
+            echo(
+                f"{name}: {outcome.verified_text()}; "
+                + ", ".join(f"{c} {getattr(outcome, c)}" for c in COUNTS)
+                + f" ({outcome.seconds:.1f} s)"
+            )
+    failed = [name for name, outcome in scenarios.items() if not outcome.ok]
+    return {
+        "ok": not failed,
+        "failed": failed,
+        "seconds": round(sum(o.seconds for o in scenarios.values()), 1),
+        "scenarios": {name: outcome.as_dict() for name, outcome in scenarios.items()},
+    }
 
 
 def format_faults(report: dict[str, Any]) -> str:
-    """The report as a table plus each scenario's notes."""
+    """The report as a table (each scenario's failures, then what it verified, in its own units) plus its notes."""
     rows = [
-        [name, s["tried"], *(s[c] for c in COUNTS), round(s["seconds"], 1)] for name, s in report["scenarios"].items()
+        [name, *(s[c] for c in COUNTS), round(s["seconds"], 1), "; ".join(f"{n:,} {unit}" for unit, n in s["verified"].items()) or "nothing"]
+        for name, s in report["scenarios"].items()
     ]
-    rows.append(["total", report["tried"], *(report[c] for c in COUNTS), report["seconds"]])
-    lines = [_report.format_table(["scenario", "tried", *COUNTS, "seconds"], rows, title="Faults and hostile input")]
+    lines = [_report.format_table(["scenario", *COUNTS, "seconds", "verified"], rows, title="Faults and hostile input")]
     for name, scenario in report["scenarios"].items():
         lines.append(f"\n{name}:")
         lines.extend(f"  - {note}" for note in scenario["notes"])
-    verdict = "every count but tried is 0" if not any(report[c] for c in COUNTS) else "FAILED: see the counts above"
+    if report["ok"]:
+        verdict = f"nothing lost, duplicated, leaked or crashed in {len(report['scenarios'])} scenario(s)"
+    else:
+        verdict = f"FAILED: {', '.join(report['failed'])} (see the counts above)"
     lines.append(f"\n{verdict}")
     return "\n".join(lines)
 
@@ -1943,7 +2072,7 @@ def format_faults(report: dict[str, Any]) -> str:
 @click.option("--scenario", "-k", "only", multiple=True, type=click.Choice(SCENARIOS), help="run only these (repeatable)")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="keep the scenarios' databases here (default: a temporary directory)")
 def faults_command(json_out: str | None, quick: bool, seed: int, only: tuple[str, ...], workdir: str | None) -> None:
-    """Crash, concurrency, model-fault, hostile-input, isolation and fail-open scenarios: what was tried and lost.
+    """Crash, concurrency, model-fault, hostile-input, isolation and fail-open scenarios: what was verified and lost.
 
     Exits with status 1 when anything was lost, duplicated, leaked or crashed.
     """
@@ -1961,7 +2090,7 @@ def faults_command(json_out: str | None, quick: bool, seed: int, only: tuple[str
     if json_out:
         _report.write_json(json_out, report)
         click.echo(f"wrote {json_out}", err=True)
-    if any(report[count] for count in COUNTS):
+    if not report["ok"]:
         # sys.exit, not ctx.exit: hub.cli.main runs click with standalone_mode=False, where
         # ctx.exit(1) comes back as a return value it drops (exit status 0; see the report).
         sys.exit(1)

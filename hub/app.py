@@ -5,6 +5,7 @@ Transports and the CLI build their hub here, so every surface runs the same hub.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 from scopehub.agents import AgentRegistry, discover_agents
@@ -37,20 +38,29 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
             retries=settings.model_retries,
             cache_marks=settings.cache_marks,
         )
+    local_problem = ""
     try:
-        from scopehub.hub.models.local import LocalModel  # the optional `local` extra
-    except ImportError:
-        LocalModel = None
-    if LocalModel is not None:
+        # Our own module: it imports llama_cpp only when a model is built, so an ImportError
+        # here is a broken checkout or install, never a missing extra.
+        from scopehub.hub.models.local import LocalModel
+    except ImportError as exc:
+        log.error("the embedded model is off: scopehub.hub.models.local cannot be imported", exc_info=True)
+        local_problem = f"scopehub.hub.models.local cannot be imported ({exc})"
+    else:
         try:
             return LocalModel.from_package(timeout=settings.model_timeout)
-        except ModelNotConfigured:
-            pass
+        except ModelNotConfigured as exc:
+            local_problem = str(exc)
+            if importlib.util.find_spec("llama_cpp") is None:
+                log.debug("no embedded model: %s", exc)  # the `local` extra is simply not installed
+            else:  # installed, but broken or incomplete
+                log.warning("the embedded model is off: %s", exc, exc_info=exc)
     if required:
         raise ModelNotConfigured(
             "no model configured: set HUB_MODEL to a litellm model string (e.g. openai/gpt-4o-mini with OPENAI_API_KEY, "
             "or ollama_chat/llama3.2 with HUB_API_BASE=http://localhost:11434), or install the embedded model: "
             "pip install -e '.[local]' in a checkout, pip install 'scopehub[local]' otherwise"
+            + (f" (embedded model: {local_problem})" if local_problem else "")
         )
     return None
 
@@ -90,8 +100,9 @@ def build_hub(
     try:
         from scopehub.hub.facts import FactKeeper
     except ImportError:
-        FactKeeper = None
-    if FactKeeper is not None:
+        # The bot still answers, without persistent facts; say so loudly, with the cause.
+        log.error("persistent facts are off: scopehub.hub.facts cannot be imported", exc_info=True)
+    else:
         facts = FactKeeper(store=store, model=model)
     digest, reflector = build_digest(settings, store, model, registry)
     deps = Deps(

@@ -15,6 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("HUB_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite tests this checkout, not another copy of scopehub the interpreter has."""
+    import scopehub.hub
+
+    here = Path(scopehub.hub.__file__).resolve()
+    if not here.is_relative_to(ROOT):
+        raise pytest.UsageError(
+            f"scopehub is imported from {here.parent}, not from this checkout {ROOT}: "
+            "run `python -m pip install -e '.[dev]'` in it"
+        )
+
+
 def data_path(*parts: str) -> Path:
     """A path under HUB_DATA_DIR, or skip the test with the reason when it is absent."""
     path = DATA_DIR.joinpath(*parts)

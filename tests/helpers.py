@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from scopehub.agents import AgentRegistry, AgentSpec
 from scopehub.memory import Message
@@ -34,3 +36,37 @@ def registry_of(*specs: AgentSpec) -> AgentRegistry:
     for spec in (GENERAL, TASKS, *specs):
         registry.add(spec, "test")
     return registry
+
+
+# -- child processes run this checkout ----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout under test
+CHECKOUT_MISMATCH = 97  # the exit status of a child that imported scopehub from elsewhere
+
+_GUARD = f"""
+import pathlib as _pathlib, sys as _sys
+import scopehub.hub as _hub
+_root, _here = {str(ROOT)!r}, _pathlib.Path(_hub.__file__).resolve()
+if not _here.is_relative_to(_root):
+    _sys.stderr.write(f"scopehub.hub imported from {{_here}}, not from the checkout {{_root}}\\n")
+    _sys.exit({CHECKOUT_MISMATCH})
+"""
+
+
+def checkout_env(tmp_path: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` plus a PYTHONPATH that makes ``import scopehub`` find this checkout first.
+
+    The repository's folders install as ``scopehub.*`` (package-dir), so the checkout is
+    importable only through a directory holding a ``scopehub`` link to it; without one a
+    child would run whatever the interpreter has installed.
+    """
+    link = tmp_path / "checkout-path" / "scopehub"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(ROOT, target_is_directory=True)
+    return {**env, "PYTHONPATH": str(link.parent)}
+
+
+def checkout_python(code: str) -> list[str]:
+    """``python -c code`` that first proves it imports this checkout (else exits CHECKOUT_MISMATCH)."""
+    return [sys.executable, "-c", _GUARD + code]

@@ -2,15 +2,16 @@
 
 Nothing lost, nothing duplicated, nothing leaked, nothing crashes: under SIGKILL, many
 chats at once beside a second writer, model faults through the real litellm client,
-hypothesis-generated text, 100 look-alike scopes, and memory that fails.
+hypothesis-generated text, look-alike scopes, and memory that fails. Each scenario must
+also report what it verified, in its own units. The hub's own behaviour is tested once:
+redelivery, the step limit and facts across scopes in tests/hub; fail-open memory here,
+through the fail_open scenario.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import sqlite3
 
 import pytest
 from click.testing import CliRunner
@@ -18,10 +19,8 @@ from hypothesis import HealthCheck, given, settings
 
 from scopehub.eval import faults
 from scopehub.hub.cli import cli
-from scopehub.hub.facts import BLOCK_HEADER, FactKeeper, forget
-from scopehub.hub.models.testing import FunctionModel
+from scopehub.hub.facts import forget
 from scopehub.hub.orchestrator import Hub, Inbound, Reply
-from scopehub.hub.runtime import STEP_LIMIT_REPLY
 from scopehub.memory import NewMessage, Store
 
 
@@ -40,41 +39,45 @@ def test_import_killed_at_random_points_keeps_every_committed_message_once(tmp_p
     out = faults.crash_import(tmp_path, messages=2000, kills=3, batch=50, seed=1)
     assert_clean(out)
     assert out.details["kills"] == 3 and out.details["complete"]
+    assert out.verified == {faults.KILLS_SURVIVED: 3, faults.PRESENT_ONCE: 2000 * out.details["rounds"]}
 
 
 def test_handling_killed_at_random_points_stores_and_answers_nothing_twice(tmp_path):
     out = faults.crash_handle(tmp_path, messages=300, chats=5, kills=3, seed=1)
     assert_clean(out)
     assert out.details["kills"] >= 2 and out.details["stored"] == 300
-
-
-def test_a_redelivered_message_is_neither_stored_nor_answered_twice(tmp_path):
-    model = faults.echo_model()
-    hub = faults.make_hub(Store(tmp_path / "hub.db"), model)
-    first = ask(hub, "add buy milk to my tasks", ext_id="42")
-    again = ask(hub, "add buy milk to my tasks", ext_id="42")
-    assert first is not None and first.text == "re: add buy milk to my tasks"
-    assert again is None  # recognised: nothing stored, nothing sent
-    assert [(m.role, m.ext_id) for m in hub.store.messages("user:1")] == [("user", "42"), ("agent", None)]
-    assert len(model.calls) == 1
+    assert out.verified == {faults.KILLS_SURVIVED: out.details["kills"], faults.ANSWERED_ONCE: 300}
 
 
 # -- concurrency ----------------------------------------------------------------------------------
+
+
+def assert_writer_rows(db, n: int) -> None:
+    """The second process's messages m0..m(n-1) are in the file, each once (read here, not by the scenario)."""
+    with Store(db) as store:
+        rows = store.query("SELECT ext_id FROM messages WHERE scope = 'user:777777'")
+    assert sorted(ext_id for (ext_id,) in rows) == sorted(f"m{i}" for i in range(n))
 
 
 def test_chats_at_once_keep_their_order_while_another_process_writes(tmp_path):
     out = faults.concurrency(tmp_path, chats=10, per_chat=10, writer_messages=500, seed=1)
     assert_clean(out)
     assert out.details["written_during"] > 0  # the other process really wrote meanwhile
+    assert out.verified == {faults.IN_ORDER: 100, faults.WRITER_PRESENT: 500}
+    assert_writer_rows(tmp_path / "concurrency.db", 500)
 
 
 def test_chats_at_once_through_litellm_and_the_fake_server(tmp_path):
     out = faults.concurrency(tmp_path, chats=5, per_chat=5, writer_messages=200, seed=2, use_litellm=True)
     assert_clean(out)
+    assert out.verified == {faults.IN_ORDER: 25, faults.WRITER_PRESENT: 200}
+    assert_writer_rows(tmp_path / "concurrency_litellm.db", 200)
 
 
 def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path):
-    assert_clean(faults.first_open(tmp_path, rounds=3, processes=3))
+    out = faults.first_open(tmp_path, rounds=3, processes=3)
+    assert_clean(out)
+    assert out.verified == {faults.FIRST_OPENS: 9}
 
 
 # -- model faults ---------------------------------------------------------------------------------
@@ -98,10 +101,8 @@ def test_a_model_fault_gives_a_clear_reply_in_bounded_time_and_keeps_the_message
     assert result["stored"] and result["seconds"] <= result["bound"]
 
 
-def test_the_endless_tool_loop_stops_at_the_step_limit(fault_results):
-    result = fault_results.details["tool_loop"]
-    assert result["agent_requests"] == faults.MAX_STEPS + 1
-    assert result["reply"].text == STEP_LIMIT_REPLY
+def test_every_model_fault_answered_is_counted(fault_results):
+    assert fault_results.verified == {faults.FAULTS_ANSWERED: len(faults.fault_cases())}
 
 
 # -- hostile input --------------------------------------------------------------------------------
@@ -123,6 +124,12 @@ def test_hostile_text_never_escapes_any_target(probe, text):
     assert not new, new[:3]
 
 
+def test_the_hostile_input_scenario_counts_the_texts_it_tried(tmp_path):
+    out = faults.hostile_input(tmp_path, examples=12, hub_every=4)
+    assert_clean(out)
+    assert out.verified == {faults.HOSTILE_TRIED: 12, faults.HUGE_KEPT: 1}
+
+
 def test_a_long_unspaced_cjk_message_does_not_break_search_for_other_scopes(tmp_path):
     store = Store(tmp_path / "hub.db")
     store.append(NewMessage(scope="user:1", role="user", text="日本語のテキスト" * 1500))  # one 36 KB token
@@ -141,23 +148,10 @@ def test_remember_with_only_control_characters_gets_the_usage_text(tmp_path):
     assert reply.text.startswith("Usage: /remember")
 
 
-def test_a_100k_character_message_is_stored_whole_and_trimmed_for_the_model(tmp_path):
-    model = faults.echo_model()
-    hub = faults.make_hub(Store(tmp_path / "hub.db"), model, message_tokens=500)
-    text = "Here is a long paste: " + " ".join(f"word{i} 🙂 שלום \u200b NEAR(a b)" for i in range(5000))
-    text = text[:99_991] + " tailmark"
-    assert len(text) == 100_000
-    reply = ask(hub, text)
-    assert hub.store.get(reply.scope, reply.message_id).text == text  # stored whole
-    sent = model.calls[0].messages[-1]["content"]
-    tokenizer = hub.deps.tokenizer
-    assert sent == tokenizer.truncate(text, 500) and tokenizer.count(sent) <= 500 < tokenizer.count(text)
-    assert reply.text == "re: " + sent[:200]
-    assert any(hit.id == reply.message_id for hit in hub.store.search("user:1", "tailmark", k=3))
-
-
 def test_the_huge_message_scenario(tmp_path):
-    assert_clean(faults.huge_message(tmp_path))
+    out = faults.huge_message(tmp_path)
+    assert_clean(out)
+    assert out.verified == {faults.HUGE_KEPT: 1}
 
 
 # -- isolation ------------------------------------------------------------------------------------
@@ -166,88 +160,25 @@ def test_the_huge_message_scenario(tmp_path):
 def test_look_alike_scopes_never_see_or_change_each_others_data(tmp_path):
     out = faults.isolation(tmp_path, scopes=12, seed=3)
     assert_clean(out)
-    assert out.tried > 500
-
-
-def test_a_group_never_sees_a_members_private_facts(tmp_path):
-    calls: list[str] = []
-
-    def answer(messages, tools):
-        calls.append(json.dumps(messages))
-        return "noted"
-
-    hub = faults.make_hub(Store(tmp_path / "hub.db"), FunctionModel(answer), facts=True)
-    ask(hub, "/remember my pin is zq8812", scope="user:1")
-    ask(hub, "my passport number is zqx77", scope="user:1")
-    private_calls = len(calls)
-    for text in ("what is my pin?", "/facts", "/search pin passport"):
-        reply = ask(hub, text, scope="group:-5", sender="Ann", chat="-5")
-        assert "zq" not in reply.text
-    assert len(calls) > private_calls and not any("zq" in call for call in calls[private_calls:])
-    assert "zq" not in hub.facts_block("group:-5")
-    hits = hub.store.search("group:-5", "pin passport zq8812 zqx77", k=10)
-    assert not any("zq" in hit.text for hit in hits)
+    # every scope against the 11 others; 3 victims a scope, each with a task, a reminder, a note
+    assert out.verified == {faults.SCOPE_PAIRS: 12 * 11, faults.ITEMS_UNCHANGED: 12 * 3 * 3}
 
 
 # -- fail-open memory -----------------------------------------------------------------------------
 
 
-def _search_hub(tmp_path):
-    model = faults._search_then_answer()
-    return faults.make_hub(Store(tmp_path / "hub.db"), model), model
-
-
-def test_search_failing_still_answers_and_is_logged(tmp_path, monkeypatch, caplog):
-    hub, model = _search_hub(tmp_path)
-
-    def broken(*args, **kwargs):
-        raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setattr(hub.store, "search", broken)
-    caplog.set_level(logging.INFO, logger="hub")
-    reply = ask(hub, "what did I say about milk?")
-    assert reply.kind == "agent" and reply.text.startswith("answered")
-    tool_results = [m["content"] for m in model.calls[1].messages if m["role"] == "tool"]
-    assert tool_results == ["error: search_memory failed: disk I/O error"]  # the agent knows, the person is answered
-    assert "tool search_memory failed" in caplog.text
-    assert hub.store.get(reply.scope, reply.message_id).text == "what did I say about milk?"
-
-
-def test_facts_block_failing_answers_without_facts_and_is_logged(tmp_path, caplog):
-    model = faults.echo_model()
-    hub = faults.make_hub(Store(tmp_path / "hub.db"), model, facts=faults._BrokenFacts())
-    reply = ask(hub, "add buy milk to my tasks")
-    assert reply.kind == "agent" and reply.text == "re: add buy milk to my tasks"
-    assert BLOCK_HEADER not in model.calls[0].messages[0]["content"]
-    assert "facts unavailable for user:1" in caplog.text
-
-
-def test_fact_extraction_failing_never_reaches_the_person_and_is_logged(tmp_path, caplog):
-    async def exploding(messages, tools):
-        if faults.is_extraction(messages):
-            raise RuntimeError("extraction model down")
-        return "re: " + faults.last_user_text(messages)
-
-    store = Store(tmp_path / "hub.db")
-    hub = faults.make_hub(store, FunctionModel(exploding), facts=FactKeeper(store, model=FunctionModel(exploding)))
-
-    async def talk():
-        reply = await hub.handle(Inbound(scope="user:1", text="my email is ann@example.com"))
-        await hub.after_send(reply)
-        return reply
-
-    reply = asyncio.run(talk())
-    assert reply.text == "re: my email is ann@example.com"
-    assert "fact extraction failed for user:1" in caplog.text
-    broken = faults.make_hub(store, faults.echo_model(), facts=faults._BrokenFacts())
-    asyncio.run(broken.after_send(reply))  # a facts service that raises: swallowed
-    assert "extractor exploded" in caplog.text
-
-
 def test_the_fail_open_scenario(tmp_path):
+    # search, /search, the facts block, after_reply and the extraction model failing
     out = faults.fail_open(tmp_path)
     assert_clean(out)
-    assert out.tried == 5
+    assert out.verified == {faults.FAILURES_ANSWERED: 5}
+
+
+def test_a_failure_that_is_swallowed_silently_is_not_counted_as_verified(tmp_path, monkeypatch):
+    monkeypatch.setattr(Hub, "facts_block", lambda self, scope: "")  # no facts, and no log of why
+    out = faults.fail_open(tmp_path)
+    assert out.crashed == 1 and "facts block raising: the failure was not logged" in out.notes[0]
+    assert out.verified == {faults.FAILURES_ANSWERED: 4}
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -257,24 +188,27 @@ def test_the_faults_command_prints_and_writes_the_report(tmp_path):
     out = tmp_path / "faults.json"
     result = CliRunner().invoke(cli, ["eval", "faults", "--quick", "-k", "fail_open", "--json", str(out), "--workdir", str(tmp_path / "w")])
     assert result.exit_code == 0, result.output
-    assert "fail_open" in result.output and "every count but tried is 0" in result.output
+    assert "5 failures answered and logged" in result.output
+    assert "nothing lost, duplicated, leaked or crashed in 1 scenario(s)" in result.output
     report = json.loads(out.read_text())
-    assert set(report) >= {"tried", "lost", "duplicated", "leaked", "crashed", "scenarios"}
+    assert set(report) == {"ok", "failed", "seconds", "scenarios"}  # no total across units
+    assert (report["ok"], report["failed"]) == (True, [])
     scenario = report["scenarios"]["fail_open"]
-    assert set(scenario) == {"tried", "lost", "duplicated", "leaked", "crashed", "seconds", "notes"}
-    assert report["tried"] == scenario["tried"] == 5 and report["crashed"] == 0
+    assert set(scenario) == {"verified", "lost", "duplicated", "leaked", "crashed", "seconds", "notes"}
+    assert scenario["verified"] == {faults.FAILURES_ANSWERED: 5}
+    assert [scenario[count] for count in faults.COUNTS] == [0, 0, 0, 0]
 
 
 def test_the_faults_command_exits_1_when_anything_is_lost(tmp_path, monkeypatch):
     def losing(workdir, **kwargs):
-        outcome = faults.Outcome("fail_open", tried=1)
+        outcome = faults.Outcome("fail_open", verified={faults.FAILURES_ANSWERED: 4})
         outcome.fail("lost", "a message vanished")
         return outcome
 
     monkeypatch.setitem(faults._FUNCTIONS, "fail_open", losing)
     result = CliRunner().invoke(cli, ["eval", "faults", "-k", "fail_open", "--workdir", str(tmp_path)])
     assert result.exit_code == 1
-    assert "lost: a message vanished" in result.output
+    assert "lost: a message vanished" in result.output and "FAILED: fail_open" in result.output
 
 
 def test_events_survive_kills_and_are_never_shown_again_after_commit(tmp_path):

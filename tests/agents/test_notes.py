@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from scopehub import memory
 from scopehub.agents.notes import delete_note, list_notes, read_note, save_note
 from tests.agents.helpers import NOW, call, make_ctx
@@ -39,8 +37,6 @@ def test_a_note_is_a_vault_row_the_archive_indexes(store: memory.Store) -> None:
 
 
 def test_saved_note_is_found_by_search(store: memory.Store) -> None:
-    if not hasattr(store, "search"):
-        pytest.skip("Store.search (archive search) has not landed yet")
     call(save_note, make_ctx(store), text="The wifi password is sunflower42")
     hits = store.search("user:1", "wifi password", k=5)
     assert any("sunflower42" in (hit.text or hit.snippet) for hit in hits)

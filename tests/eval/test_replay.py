@@ -115,14 +115,16 @@ def test_every_mode_on_a_hand_made_chat() -> None:
     assert report["fixed_tokens_per_call"] == 4
 
 
-def test_full_mode_equals_the_builders_full_history_figure() -> None:
-    # "full" is read from Context.full_history_tokens; a window as long as the chat makes
-    # full and filter_first select the same messages, so their figures must agree.
+def test_with_a_window_as_long_as_the_chat_filtering_first_selects_what_scoping_selects() -> None:
+    # Nothing lies beyond a 40-message window here, so filter-then-window and
+    # window-then-filter agree; the full window still carries more than either.
     result = replay(
-        [CHAT], prompts=PROMPTS, classifier_for=lambda _: CLASSIFIER, tokenizer=WordTokenizer(), routes="gold", window=40, tail=4
+        [CHAT], prompts=PROMPTS, classifier_for=lambda _: CLASSIFIER, tokenizer=WordTokenizer(), routes="gold", window=40, tail=1
     ).summary()
-    assert result["modes"]["full"]["history_tokens_per_call"] >= result["modes"]["filter_first"]["history_tokens_per_call"]
-    assert result["modes"]["full"]["reference_recall"] == 1.0
+    history = {mode: figures["history_tokens_per_call"] for mode, figures in result["modes"].items()}
+    assert history["filter_first"] == history["scoped"] < history["full"]
+    assert history["scoped_no_also"] < history["scoped"]  # t4 reads hotel's messages only with also_sees
+    assert result["modes"]["full"]["reference_recall"] == result["modes"]["scoped"]["reference_recall"] == 1.0
 
 
 def test_gold_turn_without_label_stays_with_the_current_agent() -> None:

@@ -134,7 +134,8 @@ def test_routing_command_clinc(tmp_path: Path) -> None:
     assert {"n", "accuracy", "macro_f1", "confusion", "p50_ms", "p95_ms", "llm_tokens"} <= set(report)
     assert report["n"] == 3 and report["llm_tokens"] == 0
     assert report["accuracy"] == report["in_scope_accuracy"] >= 2 / 3
-    assert report["oos"] == 1 and 0 <= report["oos_to_general"] <= 1
+    # "who won the game last night" has no banking or travel word: general takes it
+    assert (report["oos"], report["oos_to_general"], report["oos_to_general_rate"]) == (1, 1, 1.0)
     assert report["agents"] == 3  # two domains plus general
     assert "accuracy" in result.output
 

@@ -148,16 +148,18 @@ def test_semantic_methods_need_an_embedder(tmp_path: Path) -> None:
         evaluate_locomo(locomo_file(tmp_path), methods=("psychic",))
 
 
-def test_bench_search_on_given_texts() -> None:
+def test_bench_search_builds_the_scope_it_reports_and_runs_its_queries(tmp_path: Path) -> None:
     texts = [
         f"message about topic {word} and more words"
         for word in ("alpha", "bravo", "charlie", "delta", "echo")
     ]
-    result = bench_search(400, texts=texts, questions=["What about alpha?"], queries=12)
-    assert result["messages"] == 400
+    db = tmp_path / "bench.db"
+    result = bench_search(400, texts=texts, questions=["What about alpha?"], queries=12, db_path=db)
+    with Store(db) as store:  # what was really imported and searched, not what was asked for
+        assert store.count_messages("group:bench") == result["messages"] == 400
+        assert store.search("group:bench", "alpha topic", 3)[0].text.startswith("message about topic alpha")
     assert result["queries"] == 12
-    assert result["ingest_per_s"] > 0
-    assert 0 <= result["p50_ms"] <= result["p95_ms"]
+    assert result["p50_ms"] <= result["p95_ms"] <= result["p99_ms"] <= result["max_ms"]
 
 
 def test_eval_command_prints_a_table_and_writes_json(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scopehub.eval.simulate import load_pool, simulate, summarize
+from scopehub.eval.simulate import SimulationResult, load_pool, simulate, summarize
 from scopehub.hub.cli import cli
 from tests.eval.test_replay import WordTokenizer, write_multiwoz
 
@@ -45,10 +45,24 @@ def test_window_first_bounds_the_full_history() -> None:
     assert report["history_messages_per_call"]["scoped"] < report["history_messages_per_call"]["full"]
 
 
-def test_summarize_pools_seeds() -> None:
+def test_summarize_pools_seeds_by_their_totals() -> None:
     runs = [simulate(POOL, agents=3, turns=100, seed=seed, tokenizer=WordTokenizer()) for seed in range(3)]
     report = summarize(runs)
-    assert report["saving_min"] <= report["saving"] <= report["saving_max"]
+    full, scoped = sum(r.full_history for r in runs), sum(r.scoped_history for r in runs)
+    assert report["saving"] == round(1 - scoped / full, 4)
+    assert report["history_tokens_per_call"] == {"full": round(full / 300, 1), "scoped": round(scoped / 300, 1)}
+    assert (report["saving_min"], report["saving_max"]) == (round(min(r.saving for r in runs), 4), round(max(r.saving for r in runs), 4))
+    assert report["switches"] == sum(r.switches for r in runs)
+    # Pooled over calls, not a mean of ratios: a seed with ten times the history weighs ten times.
+    big = SimulationResult(agents=3, turns=10, full_history=1000, scoped_history=100)
+    small = SimulationResult(agents=3, turns=10, full_history=100, scoped_history=90)
+    assert summarize([big, small])["saving"] == round(1 - 190 / 1100, 4) != round((big.saving + small.saving) / 2, 4)
+
+
+def test_more_agents_save_more_on_every_seed() -> None:
+    for seed in range(3):
+        savings = [simulate(POOL, agents=n, turns=100, seed=seed, tokenizer=WordTokenizer()).saving for n in (1, 2, 3, 10)]
+        assert savings[0] == 0 and savings == sorted(set(savings)), (seed, savings)
 
 
 def test_errors() -> None:

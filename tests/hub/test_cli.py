@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
 
 from scopehub.hub.cli import cli
 from scopehub.memory import CallRecord, Store
+from tests.helpers import CHECKOUT_MISMATCH, checkout_env, checkout_python
 
 LOG = [
     {"id": "1", "role": "user", "text": "here is an email from Ram: the Q3 report is due Friday", "ts": 1, "agent": "inbox"},
@@ -66,6 +66,40 @@ def test_context_json_shows_exactly_what_the_agent_would_be_sent(tmp_path):
     with_also = json.loads(run("context", "--scope", "user:1", "--agent", "tasks", "--also", "inbox", "--json", db=db).output)
     assert with_also["also_sees"] == ["inbox"]
     assert with_also["full_history_tokens"] >= with_also["tokens"]["total"]
+
+
+EMAIL = "here is an email from Ram: the Q3 report is due Friday"
+OLDER_EMAIL_LOG = [
+    {"id": "1", "role": "user", "text": EMAIL, "ts": 1, "agent": "inbox"},
+    {"id": "2", "role": "agent", "text": "Saved the email from Ram.", "ts": 2, "agent": "inbox"},
+    *({"id": str(n), "role": "user" if n % 2 else "agent", "text": f"joke {n}", "ts": n, "agent": "general"} for n in range(3, 9)),
+    {"id": "9", "role": "user", "text": "put the deadline from that email on my tasks", "ts": 9, "agent": "tasks"},
+]
+
+
+def test_context_also_brings_another_agents_messages_into_what_the_agent_is_sent(tmp_path):
+    db = tmp_path / "hub.db"
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in OLDER_EMAIL_LOG))
+    run("import", "--scope", "user:1", str(log), db=db)
+
+    def sent(*also):
+        result = run("context", "--scope", "user:1", "--agent", "tasks", *also, "--json", db=db)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    # The email is older than the tail of 4: tasks sees it only when it may read inbox.
+    alone, with_inbox = sent(), sent("--also", "inbox")
+    assert [m["text"] for m in alone["history"]] == ["joke 5", "joke 6", "joke 7", "joke 8"]
+    assert alone["message"]["text"] == OLDER_EMAIL_LOG[-1]["text"]
+    assert [m["text"] for m in with_inbox["history"]][:2] == [EMAIL, "Saved the email from Ram."]
+    assert [m["text"] for m in with_inbox["history"]][2:] == [m["text"] for m in alone["history"]]
+    assert EMAIL in [m["content"] for m in with_inbox["messages"]] and EMAIL not in [m["content"] for m in alone["messages"]]
+    assert with_inbox["tokens"]["history"] > alone["tokens"]["history"]
+    # The text form prints the provider messages themselves.
+    printed = run("context", "--scope", "user:1", "--agent", "tasks", "--also", "inbox", db=db).output
+    assert EMAIL in printed and "[inbox agent] Saved the email from Ram." in printed
+    assert EMAIL not in run("context", "--scope", "user:1", "--agent", "tasks", db=db).output
 
 
 def test_context_is_what_the_agent_was_sent_for_the_newest_message_from_a_person(tmp_path):
@@ -135,9 +169,17 @@ def test_agents_json_lists_every_agent_within_the_fixed_budget(tmp_path):
         assert 0 < row["fixed_tokens_without_search"] <= row["fixed_tokens"] <= 800
 
 
+def run_checkout_cli(tmp_path, *args, env):
+    """``agents-hub ARGS`` in a child process that imports this checkout (and proves it)."""
+    command = checkout_python("from scopehub.hub.cli import main; main()")
+    result = subprocess.run([*command, *args], capture_output=True, text=True, env=checkout_env(tmp_path, env), cwd=tmp_path)
+    assert result.returncode != CHECKOUT_MISMATCH, result.stderr
+    return result
+
+
 def test_console_script_turns_config_errors_into_one_line(tmp_path):
     env = {"HUB_WINDOW": "lots", "PATH": "/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    result = subprocess.run([sys.executable, "-c", "from scopehub.hub.cli import main; main()", "context", "--scope", "user:1", "--agent", "general"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    result = run_checkout_cli(tmp_path, "context", "--scope", "user:1", "--agent", "general", env=env)
     assert result.returncode == 2
     assert "HUB_WINDOW" in result.stderr and "Traceback" not in result.stderr
 
@@ -157,6 +199,6 @@ def test_console_script_keeps_the_exit_code_of_a_partial_import(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "role": "user", "text": "ok", "ts": 1}\nnot json\n')
     env = {"PATH": "/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HUB_DB": str(tmp_path / "hub.db")}
-    result = subprocess.run([sys.executable, "-c", "from scopehub.hub.cli import main; main()", "import", "--scope", "user:1", str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    result = run_checkout_cli(tmp_path, "import", "--scope", "user:1", str(bad), env=env)
     assert result.returncode == 1
     assert "1 added" in result.stdout and "line 2" in result.stderr

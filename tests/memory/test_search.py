@@ -324,8 +324,12 @@ def test_any_text_is_a_valid_query(hostile_store: Store, query: str, method: str
     )
 )
 def test_fts_operators_in_any_order(hostile_store: Store, words: list[str]) -> None:
-    hostile_store.search("user:1", " ".join(words))
-    hostile_store.search("user:1", "".join(words))
+    own = {row[0] for row in hostile_store.query("SELECT id FROM messages WHERE scope = 'user:1'")}
+    spaced = hostile_store.search("user:1", " ".join(words))
+    glued = hostile_store.search("user:1", "".join(words))
+    assert {h.id for h in spaced + glued} <= own
+    if "pizza" in words:  # operators around a word are words, never syntax that hides it
+        assert "I ordered a pizza" in [h.text for h in spaced], words
 
 
 # -- isolation --------------------------------------------------------------------------------
