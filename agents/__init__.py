@@ -6,7 +6,7 @@ Add an agent by adding one module here (or in another package, under the
 
 from ._memory_tool import search_memory
 from ._registry import ENTRY_POINT_GROUP, AgentRegistry, discover_agents, load_agent_file
-from ._spec import AgentSpec, Tool, ToolContext, tool
+from ._spec import AgentSpec, Tool, ToolContext, ToolExample, tool
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -14,6 +14,7 @@ __all__ = [
     "AgentSpec",
     "Tool",
     "ToolContext",
+    "ToolExample",
     "discover_agents",
     "load_agent_file",
     "search_memory",
