@@ -247,7 +247,8 @@ def looks_factual(text: str) -> bool:
     contact = bool(_EMAIL.search(text) or _PHONE.search(text))
     if text.endswith("?") and not contact and not _CHANGE_WORDS.search(text):
         return False
-    return contact or bool(_FACTLIKE.search(text))
+    # What the local key reader understands ("Priya lives in Pune") is worth one look too.
+    return contact or bool(_FACTLIKE.search(text)) or infer_key(text)[0] is not None
 
 
 def is_explicit(text: str) -> bool:
