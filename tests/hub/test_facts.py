@@ -798,3 +798,38 @@ def test_the_extractor_sees_only_what_the_person_wrote_around_a_pasted_email(tmp
 def test_the_pre_filter_lets_through_what_the_key_reader_understands():
     assert looks_factual("my sister Priya lives in Pune")
     assert looks_factual("my brother Tom works at Acme")
+
+
+def test_learning_gives_way_to_the_next_message_and_is_done_after_it(tmp_path):
+    """Any model: extraction in flight when the next message of the scope arrives is cancelled,
+    that message is answered, and the extraction runs again afterwards; nothing is lost."""
+    from scopehub.hub.models.testing import FunctionModel
+
+    attempts: list[str] = []
+    cancelled: list[bool] = []
+
+    async def extractor(messages, tools):
+        attempts.append(messages[-1]["content"])
+        if len(attempts) == 1:
+            try:
+                await asyncio.Event().wait()  # still thinking when the next message arrives
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+        return extraction({"text": "User's email is sam@example.com", "key": "user.email"})
+
+    hub = make_hub(tmp_path, extractor=FunctionModel(extractor))
+
+    async def session():
+        first = await hub.handle(Inbound(scope=SCOPE, text="my email is sam@example.com"))
+        hub.schedule_after_send(first)
+        while not attempts:
+            await asyncio.sleep(0)
+        second = await hub.handle(Inbound(scope=SCOPE, text="hi"))
+        hub.schedule_after_send(second)
+        await hub.drain()
+        return second
+
+    assert asyncio.run(session()).text == "ok"
+    assert cancelled == [True] and len(attempts) == 2
+    assert texts(current_facts(hub.store, SCOPE)) == {"User's email is sam@example.com"}

@@ -279,3 +279,36 @@ def test_the_real_embedded_model_does_a_newcomers_first_three_jobs(tmp_path):
     assert "milk" in added.text and "buy milk" in listed.text and len({added.text, listed.text, done.text}) == 3
     task = get_task(hub.store, "user:1", 1)
     assert task is not None and "milk" in task.title and task.done
+
+
+def test_fact_extraction_never_delays_the_next_reply(tmp_path):
+    """The embedded model runs one call at a time: extraction that is still writing when the
+    next message arrives is stopped, the reply comes first, and the extraction runs again after."""
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.orchestrator import Inbound
+    from scopehub.hub.settings import load_settings
+    from scopehub.memory import current_facts
+
+    started, stopped = threading.Event(), threading.Event()
+    learnt = '{"facts": [{"text": "User\'s email is sam@example.com", "key": "user.email"}]}'
+    local, backend = model("Thanks for telling me.", "(cut off)", "Hello!", learnt)
+    blocking = generating_until_stopped(started, stopped)
+    backend.on_call = lambda kwargs: blocking(kwargs) if len(backend.calls) == 2 else None  # the first extraction
+    hub = build_hub(load_settings(db=str(tmp_path / "hub.db")), model=local)
+
+    async def session():
+        first = await hub.handle(Inbound(scope="user:1", text="my email is sam@example.com"))
+        hub.schedule_after_send(first)
+        await asyncio.to_thread(started.wait, 5)  # the extraction holds the model now
+        # Without giving way, this reply would wait for the extraction (which never ends on its own).
+        second = await asyncio.wait_for(hub.handle(Inbound(scope="user:1", text="hi")), 10)
+        hub.schedule_after_send(second)
+        await hub.drain()
+        return first, second
+
+    first, second = asyncio.run(session())
+    assert (first.text, second.text) == ("Thanks for telling me.", "Hello!")
+    assert stopped.is_set()
+    prompts = [call["prompt"] for call in backend.calls]
+    assert "Facts about" not in prompts[1] and "sam@example.com" in prompts[1] and "sam@example.com" in prompts[3]  # extracted, then again
+    assert [fact.text for fact in current_facts(hub.store, "user:1")] == ["User's email is sam@example.com"]
