@@ -194,10 +194,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "simulate": "scopehub.eval.simulate:simulate_command",
         "search": "scopehub.eval.search:search_eval_command",
         "faults": "scopehub.eval.faults:faults_command",
+        "local": "scopehub.eval.local:local_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, faults)."""
+    """Evaluations: token savings, routing, search and faults on public datasets; the embedded model's first session."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command"})
