@@ -72,7 +72,10 @@ ANSWER_DEMOS = (
     ("I live in Berlin", "Thanks for telling me."),
 )
 # Words that point back at the last reply: "put *that* on my tasks", "tick *it* off".
-_BACK_REFERENCE = re.compile(r"\b(?:that|this|it|those|these|them|above|same|last one|previous)\b", re.I)
+# "that's all", "it is fine" are no pointers; "that email", "is that true" are.
+_BACK_REFERENCE = re.compile(
+    r"\b(?:(?:that|it)(?!['’]s\b| is\b)|this|those|these|them|above|same|last one|previous)\b", re.I
+)
 _NUMBER = re.compile(r"(?<![\w.])#?(\d{1,9})(?![\w.]*\d)")
 _TRAILING_PUNCTUATION = ".,;:!?)]}\"'"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

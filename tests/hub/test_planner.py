@@ -214,6 +214,8 @@ def test_an_answer_sees_who_is_talking_the_facts_and_the_message_not_the_history
     assert "old answer" not in step.prompt and "Hello there!" not in step.prompt  # the history is what gets copied
     assert step.prompt.endswith("<|im_start|>user\nwho are you?<|im_end|>\n<|im_start|>assistant\n")
     assert step.finish("I am the helper of this chat. I keep your lists. And more.") == Reply("I am the helper of this chat. I keep your lists.")
+    closing = planner.plan([*messages[:-1], {"role": "user", "content": "thanks, that's all for now"}], tools_of(agents, "general"))
+    assert "Hello there!" not in closing.prompt  # "that's all" points at nothing
     pointing = planner.plan([*messages[:-1], {"role": "user", "content": "is that true?"}], tools_of(agents, "general"))
     assert "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello there!<|im_end|>" in pointing.prompt  # the last exchange
 
