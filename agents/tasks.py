@@ -65,7 +65,10 @@ class EditTaskArgs(BaseModel):
 
 # Example utterances per tool: the embedded model picks its tool from them, and the ones
 # with arguments are the demonstrations it writes arguments from (hosted models never see them).
-_EMAIL_REPLY = "Kept email #4.\nFrom: Anna\nAction items:\n- Please book the venue by Monday."
+_EMAIL_REPLY = (
+    "[inbox agent] Kept email #4.\nFrom: Anna <anna@example.com>\nSubject: Venue\nDates: Monday = Mon 2024-03-11\n"
+    "Action items:\n- Please book the venue by Monday."
+)
 _LIST_REPLY = "Today is Mon 4 Mar.\n#1 buy milk\n#2 finish the report"
 
 
@@ -172,6 +175,7 @@ agent = AgentSpec(
         "change the due date of task 3 to next monday",
         "rename task 2 to pay the electricity bill",
         "put renew passport on my list, due in 3 days",
+        "add the deadline from that email to my to-do list",
         "what's overdue",
         "what do I have to do today",
         "complete task 5",

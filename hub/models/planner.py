@@ -612,12 +612,18 @@ def _words(text: str) -> list[str]:
 
 
 def _trim(value: str, framing: frozenset[str]) -> str:
-    """``value`` without framing words at either end (never down to nothing)."""
+    """``value`` without framing words, or marks with no letter or digit ("12 May ="), at
+    either end (never down to nothing)."""
     words = value.split()
+
+    def loose(word: str) -> bool:
+        bare = word.strip(_TRAILING_PUNCTUATION + _LEADING_PUNCTUATION).casefold()
+        return bare in framing or not any(char.isalnum() for char in word)
+
     start, end = 0, len(words)
-    while start < end - 1 and words[start].strip(_TRAILING_PUNCTUATION + _LEADING_PUNCTUATION).casefold() in framing:
+    while start < end - 1 and loose(words[start]):
         start += 1
-    while end - 1 > start and words[end - 1].strip(_TRAILING_PUNCTUATION + _LEADING_PUNCTUATION).casefold() in framing:
+    while end - 1 > start and loose(words[end - 1]):
         end -= 1
     return " ".join(words[start:end]).rstrip(_TRAILING_PUNCTUATION) or value
 

@@ -173,6 +173,7 @@ def test_an_optional_value_that_repeats_the_required_one_is_dropped(planner, age
     step = planner.plan(conversation(("user", "new task: fix the bike")), tools_of(agents, "tasks"))
     assert step.finish('"fix the bike", "due": "fix the bike"}') == Call("add_task", {"title": "fix the bike"})
     assert step.finish('"fix the bike", "due": "task"}') == Call("add_task", {"title": "fix the bike"})
+    assert step.finish('"fix the bike", "due": "12 May ="}') == Call("add_task", {"title": "fix the bike", "due": "12 May"})
 
 
 # --------------------------------------------------------------------------- 3. after a tool
