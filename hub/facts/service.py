@@ -124,6 +124,12 @@ class FactKeeper:
 
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+# A request ("write a reply to Dana saying Thursday works for me") states no fact of its own.
+_REQUEST = re.compile(
+    r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+)?(?:add|put|write|draft|reply|answer|send|remind|set|"
+    r"cancel|delete|remove|show|list|tell|find|search|note|save|keep|jot|mark|complete|tick|move|change|rename|book|call me back)\b",
+    re.I,
+)
 
 
 def own_sentences(words: str, subject: str = "user") -> list[Candidate]:
@@ -132,7 +138,9 @@ def own_sentences(words: str, subject: str = "user") -> list[Candidate]:
     found = []
     for sentence in _SENTENCE.split(words):
         sentence = sentence.strip()
-        key, kind = infer_key(sentence, subject=subject) if sentence else (None, "other")
+        if not sentence or _REQUEST.match(sentence):
+            continue
+        key, kind = infer_key(sentence, subject=subject)
         if key:
             found.append(Candidate(text=sentence[:MAX_FACT_CHARS], kind=kind, key=key, op="add"))
     return found

@@ -795,6 +795,13 @@ def test_the_extractor_sees_only_what_the_person_wrote_around_a_pasted_email(tmp
         assert "555 0100" in user and "ram@example.com" not in user and "update your address" not in user
 
 
+def test_a_request_is_never_kept_as_the_persons_own_fact(tmp_path):
+    with Store(tmp_path / "facts.db") as store:
+        run_learning(store, "write a reply to Dana saying Thursday works for me", extraction({"text": "Dana is a vegan", "key": "dana.diet"}))
+        assert current_facts(store, SCOPE) == []
+    assert infer_key("Thursday works for me")[0] is None
+
+
 def test_the_pre_filter_lets_through_what_the_key_reader_understands():
     assert looks_factual("my sister Priya lives in Pune")
     assert looks_factual("my brother Tom works at Acme")
