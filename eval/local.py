@@ -6,9 +6,9 @@ real SmolLM2-135M, on a fresh database. For every message it reports the agent, 
 tool calls and their arguments, what was stored (task rows, notes, emails, drafts,
 reminders, facts, read back from the store), whether the stated expectation holds, and
 how long the reply took. The summary gives the right count (of the 12 messages of the
-first session, and of all), replies that copy an earlier reply word for word, facts
-that are not in the person's words, the cold start, the first reply and the median
-later reply.
+first session, of 12 held-out messages written after the tools' examples were settled,
+and of all), replies that copy an earlier reply word for word, facts that are not in the
+person's words, the cold start, the first reply and the median later reply.
 
 Learning (fact extraction) runs in the background as the Telegram bot runs it, and
 gives way to the next message; fact expectations are judged once it has finished.
