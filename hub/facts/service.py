@@ -119,7 +119,7 @@ class FactKeeper:
         a retraction stores nothing and only ever matches facts already kept."""
         if candidate.op in ("invalidate", "noop") or grounded(candidate.text, candidate.key, words):
             return True
-        log.warning("fact candidate refused, not in the person's words: %.200r", candidate.text)
+        log.info("fact candidate refused, not in the person's words: %.200r", candidate.text)
         return False
 
 
