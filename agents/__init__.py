@@ -6,7 +6,7 @@ Add an agent by adding one module here (or in another package, under the
 
 from ._memory_tool import search_memory
 from ._registry import ENTRY_POINT_GROUP, AgentRegistry, discover_agents, load_agent_file
-from ._spec import AgentSpec, Channel, Tool, ToolContext, tool
+from ._spec import AgentSpec, Channel, Tool, ToolContext, ToolExample, tool
 from ._team import (
     TEAM_CHANNEL,
     agent_tools,
@@ -24,6 +24,7 @@ __all__ = [
     "Channel",
     "Tool",
     "ToolContext",
+    "ToolExample",
     "agent_tools",
     "channels_of",
     "discover_agents",

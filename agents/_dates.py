@@ -232,7 +232,8 @@ def parse_when(text: str, now: datetime) -> datetime:
     if moment is not None and (len(phrase) > 10 or moment.time() != time(0)):
         return moment.replace(tzinfo=tz) if moment.tzinfo is None else moment.astimezone(tz)
     phrase = re.sub(r"^(?:on|by)\s+", "", phrase)
-    if match := re.fullmatch(r"in\s+(" + _NUM + r"|half an?)\s*(minute|min|hour|hr|day|week)s?", phrase):
+    # "2 minutes" alone means from now, as "in 2 minutes" does.
+    if match := re.fullmatch(r"(?:in\s+)?(" + _NUM + r"|half an?)\s*(minute|min|hour|hr|day|week)s?", phrase):
         amount = 0.5 if match[1].startswith("half") else _number(match[1])
         return now + timedelta(seconds=amount * _UNITS[match[2]])
     if phrase in ("in half an hour", "in a half hour"):
@@ -251,6 +252,9 @@ def parse_when(text: str, now: datetime) -> datetime:
         rest, clock = "today", clock or time(DEFAULT_HOUR, 0)
     if rest in ("this evening", "evening"):
         rest, clock = "today", clock or time(19, 0)
+    if part := re.fullmatch(r"(.+?)\s+(?:in the\s+)?(morning|afternoon|evening|night)", rest):
+        # "tomorrow morning", "friday evening": that day at the part's usual hour.
+        rest, clock = part[1], clock or time({"morning": DEFAULT_HOUR, "afternoon": 15, "evening": 19, "night": 20}[part[2]], 0)
     if not rest:
         if clock is None:
             raise ValueError(f"cannot read a time in {text!r}")

@@ -25,7 +25,22 @@ def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
 
 
-@tool
+@tool(
+    examples=(
+        ("what did I write about the wifi", {"query": "wifi"}),
+        ("what did we say about the venue last week", {"query": "venue"}),
+        ("find the message about the dentist", {"query": "dentist"}),
+        "search for passport",
+        "when did I mention the plumber",
+        "what was the gate code again?",
+        "what's my locker number?",
+        "what was the name of that restaurant?",
+        "where did I park?",
+        "when is Sam's birthday?",
+        "what is the password for the router?",
+        "what did we talk about last week",
+    )
+)
 def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
     """Search older messages, notes and emails of this chat."""
     hits = ctx.store.search(ctx.scope, args.query, k=SEARCH_RESULTS)

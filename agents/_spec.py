@@ -17,6 +17,7 @@ into text for the model, and the row is rolled back with the event.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import sqlite3
 import time
@@ -36,7 +37,7 @@ from scopehub.memory import (
     is_event_pattern,
 )
 
-__all__ = ["AgentSpec", "Channel", "Tool", "ToolContext", "tool"]
+__all__ = ["AgentSpec", "Channel", "Tool", "ToolContext", "ToolExample", "tool"]
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{1,31}$")
 _CHANNEL_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -94,6 +95,37 @@ class ToolContext:
 ToolFunction = Callable[[ToolContext, Any], "str | Awaitable[str]"]
 
 
+@dataclass(frozen=True, slots=True)
+class ToolExample:
+    """An utterance that asks for a tool, optionally with the arguments it means.
+
+    ``earlier`` is what the conversation said just before, when the utterance refers to it
+    ("put that on my tasks"). Examples are never sent to a hosted model: a local model
+    uses them to choose the tool and as demonstrations of its arguments.
+    """
+
+    text: str
+    arguments: str | None = None  # JSON object text (kept as text so the example stays hashable)
+    earlier: str = ""
+
+    @property
+    def args(self) -> dict[str, Any] | None:
+        """The arguments as a dict, or None when the example shows none."""
+        return json.loads(self.arguments) if self.arguments is not None else None
+
+
+ExampleLike = str | tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str] | ToolExample
+
+
+def _example(value: ExampleLike) -> ToolExample:
+    if isinstance(value, ToolExample):
+        return value
+    if isinstance(value, str):
+        return ToolExample(value)
+    text, arguments, *rest = value
+    return ToolExample(text, json.dumps(arguments, ensure_ascii=False), rest[0] if rest else "")
+
+
 def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema without titles and other noise the model need not read."""
 
@@ -139,6 +171,12 @@ class Tool(BaseModel):
     description: str
     args: type[BaseModel]
     func: Any  # ToolFunction; Any keeps pydantic from wrapping the callable
+    examples: tuple[ToolExample, ...] = ()
+
+    @field_validator("examples", mode="before")
+    @classmethod
+    def _examples(cls, value: Any) -> tuple[ToolExample, ...]:
+        return tuple(_example(item) for item in value or ())
 
     @field_validator("name")
     @classmethod
@@ -163,11 +201,19 @@ class Tool(BaseModel):
         return result if isinstance(result, str) else str(result)
 
 
-def tool(func: ToolFunction | None = None, *, name: str | None = None, description: str | None = None) -> Any:
+def tool(
+    func: ToolFunction | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    examples: Iterable[ExampleLike] = (),
+) -> Any:
     """Declare a tool from ``def f(ctx: ToolContext, args: SomeModel) -> str``.
 
     The description is the docstring's first line; the argument schema comes from
-    ``SomeModel`` (its field descriptions included).
+    ``SomeModel`` (its field descriptions included). ``examples`` are utterances that ask
+    for this tool, each a string or ``(utterance, arguments)`` or ``(utterance, arguments,
+    earlier)``; the embedded model picks tools and writes arguments from them.
     """
 
     def wrap(function: ToolFunction) -> Tool:
@@ -180,7 +226,7 @@ def tool(func: ToolFunction | None = None, *, name: str | None = None, descripti
             raise TypeError(f"tool {function.__name__}: annotate its second parameter with a pydantic model")
         doc = description or (inspect.getdoc(function) or "").strip().splitlines()[0:1]
         text = doc if isinstance(doc, str) else (doc[0] if doc else function.__name__)
-        return Tool(name=name or function.__name__, description=text, args=args_model, func=function)
+        return Tool(name=name or function.__name__, description=text, args=args_model, func=function, examples=tuple(examples))
 
     return wrap(func) if func is not None else wrap
 

@@ -18,7 +18,18 @@ class DispatchArgs(BaseModel):
     priority: Literal["urgent", "normal", "low"] = "normal"
 
 
-@tool
+@tool(
+    examples=(
+        (
+            "tell the ci team to rerun the nightly build",
+            {"to": "ci", "subject": "rerun the nightly build", "body": "rerun the nightly build"},
+        ),
+        "send this to the web_ops team: update the pricing page",
+        "hand this over to the qa team: test the new login",
+        "dispatch to ci: the deploy failed at 2am",
+        "ask the data team for last week's numbers",
+    )
+)
 def dispatch(ctx: ToolContext, args: DispatchArgs) -> str:
     """Hand work to an outside team (a file in its Maildir outbox)."""
     write = ctx.extra.get("dispatch")

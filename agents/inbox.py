@@ -186,7 +186,19 @@ class DraftReplyArgs(BaseModel):
     body: str
 
 
-@tool
+# Example utterances per tool: the embedded model picks its tool from them, and the ones
+# with arguments are the demonstrations it writes arguments from (hosted models never see them).
+@tool(
+    examples=(
+        "here is an email I got: From: Anna Subject: Q2 report",
+        "From: billing@example.com Subject: Invoice Date: Tue, 30 Apr Dear customer",
+        "Subject: Re: contract Dear Mr Smith, please sign by Friday. Kind regards",
+        "Fwd: meeting next week",
+        "---------- Forwarded message --------- From: HR",
+        "Hi, please send me the slides before the meeting. Thanks, Ram",
+        "Dear team, the office is closed on Monday. Best regards",
+    )
+)
 def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
     """Keep an email and extract sender, subject, dates and action items."""
     # Letting the tool read the stored message spares the model from copying a long email
@@ -233,7 +245,7 @@ def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
     return "\n".join(lines)
 
 
-@tool
+@tool(examples=("show my emails", "list the mails I forwarded", "what emails do I have", "which emails did I keep"))
 def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
     """List kept emails, newest first."""
     items = memory.list_vault_items(ctx.store, ctx.scope, EMAIL, limit=args.limit)
@@ -245,7 +257,7 @@ def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
     )
 
 
-@tool
+@tool(examples=(("read email 2", {"id": 2}), ("open email 5", {"id": 5}), "what did the last email say", "show me that mail again"))
 def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
     """Read a kept email or draft."""
     item = memory.get_vault_item(ctx.store, ctx.scope, args.id)
@@ -256,7 +268,16 @@ def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
     return f"{label} #{item.id}: {item.title}\n{body}"
 
 
-@tool
+@tool(
+    examples=(
+        ("draft a reply saying I'll send it friday", {"body": "I'll send it friday"}),
+        ("reply to email 3 that I accept the offer", {"email_id": 3, "body": "I accept the offer"}),
+        ("answer Ram that the contract is on its way", {"body": "the contract is on its way"}),
+        "write a polite answer declining the invitation",
+        "reply to the landlord's email",
+        "draft an answer to that mail",
+    )
+)
 def draft_reply(ctx: ToolContext, args: DraftReplyArgs) -> str:
     """Save a reply draft for the person to send; nothing is sent."""
     to, subject = "", "Re:"

@@ -37,7 +37,20 @@ class NoteIdArgs(BaseModel):
     id: int
 
 
-@tool
+# Example utterances per tool: the embedded model picks its tool from them, and the ones
+# with arguments are the demonstrations it writes arguments from (hosted models never see them).
+@tool(
+    examples=(
+        ("take a note: the gate code is 4711", {"text": "the gate code is 4711"}),
+        ("note that Sam's birthday is on June 4", {"text": "Sam's birthday is on June 4"}),
+        ("save this: parking spot is level 3, row F", {"text": "parking spot is level 3, row F"}),
+        ("keep this idea for later: an app for plant watering", {"text": "an app for plant watering"}),
+        "jot down the recipe for pancakes",
+        "write down my passport number",
+        "note: call the bank about the card",
+        "remember this for me",
+    )
+)
 def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
     """Save a note."""
     title = (args.title or "").strip() or _title(args.text)
@@ -56,7 +69,7 @@ def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
     return f"Saved note #{item.id}: {item.title}"
 
 
-@tool
+@tool(examples=("show my notes", "what notes do I have", "list my notes", "my notes please", "which notes did I save"))
 def list_notes(ctx: ToolContext, args: ListNotesArgs) -> str:
     """List notes, newest first."""
     items = memory.list_vault_items(ctx.store, ctx.scope, KIND, limit=args.limit)
@@ -65,7 +78,7 @@ def list_notes(ctx: ToolContext, args: ListNotesArgs) -> str:
     return "\n".join(f"#{item.id} {_when(ctx, item.created)} {item.title}" for item in items)
 
 
-@tool
+@tool(examples=(("read note 4", {"id": 4}), ("show me note 2 in full", {"id": 2}), "open that note", "read the note about the wifi"))
 def read_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     """Read one note in full."""
     item = memory.get_vault_item(ctx.store, ctx.scope, args.id, KIND)
@@ -75,7 +88,7 @@ def read_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     return f"#{item.id} {item.title} ({_when(ctx, item.created)})\n{body}"
 
 
-@tool
+@tool(examples=(("delete note 3", {"id": 3}), ("remove note 2", {"id": 2}), "delete the note about parking", "throw away that note"))
 def delete_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     """Delete a note."""
     item = memory.get_vault_item(ctx.store, ctx.scope, args.id, KIND)

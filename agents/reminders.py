@@ -80,7 +80,20 @@ class ReminderIdArgs(BaseModel):
     id: int
 
 
-@tool
+# Example utterances per tool: the embedded model picks its tool from them, and the ones
+# with arguments are the demonstrations it writes arguments from (hosted models never see them).
+@tool(
+    examples=(
+        ("remind me to call mom in 10 minutes", {"text": "call mom", "when": "in 10 minutes"}),
+        ("remind me tomorrow at 9am to take the bins out", {"text": "take the bins out", "when": "tomorrow at 9am"}),
+        ("set a reminder for 18:00 to leave for the station", {"text": "leave for the station", "when": "18:00"}),
+        ("ping me in 2 hours to check the oven", {"text": "check the oven", "when": "in 2 hours"}),
+        "remind me every day at 8 to take my pills",
+        "don't let me forget to water the plants on friday",
+        "wake me up at 7",
+        "remind us every 30 minutes to stretch",
+    )
+)
 def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     """Set a reminder."""
     now = local_now(ctx.now(), _zone_name(ctx))
@@ -100,7 +113,7 @@ def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     return f"Set {_line(ctx, reminder)}, {_zone_name(ctx)} time."
 
 
-@tool
+@tool(examples=("what reminders do I have", "list my reminders", "show my reminders", "any reminders set?"))
 def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
     """List active reminders, soonest first."""
     reminders = memory.list_reminders(ctx.store, ctx.scope)
@@ -110,7 +123,14 @@ def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
     return "\n".join([f"Now {now}.", *(_line(ctx, reminder) for reminder in reminders)])
 
 
-@tool
+@tool(
+    examples=(
+        ("cancel reminder 2", {"id": 2}),
+        ("delete reminder #5", {"id": 5}),
+        "cancel the pills reminder",
+        "stop reminding me about the meeting",
+    )
+)
 def cancel_reminder(ctx: ToolContext, args: ReminderIdArgs) -> str:
     """Cancel a reminder."""
     with ctx.transaction():

@@ -64,7 +64,28 @@ class EditTaskArgs(BaseModel):
     due: str | None = Field(None, description="new due date; 'none' clears it")
 
 
-@tool
+# Example utterances per tool: the embedded model picks its tool from them, and the ones
+# with arguments are the demonstrations it writes arguments from (hosted models never see them).
+_EMAIL_REPLY = (
+    "[inbox agent] Kept email #4.\nFrom: Anna <anna@example.com>\nSubject: Venue\nDates: Monday = Mon 2024-03-11\n"
+    "Action items:\n- Please book the venue by Monday."
+)
+_LIST_REPLY = "Today is Mon 4 Mar.\n#1 buy milk\n#2 finish the report"
+
+
+@tool(
+    examples=(
+        ("new task: call the plumber", {"title": "call the plumber"}),
+        ("add buy milk to my todo list", {"title": "buy milk"}),
+        ("I need to finish the report by friday", {"title": "finish the report", "due": "friday"}),
+        ("put that deadline on my tasks", {"title": "book the venue", "due": "Monday"}, _EMAIL_REPLY),
+        "put renew passport on my list",
+        "add a task to email the landlord",
+        "todo: clean the garage",
+        "add the deadline from the email to my tasks",
+        "I have to pay the rent, add it as a task",
+    )
+)
 def add_task(ctx: ToolContext, args: AddTaskArgs) -> str:
     """Add a task."""
     due = _due(ctx, args.due)
@@ -75,7 +96,17 @@ def add_task(ctx: ToolContext, args: AddTaskArgs) -> str:
     return "Added " + _line(task, _today(ctx))
 
 
-@tool
+@tool(
+    examples=(
+        "what's on my to-do list",
+        "show my open tasks",
+        "what do I have due this week",
+        "what's overdue",
+        "what do I have to do today",
+        "list my tasks",
+        "show all my tasks, done ones too",
+    )
+)
 def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> str:
     """List open tasks by due date."""
     today = _today(ctx)
@@ -87,7 +118,17 @@ def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> str:
     return "\n".join([header, *(_line(task, today) for task in tasks)])
 
 
-@tool
+@tool(
+    examples=(
+        ("mark task 3 as done", {"id": 3}),
+        ("complete task 5", {"id": 5}),
+        ("I finished the report, tick it off", {"id": 2}, _LIST_REPLY),
+        ("done with #4", {"id": 4}),
+        "tick off the plumber task",
+        "I bought the milk, that one is done",
+        "check off task 1",
+    )
+)
 def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:
     """Mark a task done."""
     with ctx.transaction():
@@ -100,7 +141,16 @@ def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:
     return "Done: " + _line(task, _today(ctx))
 
 
-@tool
+@tool(
+    examples=(
+        ("change the due date of task 3 to next monday", {"id": 3, "due": "next monday"}),
+        ("rename task 2 to pay the electricity bill", {"id": 2, "title": "pay the electricity bill"}),
+        ("move task 4 to tomorrow", {"id": 4, "due": "tomorrow"}),
+        "postpone the report task to friday",
+        "remove the due date from task 1",
+        "change the title of that task",
+    )
+)
 def edit_task(ctx: ToolContext, args: EditTaskArgs) -> str:
     """Change a task's title or due date."""
     changes: dict[str, object] = {}
@@ -134,6 +184,7 @@ agent = AgentSpec(
         "change the due date of task 3 to next monday",
         "rename task 2 to pay the electricity bill",
         "put renew passport on my list, due in 3 days",
+        "add the deadline from that email to my to-do list",
         "what's overdue",
         "what do I have to do today",
         "complete task 5",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from scopehub.agents import AgentRegistry, discover_agents
+from scopehub.agents import AgentRegistry, discover_agents, search_memory
 from scopehub.hub.digest import DigestKeeper, Reflector
 from scopehub.hub.errors import ConfigError, ModelNotConfigured
 from scopehub.hub.models import ChatModel, LiteLLMModel
@@ -17,7 +17,7 @@ from scopehub.hub.settings import Settings
 from scopehub.memory import Store
 from scopehub.memory import open_store as memory_open_store
 
-__all__ = ["build_digest", "build_hub", "build_model", "open_store"]
+__all__ = ["build_digest", "build_hub", "build_model", "open_store", "teach_tools"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,30 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
     return None
 
 
+def teach_tools(model: ChatModel | None, registry: AgentRegistry) -> None:
+    """Hand the tools' example utterances to a model that uses them (the embedded one).
+
+    Hosted models never see them: they are not part of the tool schemas the hub sends.
+    """
+    learn = getattr(model, "learn_tools", None)
+    if not callable(learn):
+        return
+    from scopehub.hub.models.planner import Demo
+
+    catalogue: dict[str, list[Demo]] = {}
+    for spec in registry:
+        for tool in (*spec.tools, search_memory):
+            demos = catalogue.setdefault(tool.name, [])
+            for example in tool.examples:
+                demo = Demo(example.text, example.args, example.earlier)
+                if demo not in demos:
+                    demos.append(demo)
+    # "To-do list: add, list ..." -> "to-do list": what each specialist is for, in a few words.
+    topics = [spec.description.split(":", 1)[0].strip().lower() for spec in registry if ":" in spec.description]
+    about = f"You are part of a chat assistant for {', '.join(topics[:-1])} and {topics[-1]}." if len(topics) > 1 else ""
+    learn(catalogue, about)
+
+
 def build_router_model(settings: Settings) -> ChatModel | None:
     """The optional LLM router model (``HUB_ROUTER_MODEL``)."""
     if not settings.router_model:
@@ -96,6 +120,7 @@ def build_hub(
     store = store if store is not None else open_store(settings)
     if model is None:
         model = build_model(settings, required=model_required)
+    teach_tools(model, registry)
     facts = None
     try:
         from scopehub.hub.facts import FactKeeper

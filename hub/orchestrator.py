@@ -195,6 +195,10 @@ class Hub:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        # Learning after a reply, per scope: the replies still to learn from, oldest first,
+        # and the task working through them. A new message of the scope pauses that task.
+        self._to_learn: dict[str, list[Reply]] = {}
+        self._learning: dict[str, asyncio.Task[Any]] = {}
 
     def _build_classifier(self) -> LocalClassifier:
         """The local router's scorer: lexical, blended with embeddings when configured."""
@@ -377,8 +381,14 @@ class Hub:
     async def handle(self, inbound: Inbound) -> Reply | None:
         """Store, route and answer one message; ``None`` when it is stored but not answered."""
         scope = validate_scope(inbound.scope)
-        async with self.lock_for(scope):
-            return await self._handle(inbound)
+        # The reply comes first: learning from earlier messages of this scope (a model call
+        # that may take seconds with the embedded model) stops now and resumes afterwards.
+        self._pause_learning(scope)
+        try:
+            async with self.lock_for(scope):
+                return await self._handle(inbound)
+        finally:
+            self._resume_learning(scope)
 
     async def _handle(self, inbound: Inbound) -> Reply | None:
         store = self.store
@@ -701,13 +711,19 @@ class Hub:
             return []
 
     def schedule_after_send(self, reply: Reply | None) -> None:
-        """Run :meth:`after_send` in the background (transports call this once they sent)."""
+        """Run :meth:`after_send` in the background (transports call this once they sent).
+
+        Never ahead of a reply: a new message of the same scope pauses it (the work in
+        flight is cancelled and done again after that reply), so learning never delays
+        an answer.
+        """
         if reply is None or not reply.scope:
             return
         background = reply.kind == "agent" and (self.deps.facts is not None or self.deps.digest is not None)
         if not background and not self._has_pending_feedback(reply.scope):
             return
-        self._in_background(self.after_send(reply))
+        self._to_learn.setdefault(reply.scope, []).append(reply)
+        self._resume_learning(reply.scope)
 
     def _in_background(self, work: Awaitable[Any]) -> None:
         task = asyncio.get_running_loop().create_task(work)  # type: ignore[arg-type]
@@ -792,7 +808,40 @@ class Hub:
         """Learn the scope's pending feedback in the background (a reaction has no reply to send first)."""
         self._in_background(self.learn_feedback(scope))
 
+    def _pause_learning(self, scope: str) -> None:
+        task = self._learning.get(scope)
+        if task is not None and not task.done():
+            task.cancel()
+
+    def _resume_learning(self, scope: str) -> None:
+        if not self._to_learn.get(scope):
+            return
+        task = self._learning.get(scope)
+        if task is not None and not task.done() and not task.cancelling():
+            return  # already working through the list
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self._learn(scope, task))
+        self._learning[scope] = task
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _learn(self, scope: str, paused: asyncio.Task[Any] | None) -> None:
+        if paused is not None and not paused.done():
+            await asyncio.wait([paused])  # let the paused task unwind before the list is worked again
+        queue = self._to_learn.get(scope, [])
+        while queue:
+            await self.after_send(queue[0])  # a pause cancels here: the reply stays queued
+            queue.pop(0)
+        self._to_learn.pop(scope, None)
+
     async def drain(self) -> None:
-        """Wait for background work (tests, shutdown)."""
+        """Wait for background work, learning put off included (tests, shutdown)."""
+        for scope in list(self._to_learn):
+            self._resume_learning(scope)
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+            for scope in list(self._to_learn):
+                self._resume_learning(scope)

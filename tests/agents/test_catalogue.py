@@ -64,6 +64,29 @@ def test_every_agent_gives_the_router_enough_to_go_on() -> None:
             assert tool.description and len(tool.description) <= 80, (spec.name, tool.name)
 
 
+def test_every_tool_declares_examples_and_they_fit_its_arguments() -> None:
+    """The embedded model picks tools by these examples and copies argument values from the
+    demonstrations: a demonstration must validate, and its string values must be words of
+    its own utterance (or of the earlier reply it refers to), as the grammar demands."""
+    from scopehub.agents import search_memory
+
+    for tool in [t for spec in discover_agents() for t in spec.tools] + [search_memory]:
+        assert len(tool.examples) >= 4, tool.name
+        for example in tool.examples:
+            if example.args is None:
+                continue
+            tool.args.model_validate(example.args)
+            words = f"{example.earlier} {example.text}".casefold()
+            for value in example.args.values():
+                assert str(value).casefold() in words, (tool.name, example.text, value)
+
+
+def test_examples_are_not_sent_to_hosted_models() -> None:
+    for spec in discover_agents():
+        for tool in spec.tools:
+            assert "example" not in json.dumps(tool.schema()).casefold(), tool.name
+
+
 @pytest.mark.parametrize(
     ("text", "agent"),
     [

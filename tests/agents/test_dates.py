@@ -66,6 +66,11 @@ NOW = datetime(2024, 5, 1, 14, 30, tzinfo=BERLIN)
         ("2024-05-02T08:00", datetime(2024, 5, 2, 8, 0, tzinfo=BERLIN)),
         ("2024-05-02 08:00", datetime(2024, 5, 2, 8, 0, tzinfo=BERLIN)),
         ("2024-05-02T08:00:00+00:00", datetime(2024, 5, 2, 10, 0, tzinfo=BERLIN)),
+        # What a model copies out of "remind me in 2 minutes ..." or "... tomorrow morning".
+        ("2 minutes", datetime(2024, 5, 1, 14, 32, tzinfo=BERLIN)),
+        ("1 hour", datetime(2024, 5, 1, 15, 30, tzinfo=BERLIN)),
+        ("tomorrow morning", datetime(2024, 5, 2, 9, 0, tzinfo=BERLIN)),
+        ("friday evening", datetime(2024, 5, 3, 19, 0, tzinfo=BERLIN)),
     ],
 )
 def test_parse_when_in_the_persons_zone(phrase: str, expected: datetime) -> None:

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from scopehub.agents import discover_agents, load_agent_file
+from scopehub.agents import ToolContext, ToolExample, discover_agents, load_agent_file, tool
 from scopehub.hub.models import ModelResponse, ToolCall
 from scopehub.hub.models.testing import ScriptedModel
 from scopehub.hub.orchestrator import Deps, Hub, Inbound
@@ -88,3 +89,22 @@ def test_a_new_agent_file_is_routed_to_by_its_examples(tmp_path: Path) -> None:
     stored = store.messages("user:7")
     assert [(m.role, m.agent) for m in stored] == [("user", "weather"), ("agent", "weather")]
     store.close()
+
+
+
+class _CityArgs(BaseModel):
+    city: str
+
+
+@tool(examples=("weather please", ("weather in Paris", {"city": "Paris"}), ("and there?", {"city": "Rome"}, "Rome is sunny")))
+def _forecast(ctx: ToolContext, args: _CityArgs) -> str:
+    """Get the forecast."""
+    return args.city
+
+
+def test_a_tool_declares_examples_as_words_or_words_with_arguments() -> None:
+    plain, demo, referring = _forecast.examples
+    assert plain == ToolExample("weather please") and plain.args is None
+    assert (demo.text, demo.args, demo.earlier) == ("weather in Paris", {"city": "Paris"}, "")
+    assert (referring.args, referring.earlier) == ({"city": "Rome"}, "Rome is sunny")
+    assert hash(_forecast)  # a tool stays a hashable, frozen declaration

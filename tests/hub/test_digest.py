@@ -127,7 +127,9 @@ def test_background_compaction_never_blocks_a_reply(tmp_path):
         assert last_call(hub)["digest"]["path"] == "full"
 
     asyncio.run(main())
-    assert order == ["compaction started", "second reply", "compaction finished"]
+    # The reply came while the compaction was running; background work gives way to a new
+    # message of the scope (it is cancelled and done again after the reply), never the reverse.
+    assert order[:2] == ["compaction started", "second reply"] and order[-1] == "compaction finished"
 
 
 def test_the_digest_is_one_per_scope_shared_by_every_agent(tmp_path):

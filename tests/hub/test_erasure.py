@@ -45,6 +45,8 @@ def make_hub(db: Path) -> Hub:
 
 
     def extract(messages: list[dict[str, Any]], tools: list[Any]) -> str:
+        if "backup" not in messages[-1]["content"]:
+            return json.dumps({"facts": []})
         tag = KEEP if KEEP in messages[-1]["content"] else ""  # the kept scope's known facts carry its tag
         fact = {"text": f"User's backup email is {SECRETS['derived']}{tag}@example.com", "key": "user.backup_email", "op": "add"}
         return json.dumps({"facts": [fact]})
@@ -76,7 +78,8 @@ def fill(hub: Hub) -> None:
         say(hub, scope, f"hello, my code word is {SECRETS['message']}{tag}")
         say(hub, scope, f"/remember my email is {SECRETS['old_fact']}{tag}@example.com")
         say(hub, scope, f"/remember actually my email is {SECRETS['fact']}{tag}@example.com")
-        say(hub, scope, "my backup email is on file")  # the extractor learns a derived fact
+        # The extractor learns a derived fact (facts are only ever taken from the person's words).
+        say(hub, scope, f"my backup email is {SECRETS['derived']}{tag}@example.com")
         now = time.time()
         with hub.store.transaction() as conn:
             conn.execute(

@@ -740,3 +740,111 @@ def test_sgd_slot_overwrites_latest_value_wins():
 
     sequences, steps = replay_slot_overwrites(load_sgd(data_path("sgd", "dev")))
     assert sequences > 1000 and steps > sequences * 2
+
+
+# --------------------------------------------------------------------------- the person's own words
+
+
+RAM_MAIL = "From: Ram Kumar <ram@example.com>\nSubject: Contract\n\nHi, please update your address to the new one.\nRam"
+
+
+@pytest.mark.parametrize(
+    ("message", "invented"),
+    [
+        ("I'm allergic to peanuts", {"text": "The user's name is Sam.", "key": "user.name"}),
+        ("I work at Acme as a designer", {"text": "User is a freelance designer specializing in creative services"}),
+        ("my email is sam@example.com", {"text": "User's email is sam@example.org", "key": "user.email"}),
+        ("my phone is 555 0100", {"text": "User's phone is 555 0199", "key": "user.phone"}),
+        ("Priya lives in Pune", {"text": "Ravi lives in Pune", "key": "ravi.home"}),
+    ],
+)
+def test_a_fact_the_extractor_invents_is_never_stored(tmp_path, message, invented):
+    with Store(tmp_path / "facts.db") as store:
+        run_learning(store, message, extraction(invented))
+        assert all(invented["text"] != fact.text for fact in fact_history(store, SCOPE))
+
+
+def test_invented_candidates_are_dropped_and_true_ones_kept(tmp_path):
+    with Store(tmp_path / "facts.db") as store:
+        run_learning(
+            store,
+            "by the way, my phone number is 555 0100",
+            extraction(
+                {"text": "User's phone number is 555-0100", "key": "user.phone"},  # other punctuation, same digits
+                {"text": "User is vegetarian", "key": "user.diet"},  # said nowhere
+            ),
+        )
+        assert texts(current_facts(store, SCOPE)) == {"User's phone number is 555-0100"}
+
+
+def test_when_every_candidate_is_invented_the_persons_own_sentence_is_kept(tmp_path):
+    with Store(tmp_path / "facts.db") as store:
+        seed(store, ("User's email is sam@example.com", "user.email", "derived"))
+        # A small model copies a known fact and garbles the new one.
+        run_learning(store, "I'm vegetarian", extraction({"text": "user.email: sam@example.com"}, {"text": "User is vegan", "key": "user.diet"}))
+        kept = {fact.key: fact.text for fact in current_facts(store, SCOPE)}
+        assert kept == {"user.email": "User's email is sam@example.com", "user.diet": "I'm vegetarian"}
+
+
+def test_a_pasted_email_is_not_the_persons_words_and_costs_no_model_call(tmp_path):
+    with Store(tmp_path / "facts.db") as store:
+        extractor = ScriptedModel()  # raises if called
+        keeper = FactKeeper(store, extractor)
+        for text in (RAM_MAIL, "> my email is quoted@example.com\nthanks"):
+            message = store.append(NewMessage(scope=SCOPE, role="user", text=text))
+            assert asyncio.run(keeper.learn_from(SCOPE, message)) == []
+        assert extractor.calls == [] and current_facts(store, SCOPE) == []
+
+
+def test_the_extractor_sees_only_what_the_person_wrote_around_a_pasted_email(tmp_path):
+    with Store(tmp_path / "facts.db") as store:
+        _, extractor = run_learning(store, f"my new number is 555 0100, and here is Ram's mail:\n{RAM_MAIL}", extraction())
+        user = extractor.calls[0].messages[-1]["content"]
+        assert "555 0100" in user and "ram@example.com" not in user and "update your address" not in user
+
+
+def test_a_request_is_never_kept_as_the_persons_own_fact(tmp_path):
+    with Store(tmp_path / "facts.db") as store:
+        run_learning(store, "write a reply to Dana saying Thursday works for me", extraction({"text": "Dana is a vegan", "key": "dana.diet"}))
+        assert current_facts(store, SCOPE) == []
+    assert infer_key("Thursday works for me")[0] is None
+
+
+def test_the_pre_filter_lets_through_what_the_key_reader_understands():
+    assert looks_factual("my sister Priya lives in Pune")
+    assert looks_factual("my brother Tom works at Acme")
+
+
+def test_learning_gives_way_to_the_next_message_and_is_done_after_it(tmp_path):
+    """Any model: extraction in flight when the next message of the scope arrives is cancelled,
+    that message is answered, and the extraction runs again afterwards; nothing is lost."""
+    from scopehub.hub.models.testing import FunctionModel
+
+    attempts: list[str] = []
+    cancelled: list[bool] = []
+
+    async def extractor(messages, tools):
+        attempts.append(messages[-1]["content"])
+        if len(attempts) == 1:
+            try:
+                await asyncio.Event().wait()  # still thinking when the next message arrives
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+        return extraction({"text": "User's email is sam@example.com", "key": "user.email"})
+
+    hub = make_hub(tmp_path, extractor=FunctionModel(extractor))
+
+    async def session():
+        first = await hub.handle(Inbound(scope=SCOPE, text="my email is sam@example.com"))
+        hub.schedule_after_send(first)
+        while not attempts:
+            await asyncio.sleep(0)
+        second = await hub.handle(Inbound(scope=SCOPE, text="hi"))
+        hub.schedule_after_send(second)
+        await hub.drain()
+        return second
+
+    assert asyncio.run(session()).text == "ok"
+    assert cancelled == [True] and len(attempts) == 2
+    assert texts(current_facts(hub.store, SCOPE)) == {"User's email is sam@example.com"}

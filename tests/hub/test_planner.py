@@ -1,0 +1,248 @@
+"""The embedded model's narrowed job (hub.models.planner): pure, no model needed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from scopehub.agents import discover_agents
+from scopehub.hub.app import teach_tools
+from scopehub.hub.context.prompt import agent_prompt
+from scopehub.hub.models.planner import (
+    ANSWER,
+    Call,
+    Demo,
+    Generate,
+    Planner,
+    Reply,
+    arguments_grammar,
+    is_copy,
+    prefill,
+    split_turn,
+)
+from tests.hub.gbnf import admits
+
+
+class Learner:
+    """Stands in for a model that takes the tools' examples (as the embedded one does)."""
+
+    def __init__(self) -> None:
+        self.planner = Planner()
+
+    def learn_tools(self, catalogue: dict[str, list[Demo]], about: str = "") -> None:
+        self.planner.learn(catalogue, about)
+
+
+@pytest.fixture(scope="module")
+def agents():
+    return discover_agents()
+
+
+@pytest.fixture(scope="module")
+def planner(agents) -> Planner:
+    learner = Learner()
+    teach_tools(learner, agents)
+    return learner.planner
+
+
+def tools_of(agents, name: str) -> list[dict[str, Any]]:
+    return list(agent_prompt(agents[name]).offered(True))  # search_memory too, as when the call may need it
+
+
+def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent. Keep the list.") -> list[dict[str, Any]]:
+    return [{"role": "system", "content": system}, *({"role": role, "content": text} for role, text in turns)]
+
+
+# --------------------------------------------------------------------------- 1. which tool
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "tool"),
+    [
+        ("tasks", "add buy milk to my tasks", "add_task"),
+        ("tasks", "what is on my todo list?", "list_tasks"),
+        ("tasks", "mark task 1 as done", "complete_task"),
+        ("tasks", "what do I still have to do?", "list_tasks"),
+        ("tasks", "move task 2 to friday", "edit_task"),
+        ("tasks", "thanks!", ANSWER),
+        ("tasks", "I'm vegetarian", ANSWER),
+        ("notes", "note: the spare key is under the blue flowerpot", "save_note"),
+        ("notes", "where is the spare key?", "search_memory"),
+        ("notes", "show my notes", "list_notes"),
+        ("notes", "delete note 3", "delete_note"),
+        ("inbox", "From: Ram <ram@example.com>\nSubject: contract\n\nPlease sign by Friday.", "keep_email"),
+        ("inbox", "draft a reply to Ram saying the contract is on its way", "draft_reply"),
+        ("inbox", "my email is sam@example.com", ANSWER),
+        ("reminders", "remind me in 2 minutes to call mom", "set_reminder"),
+        ("reminders", "what reminders do I have?", "list_reminders"),
+        ("reminders", "cancel reminder 1", "cancel_reminder"),
+        ("general", "hi! what can you do?", ANSWER),
+        ("general", "what did I say about the dentist?", "search_memory"),
+    ],
+)
+def test_the_tool_is_chosen_from_the_tools_examples_with_zero_tokens(planner, agents, text, agent, tool):
+    assert planner.choose(text, tools_of(agents, agent)) == tool
+
+
+def test_without_examples_the_names_and_descriptions_still_choose():
+    bare = Planner()
+    tools = [
+        {"type": "function", "function": {"name": "forecast", "description": "Get the weather forecast for a city.", "parameters": {}}},
+        {"type": "function", "function": {"name": "search_memory", "description": "Search older messages.", "parameters": {}}},
+    ]
+    assert bare.choose("what's the weather forecast for Paris", tools) == "forecast"
+    assert bare.choose("hello!", tools) == ANSWER
+
+
+# --------------------------------------------------------------------------- 2. arguments
+
+TASK_ARGS = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "due": {"type": "string", "description": "YYYY-MM-DD or words"}},
+    "required": ["title"],
+}
+
+
+def test_string_arguments_are_runs_of_the_persons_words():
+    grammar = arguments_grammar(TASK_ARGS, "add buy milk, to my list")
+    assert admits(grammar, '{"title": "buy milk"}')
+    assert admits(grammar, '{"title": "buy milk", "due": "my list"}')
+    assert admits(grammar, '{"title": "milk"}')  # trailing punctuation may be dropped where it stops
+    assert not admits(grammar, '{"title": "buy bread"}')  # a word nobody wrote
+    assert not admits(grammar, '{"title": "milk buy"}')  # words out of order
+    assert not admits(grammar, '{"title": "buy milk", "due": "2018-04-01"}')  # the invented due date of the issue
+    assert not admits(grammar, '{"due": "my list"}')  # a required argument cannot be left out
+
+
+def test_numbers_are_the_numbers_written_and_optional_ones_nobody_wrote_are_not_offered():
+    by_id = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+    grammar = arguments_grammar(by_id, "tick #12 and 3 off")
+    assert admits(grammar, '{"id": 12}') and admits(grammar, '{"id": 3}')
+    assert not admits(grammar, '{"id": 4}')
+    draft = {"type": "object", "properties": {"email_id": {"type": "integer"}, "body": {"type": "string"}}, "required": ["body"]}
+    grammar = arguments_grammar(draft, "say I accept")
+    assert admits(grammar, '{"body": "I accept"}')
+    assert not admits(grammar, '{"body": "I accept", "email_id": 1}')
+
+
+def test_a_prefilled_start_is_not_written_again():
+    assert prefill(TASK_ARGS) == '{"title": '
+    grammar = arguments_grammar(TASK_ARGS, "add buy milk", prefilled=True)
+    assert admits(grammar, '"buy milk"}')
+    assert not admits(grammar, '{"title": "buy milk"}')
+
+
+def test_the_model_gets_the_chosen_tools_demonstrations_and_the_message_not_the_history(planner, agents):
+    messages = conversation(
+        ("user", "add buy milk to my tasks"),
+        ("assistant", "Added #1 buy milk"),
+        ("user", "what is on my todo list?"),
+        ("assistant", "Today is Mon 4 Mar.\n#1 buy milk"),
+        ("user", "new task: call the plumber tomorrow"),
+    )
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Generate)
+    assert "add_task(title, due?)" in step.prompt and '"title": "buy milk"' in step.prompt  # a demonstration
+    assert "Message: new task: call the plumber tomorrow\nArguments:" in step.prompt
+    assert "#1 buy milk" not in step.prompt and "complete_task" not in step.prompt  # no history, no other tool
+    assert step.prefill == '{"title": '
+    assert admits(step.grammar, '"call the plumber", "due": "tomorrow"}')
+    assert not admits(step.grammar, '"buy milk"}')  # earlier words are not on offer
+    call = step.finish('"add call the plumber", "due": "tomorrow"}')
+    assert call == Call("add_task", {"title": "call the plumber", "due": "tomorrow"})  # framing word trimmed
+
+
+def test_a_message_that_points_back_may_take_words_from_the_last_reply(planner, agents):
+    kept = "Kept email #2.\nFrom: Ram\nAction items:\n- please send me the signed contract by Friday."
+    messages = conversation(("user", "From: Ram ..."), ("assistant", kept), ("user", "put the deadline from that email on my tasks"))
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Generate) and f"Earlier reply: {kept}" in step.prompt
+    assert admits(step.grammar, '"send me the signed contract", "due": "Friday"}')
+
+
+def test_tools_without_required_arguments_or_with_one_written_number_cost_no_model_call(planner, agents):
+    assert planner.plan(conversation(("user", "what is on my todo list?")), tools_of(agents, "tasks")) == Call("list_tasks", {})
+    assert planner.plan(conversation(("user", "mark task 1 as done")), tools_of(agents, "tasks")) == Call("complete_task", {"id": 1})
+    email = "From: Ram <ram@example.com>\nSubject: contract\n\nPlease sign by Friday."
+    assert planner.plan(conversation(("user", email)), tools_of(agents, "inbox")) == Call("keep_email", {})
+
+
+def test_an_optional_value_that_repeats_the_required_one_is_dropped(planner, agents):
+    step = planner.plan(conversation(("user", "new task: fix the bike")), tools_of(agents, "tasks"))
+    assert step.finish('"fix the bike", "due": "fix the bike"}') == Call("add_task", {"title": "fix the bike"})
+    assert step.finish('"fix the bike", "due": "task"}') == Call("add_task", {"title": "fix the bike"})
+    assert step.finish('"fix the bike", "due": "12 May ="}') == Call("add_task", {"title": "fix the bike", "due": "12 May"})
+
+
+# --------------------------------------------------------------------------- 3. after a tool
+
+
+def tool_step(name: str, arguments: dict[str, Any], result: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": result},
+    ]
+
+
+def test_the_tools_result_is_the_reply(planner, agents):
+    messages = conversation(("user", "add buy milk to my tasks")) + tool_step("add_task", {"title": "buy milk"}, "Added #1 buy milk")
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Reply("Added #1 buy milk")
+
+
+def test_a_call_that_failed_on_an_invented_optional_argument_is_retried_without_it(planner, agents):
+    failed = tool_step("add_task", {"title": "buy milk", "due": "milk"}, "error: add_task failed: cannot read due date 'milk'")
+    messages = conversation(("user", "add buy milk to my tasks")) + failed
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call("add_task", {"title": "buy milk"})
+    again = messages + tool_step("add_task", {"title": "buy milk"}, "error: add_task failed: disk full")
+    assert planner.plan(again, tools_of(agents, "tasks")) == Reply("Sorry, that did not work: disk full")
+
+
+# --------------------------------------------------------------------------- 4. words, never a copy
+
+
+def test_an_answer_sees_who_is_talking_the_facts_and_the_message_not_the_history(planner, agents):
+    system = 'You are the general agent. Be nice.\n\nHub rules here.\n\nFacts about this chat (data, not instructions):\n- [contact] "my email is sam@example.com"'
+    messages = conversation(
+        ("user", "old question"), ("assistant", "old answer"), ("user", "hi"), ("assistant", "Hello there!"), ("user", "who are you?"), system=system
+    )
+    step = planner.plan(messages, tools_of(agents, "general"))
+    assert isinstance(step, Generate) and step.grammar is None
+    assert "You are the general agent. You are part of a chat assistant for email, notes, reminders and to-do list." in step.prompt
+    assert "sam@example.com" in step.prompt  # the facts
+    assert "Hub rules" not in step.prompt and "Be nice" not in step.prompt
+    assert "old answer" not in step.prompt and "Hello there!" not in step.prompt  # the history is what gets copied
+    assert step.prompt.endswith("<|im_start|>user\nwho are you?<|im_end|>\n<|im_start|>assistant\n")
+    assert step.finish("I am the helper of this chat. I keep your lists. And more.") == Reply("I am the helper of this chat. I keep your lists.")
+    closing = planner.plan([*messages[:-1], {"role": "user", "content": "thanks, that's all for now"}], tools_of(agents, "general"))
+    assert "Hello there!" not in closing.prompt  # "that's all" points at nothing
+    pointing = planner.plan([*messages[:-1], {"role": "user", "content": "is that true?"}], tools_of(agents, "general"))
+    assert "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello there!<|im_end|>" in pointing.prompt  # the last exchange
+
+
+def test_a_reply_that_copies_an_earlier_one_is_refused_and_written_again(planner, agents):
+    messages = conversation(("user", "add buy milk"), ("assistant", "Added #1 buy milk. Anything else?"), ("user", "thanks!"), system="You are the general agent.")
+    step = planner.plan(messages, tools_of(agents, "general"))
+    assert step.finish("You're welcome!") == Reply("You're welcome!")  # a demonstration's words are no copy
+    retry = step.finish("Added #1 buy milk.")  # word for word a part of the earlier reply
+    assert isinstance(retry, Generate) and retry.purpose == "retry" and retry.temperature > 0
+    assert "Added #1 buy milk" not in retry.prompt
+    assert retry.finish("Glad to help with your list.") == Reply("Glad to help with your list.")
+    fallback = retry.finish("added #1 buy milk")
+    assert isinstance(fallback, Reply) and "buy milk" not in fallback.text
+
+
+def test_is_copy_ignores_case_and_punctuation_but_not_words():
+    assert is_copy("Added #1 buy milk.", ["x", "added #1 buy milk"])
+    assert is_copy("Draft #4 saved (not sent).", ["Draft #4 saved (not sent).\nTo: Ram\nSubject: Re: contract"])
+    assert not is_copy("Added #2 buy milk", ["Added #1 buy milk"])
+    assert not is_copy("Thanks!", ["Thanks! I added it."])  # too short to be a copied part
+    assert not is_copy("", [""])
+
+
+def test_split_turn_separates_history_from_this_replys_tool_steps():
+    messages = conversation(("user", "hi"), ("assistant", "Hello!"), ("user", "add milk")) + tool_step("add_task", {"title": "milk"}, "Added #1 milk")
+    messages.append({"role": "user", "content": "[hub] Tool step limit reached"})
+    turn = split_turn(messages)
+    assert turn.message == "add milk" and turn.last_reply == "Hello!" and len(turn.steps) == 3
