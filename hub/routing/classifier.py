@@ -57,6 +57,11 @@ _CHAR_N = 4  # character n-grams of content words: typos and word forms still ma
 # each example left out: 0.3 was best (0.913; 0.2 to 0.5 within 0.25 point) by 3-fold
 # cross-validation on CLINC150's train split, 50 examples per domain.
 SEMANTIC_WEIGHT = 0.3
+# An agent with fewer examples than the typical agent has its description (and name and
+# keywords) counted as this share of the examples it lacks. Leave-agents-out on SGD dev
+# (3 agents' examples hidden at a time, 6 folds): 0 → 0.603 ± 0.191 on the hidden agents,
+# 0.2 → 0.686, 0.4 → 0.721, 0.6 → 0.709; agents with all their examples are unchanged.
+DESCRIPTION_SHARE = 0.4
 
 
 def _featurize(words: Sequence[str]) -> list[str]:
@@ -104,6 +109,7 @@ class LocalClassifier:
         alpha: float = 1.0,
         description_weight: float = 3.0,
         cue_factor: float = 0.5,
+        description_share: float = DESCRIPTION_SHARE,
         semantic: SemanticScores | None = None,
         semantic_weight: float = SEMANTIC_WEIGHT,
     ) -> None:
@@ -118,6 +124,7 @@ class LocalClassifier:
         self.alpha = alpha
         self.description_weight = description_weight
         self.cue_factor = cue_factor
+        self.description_share = description_share
         self.semantic: SemanticScores | None = None
         self.semantic_weight = semantic_weight
         self._build()
@@ -127,14 +134,19 @@ class LocalClassifier:
 
     def _build(self) -> None:
         counts: dict[str, Counter[str]] = {}
+        typical = statistics.median(len(set(p.examples)) for p in self.profiles)
         for profile in self.profiles:
             counter: Counter[str] = Counter()
             naming = terms(" ".join((profile.name.replace("_", " "), *profile.keywords)))
             description = terms(profile.description)
+            # A description stands in for the examples an agent lacks: an agent known only by
+            # its description must not be drowned by agents with fifty examples each.
+            missing = max(0.0, typical - len(set(profile.examples)))
+            weight = max(self.description_weight, self.description_share * missing)
             for feature in _featurize(naming):
-                counter[feature] += self.description_weight
+                counter[feature] += weight
             for feature in _featurize(description):
-                counter[feature] += self.description_weight
+                counter[feature] += weight
             for example in profile.examples:
                 # Presence, not frequency: one long example must not outweigh many short ones.
                 counter.update(set(_featurize(terms(example))))
