@@ -19,7 +19,14 @@ from typing import Protocol
 
 from rapidfuzz import fuzz, process
 
-from scopehub.hub.routing.lexicon import DEICTIC_RE, STOPWORDS, content_terms, stem, terms
+from scopehub.hub.routing.lexicon import (
+    STOPWORDS,
+    content_terms,
+    deictic_nouns,
+    readable,
+    stem,
+    terms,
+)
 
 DEFAULT_AGENT = "general"
 
@@ -62,6 +69,8 @@ SEMANTIC_WEIGHT = 0.3
 # (3 agents' examples hidden at a time, 6 folds): 0 → 0.603 ± 0.191 on the hidden agents,
 # 0.2 → 0.686, 0.4 → 0.721, 0.6 → 0.709; agents with all their examples are unchanged.
 DESCRIPTION_SHARE = 0.4
+# The smallest share of the switch threshold a message in another language must clear.
+FOREIGN_MIN_SHARE = 0.15
 
 
 def _featurize(words: Sequence[str]) -> list[str]:
@@ -228,6 +237,20 @@ class LocalClassifier:
         """Evidence (log-odds) another agent needs over the current one to take the conversation."""
         return self.switch_margin * self.scale
 
+    def switch_threshold_for(self, text: str) -> float:
+        """:attr:`switch_threshold` for this message.
+
+        Text the lexicon cannot read (another language) is known by few of its features (a
+        keyword, some character n-grams of an example in its language), so its evidence is
+        small however clear: the threshold shrinks with the share of its features known,
+        down to :data:`FOREIGN_MIN_SHARE` of the usual one.
+        """
+        if readable(text):
+            return self.switch_threshold
+        features = _featurize(terms(text))
+        known = sum(feature in self._weights for feature in features) / len(features) if features else 0.0
+        return self.switch_threshold * max(FOREIGN_MIN_SHARE, known)
+
     def agents_using(self, term: str) -> int:
         """How many agents' profiles use ``term`` (a stem): 0 for names and rare words."""
         return self._term_agents.get(term, 0)
@@ -246,8 +269,8 @@ class LocalClassifier:
         if len(named) < 2:
             return set()
         referenced = set()
-        for match in DEICTIC_RE.finditer(text.lower()):
-            term_stems = content_terms(match.group(1))
+        for noun in deictic_nouns(text):
+            term_stems = content_terms(noun)
             for agent in named:
                 if self.names_domain(term_stems, agent):
                     referenced.add(agent)
