@@ -11,6 +11,7 @@ __all__ = [
     "back_reference",
     "content_terms",
     "deictic_nouns",
+    "first_person",
     "language_of",
     "readable",
     "stem",
@@ -236,3 +237,37 @@ def switch_cue(text: str) -> bool:
     """Whether the message announces a new errand ("I also need", "auch", "тоже")."""
     pattern = _pattern(SWITCH_CUES, text)
     return bool(pattern and pattern.search(text))
+
+# -- First-person words: a message in another language that has one may state a fact about
+# the person ("Ich bin Vegetarier", "Soy vegetariano", "Я вегетарианец"); the fact
+# pre-filter lets it through to the model extractor instead of rejecting it unread.
+FIRST_PERSON: dict[str, frozenset[str]] = {
+    # Subjects and possessives, not objects: "remind me" ("erinnere mich") is a request.
+    "de": _listed("ich mein meine meinen meinem meiner wir unser unsere"),
+    "fr": _listed("je j' mon ma mes nous notre nos m'appelle suis j'ai"),
+    "es": _listed("yo soy estoy mi mis tengo vivo trabajo nosotros nuestro nuestra llamo"),
+    "it": _listed("io sono mio mia miei ho vivo lavoro chiamo"),
+    "pt": _listed("eu sou estou meu minha meus tenho moro trabalho chamo"),
+    "nl": _listed("ik mijn wij onze ben woon werk heet"),
+    "cyrillic": _listed("я мой моя моё мои мы наш наша"),
+    "greek": _listed("εγώ είμαι μου μένω δουλεύω"),
+    "devanagari": _listed("मैं मेरा मेरी मेरे हम हमारा हमारी"),
+    "arabic": _listed("أنا انا اسمي لدي عندي نحن أعمل أسكن"),
+    "hebrew": _listed("אני שלי שמי אנחנו"),
+    "hangul": _listed("나 저 제 내 나는 저는 제가 내가"),
+    # Written without spaces: looked for as parts of the text.
+    "kana": _listed("私 僕 俺 わたし ぼく 自分"),
+    "han": _listed("我 我的 我们"),
+}
+
+
+def first_person(text: str) -> bool:
+    """Whether a message not in English uses a first-person word of its language (or of any
+    listed language when it is in none of them)."""
+    language = language_of(text)
+    if language in ("kana", "han"):
+        return any(marker in text for marker in FIRST_PERSON["kana"] | FIRST_PERSON["han"])
+    words = set(terms(text))
+    words |= {word.split("'")[0] + "'" for word in words if "'" in word}  # j'ai → j'
+    lists = [FIRST_PERSON[language]] if language in FIRST_PERSON else FIRST_PERSON.values()
+    return any(words & listed for listed in lists)
