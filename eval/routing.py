@@ -433,27 +433,48 @@ class _TimedEmbedder:
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
         self.latencies_ms: list[float] = []
+        self.model_id = getattr(embedder, "model_id", type(embedder).__name__)
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str]) -> list[Any]:
         started = time.perf_counter()
         vectors = self.embedder.embed(texts)
         self.latencies_ms.append((time.perf_counter() - started) * 1000)
         return vectors
 
+    def embed_passages(self, texts: list[str]) -> list[Any]:
+        return getattr(self.embedder, "embed_passages", self.embedder.embed)(texts)
+
 
 def build_classifier(
-    profiles: Sequence[AgentProfile], embedder: str | None = None, *, semantic_weight: float = SEMANTIC_WEIGHT
+    profiles: Sequence[AgentProfile],
+    embedder: str | None = None,
+    *,
+    semantic_weight: float = SEMANTIC_WEIGHT,
+    message_cache: bool = True,
 ) -> tuple[LocalClassifier, dict[str, Any]]:
     """The local classifier (with semantic scores from ``embedder`` when one is named) and
-    the figures of its build for the report."""
+    the figures of its build for the report.
+
+    Examples and descriptions are embedded through the disk cache (as in the hub). With
+    ``message_cache`` the dataset's messages are too, so that folds and reruns embed each
+    text once; the embedding latencies are then those of the texts embedded in this run.
+    """
     started = time.perf_counter()
     if not embedder or embedder == "none":
         classifier = LocalClassifier(profiles)
         return classifier, {"embedder": None, "build_s": round(time.perf_counter() - started, 3)}
-    from scopehub.hub.routing.semantic import build_semantic_scorer, make_embedder
+    from scopehub.hub.routing.semantic import (
+        CachedEmbedder,
+        build_semantic_scorer,
+        shared_cache,
+        shared_embedder,
+    )
 
-    timed = _TimedEmbedder(make_embedder(embedder))
-    scorer = build_semantic_scorer(profiles, timed, lexical=LocalClassifier(profiles))
+    raw = shared_embedder(embedder)
+    cache = shared_cache(raw)
+    timed = _TimedEmbedder(raw)
+    messages: Any = CachedEmbedder(timed, cache) if message_cache else timed
+    scorer = build_semantic_scorer(profiles, messages, lexical=LocalClassifier(profiles), cache=cache)
     classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=semantic_weight)
     info = {
         "embedder": embedder,
@@ -461,6 +482,7 @@ def build_classifier(
         "build_s": round(time.perf_counter() - started, 3),
         "embedded_examples": sum(len(set(p.examples)) for p in profiles),
         "examples_set_apart": scorer.set_apart,
+        "message_cache": message_cache,
     }
     timed.latencies_ms.clear()  # from here on: one call per new message
     return classifier, {**info, "_timed": timed}

