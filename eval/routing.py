@@ -546,6 +546,7 @@ def run_clinc(
     semantic_weight: float = SEMANTIC_WEIGHT,
     folds: int = 0,
     unseen: int = 0,
+    sample: int = 1,
 ) -> dict[str, Any]:
     """CLINC150: in-scope domain accuracy, and where out-of-scope messages went.
 
@@ -560,6 +561,8 @@ def run_clinc(
     items = load_clinc(path, split, domains_path=domains_file)
     with contextlib.suppress(DatasetFormatError):  # a file without out-of-scope items
         items += load_clinc(path, f"oos_{split}", domains_path=domains_file)
+    if sample > 1:
+        items = [item for item in items if (_stable_hash(item[0]) // 7) % sample == 0]
     # Each CLINC message stands alone: one conversation of one turn each.
     conversations = [[Turn(f"{split}:{i}", "user", text, (domain,) if domain else ())] for i, (text, domain) in enumerate(items)]
     classifier, classifier_info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
@@ -581,7 +584,7 @@ def run_clinc(
         train_items = [item for item in load_clinc(train_path, train_split, domains_path=_beside(train_path, "domains.json")) if item[1]]
         for fold in range(folds):
             fold_profiles = clinc_profiles(train_path, train_split, per_agent=per_agent, leave_out=(fold, folds))
-            held = [item for item in train_items if _stable_hash(item[0]) % folds == fold]
+            held = [item for item in train_items if _stable_hash(item[0]) % folds == fold and (_stable_hash(item[0]) // 7) % sample == 0]
             fold_result, info = _run(
                 fold_profiles,
                 [[Turn(f"fold{fold}:{i}", "user", text, (domain,))] for i, (text, domain) in enumerate(held)],
@@ -879,7 +882,7 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
 @click.option("--semantic-weight", default=SEMANTIC_WEIGHT, show_default=True, help="with --embedder: weight of the semantic scores")
 @click.option("--folds", default=0, show_default=True, help="cross-validate: K folds (leave dialogues out), mean ± sd and min–max")
 @click.option("--unseen", default=0, show_default=True, help="hide K agents' examples at a time (in rotation): accuracy on agents known by description only")
-@click.option("--sample", default=1, show_default=True, help="SGD/MultiWOZ: route every N-th test dialogue only (lean runs)")
+@click.option("--sample", default=1, show_default=True, help="route every N-th test dialogue (CLINC150: message) only, for lean runs")
 @click.option("--after", default=None, help="jsonl: route each message after one exchange with this agent (default: as a first message)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
@@ -909,7 +912,7 @@ def routing_command(
     elif train_path is None:
         raise click.UsageError(f"--train is required for --format {fmt}")
     elif fmt == "clinc":
-        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet, folds=folds, **options)
+        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet, folds=folds, sample=sample, **options)
     else:
         report = run_dialogues(fmt, path, train_path, per_agent=per_agent, window=window, show_progress=not quiet, folds=folds, sample=sample, **options)
     report = {"format": fmt, "path": str(path), "train": str(train_path), **report}
