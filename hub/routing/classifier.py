@@ -267,14 +267,19 @@ class LocalClassifier:
         if text in self._gated:
             # Its words decided without an embedding: measure it as the lexical scorer would.
             return self.switch_margin * self.lexical_scale
-        if text in self._blended or readable(text):
-            return self.switch_threshold  # calibrated on the blend when there is one, in any language
+        if readable(text):
+            return self.switch_threshold  # calibrated on the blend when there is one
         features = _featurize(terms(text))
         known = [feature for feature in features if feature in self._weights]
+        share = max(FOREIGN_MIN_SHARE, len(known) / len(features)) if features else FOREIGN_MIN_SHARE
+        if text in self._blended:
+            # What such a message can show: its few known words' share of a typical lexical
+            # lead, plus a typical semantic lead (which knows every language).
+            return self.switch_margin * self.lexical_scale * (share + self.semantic_weight)
         if len(known) < 2 and not any(not feature.startswith("#") for feature in known):
             # One character n-gram in common ("genau" and "general") is chance, not evidence.
             return math.inf
-        return self.switch_threshold * max(FOREIGN_MIN_SHARE, len(known) / len(features))
+        return self.switch_threshold * share
 
     def agents_using(self, term: str) -> int:
         """How many agents' profiles use ``term`` (a stem): 0 for names and rare words."""
