@@ -63,8 +63,20 @@ agent = AgentSpec(
         "explain how photosynthesis works",
         "what did we talk about last week",
         "translate good night into Spanish",
+        # The same requests in other languages: their words and character n-grams find
+        # this agent when a message has no English in it (one per language; tests use others).
+        "Guten Morgen! Wer bist du?",
+        "Salut, qui es-tu ?",
+        "Buenos días, ¿quién eres?",
+        "Доброе утро! Кто ты?",
+        "おはよう、あなたは誰？",
+        "सुप्रभात, तुम कौन हो?",
+        "صباح الخير، من أنت؟",
     ),
-    keywords=("help", "hello", "joke", "chat", "bot", "question"),
+    keywords=(
+        "help", "hello", "joke", "chat", "bot", "question",
+        "hallo", "witz", "bonjour", "blague", "hola", "chiste", "привет", "анекдот", "こんにちは", "नमस्ते", "चुटकुला", "مرحبا", "نكتة",
+    ),
     # The fallback answers "what's going on": it is shown what the specialists recorded.
     # fact.learned comes from the hub's fact keeper, not from a tool of this agent.
     interests=("fact.learned", "task.created", "note.saved", "email.received", "reminder.set"),

@@ -328,8 +328,20 @@ agent = AgentSpec(
         "write a polite answer declining the invitation",
         "reply to the landlord's email",
         "when is the deadline in the email from HR",
+        # The same requests in other languages: their words and character n-grams find
+        # this agent when a message has no English in it (one per language; tests use others).
+        "Hier ist eine weitergeleitete Mail von der Bank, fass sie zusammen",
+        "Voici un courriel de la banque, résume-le",
+        "Aquí tienes un correo del banco, resúmelo",
+        "Вот письмо из банка, кратко перескажи",
+        "銀行からのメールを要約して",
+        "बैंक से आया यह ईमेल पढ़कर सारांश दो",
+        "هذه رسالة من البنك، لخصها",
     ),
-    keywords=("email", "mail", "e-mail", "inbox", "reply", "forward", "fwd", "subject", "sender", "dear", "regards"),
+    keywords=(
+        "email", "mail", "e-mail", "inbox", "reply", "forward", "fwd", "subject", "sender", "dear", "regards",
+        "betreff", "antwort", "courriel", "objet", "réponse", "correo", "asunto", "respuesta", "письмо", "почта", "ответ", "メール", "件名", "返信", "ईमेल", "विषय", "بريد", "رسالة",
+    ),
     tools=(keep_email, list_emails, read_email, draft_reply),
     emits=("email.received", "draft.saved"),
     # Whether a deadline from an email already became a task or a reminder.

@@ -117,8 +117,20 @@ agent = AgentSpec(
         "delete the note about parking",
         "remove note 2",
         "keep this idea for later: an app for plant watering",
+        # The same requests in other languages: their words and character n-grams find
+        # this agent when a message has no English in it (one per language; tests use others).
+        "Speichere eine Notiz: Reisepassnummer C01X00T47",
+        "Note ceci : le numéro de la place de parking est 112",
+        "Guarda una nota: la contraseña del wifi es girasol42",
+        "Сохрани заметку: код от домофона 4512",
+        "メモを保存して：Wi-Fiのパスワードはhimawari42",
+        "यह नोट सेव करो: पासपोर्ट नंबर 4512 है",
+        "احفظ ملاحظة: رقم جواز السفر 4512",
     ),
-    keywords=("note", "notes", "jot", "write down", "idea", "memo"),
+    keywords=(
+        "note", "notes", "jot", "write down", "idea", "memo",
+        "notiz", "notizen", "nota", "notas", "заметка", "заметки", "запиши", "メモ", "नोट", "ملاحظة", "ملاحظات",
+    ),
     offer_search="always",  # finding what was kept is this agent's job
     tools=(save_note, list_notes, read_note, delete_note),
     emits=("note.saved",),

@@ -164,8 +164,20 @@ agent = AgentSpec(
         "don't let me forget to water the plants on friday",
         "wake me up at 7",
         "remind us every 30 minutes to stretch",
+        # The same requests in other languages: their words and character n-grams find
+        # this agent when a message has no English in it (one per language; tests use others).
+        "Erinnere mich morgen um 7 an den Zahnarzttermin",
+        "Rappelle-moi ce soir de sortir le chien",
+        "Recuérdame el viernes regar las plantas",
+        "Напомни мне завтра в 7 про стоматолога",
+        "明日7時に歯医者をリマインドして",
+        "कल सुबह 7 बजे मुझे दंत चिकित्सक की याद दिलाना",
+        "ذكرني غدا الساعة 7 بموعد طبيب الأسنان",
     ),
-    keywords=("reminder", "remind", "alarm", "ping", "forget", "alert", "notify"),
+    keywords=(
+        "reminder", "remind", "alarm", "ping", "forget", "alert", "notify",
+        "erinnerung", "erinnere", "wecker", "rappel", "rappelle", "recordatorio", "recuérdame", "напоминание", "напомни", "リマインド", "リマインダー", "याद", "रिमाइंडर", "ذكرني", "تذكير",
+    ),
     tools=(set_reminder, list_reminders, cancel_reminder),
     # reminder.fired is emitted on delivery, by the transport, in the reminders agent's name.
     emits=("reminder.set", "reminder.cancelled", "reminder.fired"),

@@ -188,8 +188,20 @@ agent = AgentSpec(
         "what's overdue",
         "what do I have to do today",
         "complete task 5",
+        # The same requests in other languages: their words and character n-grams find
+        # this agent when a message has no English in it (one per language; tests use others).
+        "Neue Aufgabe: Steuererklärung bis Freitag erledigen",
+        "Ajoute une tâche : appeler le plombier",
+        "Nueva tarea: pagar la factura de la luz",
+        "Добавь в список дел: оплатить счёт за свет",
+        "タスクを追加：請求書を払う",
+        "नया काम जोड़ो: बिजली का बिल भरना",
+        "أضف مهمة جديدة: دفع فاتورة الكهرباء",
     ),
-    keywords=("task", "todo", "to-do", "list", "due", "deadline", "done", "finish"),
+    keywords=(
+        "task", "todo", "to-do", "list", "due", "deadline", "done", "finish",
+        "aufgabe", "aufgaben", "tâche", "tâches", "tarea", "tareas", "pendientes", "задача", "задачи", "дела", "タスク", "やること", "काम", "कार्य", "مهمة", "مهام",
+    ),
     tools=(add_task, list_tasks, complete_task, edit_task),
     emits=("task.created", "task.done"),
     # Deadlines in kept emails and reminders being set are what a to-do list should know of.

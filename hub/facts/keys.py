@@ -1,8 +1,10 @@
 """Fact keys from English wording ("my email is ..." → ``user.email``) and the cheap local
 pre-filter that decides whether a message may hold a fact at all.
 
-English only: a message the patterns cannot read is left to the model extractor, or to
-``/remember``. Add a language by adding its patterns here.
+The key patterns read English. A message in another language (``hub.routing.lexicon``
+tells) passes the pre-filter when it uses a first-person word of its language, and the
+model extractor reads it; its key is then the model's. Add a language's first-person
+words to the lexicon, its key patterns here.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 
 from scopehub.hub.facts.text import APOSTROPHES, slug
+from scopehub.hub.routing.lexicon import first_person, readable
 
 # --------------------------------------------------------------------------- keys
 
@@ -245,11 +248,15 @@ _EXPLICIT = re.compile(
 def looks_factual(text: str) -> bool:
     """Whether a message may state a lasting fact: a cheap local check, so most messages cost no model call."""
     text = text.translate(APOSTROPHES).strip()
-    if not text or text.startswith("/") or len(text.split()) < 2:
+    if not text or text.startswith("/") or (len(text.split()) < 2 and readable(text)):
         return False
     contact = bool(_EMAIL.search(text) or _PHONE.search(text))
-    if text.endswith("?") and not contact and not _CHANGE_WORDS.search(text):
+    if text.endswith(("?", "？", "؟")) and not contact and not _CHANGE_WORDS.search(text):
         return False
+    if not readable(text):
+        # Patterns below read English; another language is let through when it speaks of
+        # the person ("Ich bin Vegetarier", "Я вегетарианец"): the extractor reads it.
+        return contact or first_person(text)
     # What the local key reader understands ("Priya lives in Pune") is worth one look too.
     return contact or bool(_FACTLIKE.search(text)) or infer_key(text)[0] is not None
 

@@ -1,7 +1,8 @@
 """``also_sees``: other agents whose recent messages this message refers to.
 
 Predicted locally, with zero tokens: named domains, names only another agent's messages
-hold, back-references ("the same day", "there"), and a thread's first also_sees kept for
+hold, back-references ("the same day", "there", "dort", "там": one list per language in
+:mod:`.lexicon`), and a thread's first also_sees kept for
 its next two messages.
 """
 
@@ -13,11 +14,7 @@ from collections.abc import Sequence
 from rapidfuzz import fuzz, process
 
 from scopehub.hub.routing.classifier import LocalClassifier
-from scopehub.hub.routing.lexicon import (
-    ANAPHORA_RE,
-    PAIR_WORDS,
-    content_terms,
-)
+from scopehub.hub.routing.lexicon import PAIR_WORDS, back_reference, content_terms, readable
 from scopehub.memory import Message
 
 
@@ -97,7 +94,7 @@ def predict_also_sees(
             if other != agent and any(hidden_count[other][term] <= 3 for term in specific & words):
                 chosen.add(other)
     if not chosen:
-        match = ANAPHORA_RE.search(text)
+        match = back_reference(text)
         if match:
             recent = _recent_other_agents(window, agent) or others
             # Small talk rarely holds what "the same day" points at; a specialist does.
@@ -114,7 +111,7 @@ def predict_also_sees(
             break
         inherited = message.also_sees
         carried += 1
-    if inherited and carried <= CARRY_MESSAGES and classifier.has_content(text):
+    if inherited and carried <= CARRY_MESSAGES and (classifier.has_content(text) or not readable(text)):
         chosen.update(name for name in inherited if name in others)
     chosen.discard(agent)
     return tuple(sorted(chosen))

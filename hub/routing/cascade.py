@@ -7,9 +7,11 @@ these and falls back to the local decision.
 
 Conversation state decides more than the words: a message stays with the current agent
 unless another one wins by ``switch_margin`` times the classifier's typical margin (half
-that after "also", "too"); a message with no known content word never switches; and the
+that after "also", "too"); an English message with no known content word never switches; and the
 current thread's user messages are weighed together, so a thread that opened ambiguously
-moves to the agent its follow-ups point at.
+moves to the agent its follow-ups point at. The English shortcuts apply only to text the
+lexicon reads (:func:`.lexicon.readable`): another language is decided by the scores
+(embeddings, character n-grams of examples in that language) and the margin.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from scopehub.hub.routing.also_sees import predict_also_sees
 from scopehub.hub.routing.classifier import LocalClassifier
-from scopehub.hub.routing.lexicon import SWITCH_CUE_RE
+from scopehub.hub.routing.lexicon import readable, switch_cue
 from scopehub.memory import Message
 
 
@@ -94,15 +96,16 @@ def route(
     current = current_agent(window)
     if current not in classifier.agents:
         current = None
-    if current is not None and not classifier.has_content(text):
-        # No content words (or none we know): a follow-up never switches.
+    if current is not None and readable(text) and not classifier.has_content(text):
+        # No content words (or none we know) in a language the lexicon reads: a follow-up
+        # never switches. Text in another language is left to the scores and the margin.
         return finish(current, "sticky", 0.0)
     evidence = classifier.evidence(text)
     if not evidence:
         return finish(current or classifier.default_agent, "sticky" if current else "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold
-    if SWITCH_CUE_RE.search(text):
+    margin = classifier.switch_threshold_for(text)
+    if switch_cue(text):
         margin *= classifier.cue_factor  # "I also need a room": people announce a new errand
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
         # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
@@ -110,7 +113,7 @@ def route(
     if current is not None and best == current:
         # The thread so far may say better than its first message whom it is for ("find me a
         # movie" → movies, then "rent it with subtitles" → media): weigh its user messages.
-        corrected = _thread_choice(evidence, current, window, classifier)
+        corrected = _thread_choice(evidence, current, window, classifier, text)
         if corrected != current:
             return finish(corrected, "local", _confidence(evidence, corrected))
         return finish(current, "sticky", _confidence(evidence, current))
@@ -128,7 +131,7 @@ def _confidence(evidence: dict[str, float], agent: str) -> float:
 THREAD_MESSAGES = 6  # user messages of the current thread weighed for a correction
 
 
-def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Message], classifier: LocalClassifier) -> str:
+def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Message], classifier: LocalClassifier, text: str) -> str:
     """The agent the current thread's user messages (and this one) favour by the switch margin."""
     totals = dict(evidence)
     counted = 0
@@ -143,4 +146,4 @@ def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Me
     if not counted:
         return current
     best = max(totals, key=totals.__getitem__)
-    return best if totals[best] - totals[current] >= classifier.switch_threshold else current
+    return best if totals[best] - totals[current] >= classifier.switch_threshold_for(text) else current

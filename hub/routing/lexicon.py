@@ -5,9 +5,24 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["STOPWORDS", "content_terms", "stem", "terms"]
+__all__ = [
+    "FUNCTION_WORDS",
+    "STOPWORDS",
+    "back_reference",
+    "content_terms",
+    "deictic_nouns",
+    "first_person",
+    "language_of",
+    "readable",
+    "stem",
+    "switch_cue",
+    "terms",
+]
 
-_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+# Letters and the combining marks of scripts that write vowels as marks (Devanagari and the
+# other Indic scripts, Thai, Arabic and Hebrew points): "मुझे" is one word, not four.
+_LETTER = r"(?:[^\W_]|[\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0900-\u0dff\u0e31-\u0e4e\u3099\u309a])"
+_WORD_RE = re.compile(rf"{_LETTER}+(?:['’]{_LETTER}+)?", re.UNICODE)
 
 STOPWORDS = frozenset(
     ["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "can't", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "get", "got", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "just", "let's", "me", "more", "most", "much", "must", "mustn't", "my", "myself", "need", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "please", "same", "shall", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under", "until", "up", "upon", "us", "very", "want", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom", "why", "why's", "will", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "yes", "yeah", "yep", "ok", "okay", "sure", "thanks", "thank", "thx", "great", "good", "fine", "perfect", "cool", "alright", "right", "also", "anything", "something", "everything", "nothing", "one", "like", "know", "think", "well", "hi", "hello", "hey", "bye", "goodbye", "would", "sounds", "sound", "that'll", "lot", "really", "just"]
@@ -27,14 +42,126 @@ def stem(word: str) -> str:
     return word
 
 
+# Scripts written without spaces between words: a run of them is cut into overlapping
+# character pairs (the usual way to index Chinese and Japanese), so "タスクを追加" shares
+# "タス", "スク" with the keyword "タスク".
+_UNSPACED_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f]+")
+
+
+# Arabic short-vowel marks and the stretching tatweel are optional in writing: "ذكّرني" is "ذكرني".
+_OPTIONAL_MARKS_RE = re.compile(r"[\u064b-\u065f\u0670\u0640]")
+
+
 def terms(text: str) -> list[str]:
-    """Lower-cased word tokens of ``text`` (any script)."""
-    return [match.group(0).replace("’", "'") for match in _WORD_RE.finditer(text.lower())]
+    """Lower-cased word tokens of ``text`` (any script; unspaced scripts as character pairs)."""
+    words = []
+    for match in _WORD_RE.finditer(_OPTIONAL_MARKS_RE.sub("", text.lower())):
+        word = match.group(0).replace("’", "'")
+        if _UNSPACED_RE.search(word) is None:
+            words.append(word)
+            continue
+        for piece in re.split(f"({_UNSPACED_RE.pattern})", word):
+            if not piece:
+                continue
+            if _UNSPACED_RE.fullmatch(piece):
+                words.extend(piece[i : i + 2] for i in range(max(1, len(piece) - 1)))
+            else:
+                words.append(piece)
+    return words
 
 
 def content_terms(text: str) -> list[str]:
     """Stemmed tokens of ``text`` without stopwords and one-letter words."""
     return [stem(word) for word in terms(text) if word not in STOPWORDS and (len(word) > 1 or not word.isascii())]
+
+
+# -- Which language a message is in --------------------------------------------------------
+# The shortcuts below (and the fact pre-filter's patterns) read English. A message the
+# lexicon cannot read is left to the scorers (embeddings, character n-grams of examples
+# in its language) and the conversation state; it must never be held by an English rule
+# ("no known content word, so stay"). Detection is cheap: the script of its letters, then
+# which language's function words it uses most. Add a language by adding its list.
+def _listed(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+FUNCTION_WORDS: dict[str, frozenset[str]] = {
+    "en": STOPWORDS,
+    "de": _listed(
+        "ich du er sie wir ihr mich mir dich dir uns euch mein meine meinen meinem meiner dein deine der das den dem des "
+        "ein eine einen einem einer und oder aber nicht kein keine ist sind bin bist war hat habe haben mit für auf aus "
+        "bei nach von zu zum zur im ins vom über unter vor wie was wer wo wann warum bitte danke ja nein auch noch schon "
+        "morgen heute gestern jetzt dann dass diese dieser dieses alle etwas nichts kann kannst möchte würde soll am"
+    ),
+    "fr": _listed(
+        "je tu il elle nous vous ils elles moi toi mon ma mes ton ta tes son sa ses notre nos votre vos le la les un une "
+        "des du de et ou mais ne pas est sont suis es avec pour sur dans chez par sans qui que quoi où quand comment "
+        "pourquoi merci oui non aussi encore demain aujourd'hui hier ce cette ces tout tous rien peux veux voudrais "
+        "s'il plaît j'ai c'est d'un d'une qu'il à a"
+    ),
+    "es": _listed(
+        "yo tú él ella nosotros vosotros ellos ellas mi mis tu tus su sus nuestro nuestra el la los las un una unos "
+        "unas y o pero no es son soy estoy está están con para por sin sobre en del al que qué quién dónde cuándo "
+        "cómo por qué gracias sí también mañana hoy ayer este esta estos estas todo nada puedes quiero quisiera "
+        "necesito tengo hay favor lo le me a"
+    ),
+    "it": _listed(
+        "io tu lui lei noi voi loro mio mia miei mie il lo la gli le un uno una e o ma non è sono sei con per su in "
+        "di da del della che chi dove quando come perché grazie sì anche domani oggi ieri questo questa tutto niente "
+        "puoi voglio vorrei ho mi a"
+    ),
+    "pt": _listed(
+        "eu tu ele ela nós vós eles elas meu minha meus minhas o a os as um uma e ou mas não é são sou estou está com "
+        "para por sem em no na do da que quem onde quando como obrigado obrigada sim também amanhã hoje ontem este "
+        "esta isso tudo nada pode quero gostaria tenho a"
+    ),
+    "nl": _listed(
+        "ik jij je hij zij wij jullie mij mijn jouw zijn haar ons onze de het een en of maar niet geen is ben bent "
+        "was met voor op uit bij naar van te wat wie waar wanneer hoe waarom alsjeblieft dank ja nee ook nog morgen "
+        "vandaag gisteren deze dit dat alles niets kun kan wil graag heb"
+    ),
+}
+# Words of two lists count for English (the router's own language) when tied.
+READABLE_LANGUAGES = frozenset({"en"})
+
+_SCRIPTS: tuple[tuple[str, str], ...] = (
+    ("cyrillic", "\u0400-\u04ff"),
+    ("greek", "\u0370-\u03ff"),
+    ("arabic", "\u0600-\u06ff\u0750-\u077f"),
+    ("hebrew", "\u0590-\u05ff"),
+    ("devanagari", "\u0900-\u097f"),
+    ("thai", "\u0e00-\u0e7f"),
+    ("hangul", "\uac00-\ud7af\u1100-\u11ff"),
+    ("kana", "\u3040-\u30ff"),
+    ("han", "\u3400-\u4dbf\u4e00-\u9fff"),
+)
+_SCRIPT_RES = tuple((name, re.compile(f"[{chars}]")) for name, chars in _SCRIPTS)
+_LATIN_RE = re.compile(r"[a-zA-Z\u00c0-\u024f]")
+
+
+@lru_cache(maxsize=8192)
+def language_of(text: str) -> str:
+    """``en``, another language of :data:`FUNCTION_WORDS`, a script name (``cyrillic``,
+    ``kana``, ``han``, ...) for text mostly in another script, or ``und`` (Latin letters,
+    no function word of any list: "Tisch reservieren", "7pm")."""
+    latin = len(_LATIN_RE.findall(text))
+    counts = {name: len(pattern.findall(text)) for name, pattern in _SCRIPT_RES}
+    if counts["kana"]:  # Japanese mixes kana with Chinese characters
+        counts["kana"] += counts.pop("han")
+    script = max(counts, key=counts.__getitem__)
+    if counts[script] > latin:
+        return script
+    words = terms(text)
+    hits = {language: sum(word in listed for word in words) for language, listed in FUNCTION_WORDS.items()}
+    best = max(hits, key=lambda language: (hits[language], language == "en"))
+    return best if hits[best] else "und"
+
+
+def readable(text: str) -> bool:
+    """Whether the lexicon's English rules may read ``text``: English, or Latin-script text
+    with no function word of any language and no letters outside ASCII ("7pm", "2 people")."""
+    language = language_of(text)
+    return language in READABLE_LANGUAGES or (language == "und" and text.isascii())
 
 
 # -- English back-references and switch cues (routing); add a language by adding its patterns.
@@ -53,3 +180,94 @@ PAIR_WORDS = frozenset({"both", "between", "the two", "same"})
 # Words people use to start a new errand in the same chat ("I also need a taxi").
 SWITCH_CUE_RE = re.compile(r"\b(?:also|too|as well|additionally)\b", re.I)
 
+
+# -- The same in other languages: one pattern per language (keys as :func:`language_of` names them).
+DEICTIC: dict[str, re.Pattern[str]] = {
+    "en": DEICTIC_RE,
+    "de": re.compile(r"\b(?:diese[nmrs]?|jene[nmrs]?|der|die|das|den|dem|dieselbe[nmr]?|gleiche[nmr]?)\s+(\w+)", re.I),
+    "fr": re.compile(r"\b(?:ce|cet|cette|ces|le|la|les|l')\s*(\w+)", re.I),
+    "es": re.compile(r"\b(?:ese|esa|esos|esas|este|esta|estos|estas|el|la|los|las|mismo|misma)\s+(\w+)", re.I),
+    "it": re.compile(r"\b(?:quel|quella|quello|questo|questa|il|la|lo|l')\s*(\w+)", re.I),
+    "pt": re.compile(r"\b(?:esse|essa|este|esta|aquele|aquela|o|a|os|as)\s+(\w+)", re.I),
+    "cyrillic": re.compile(r"(?<!\w)(?:этот|эта|это|эти|этом|этой|тот|та|то|те|том|той)\s+(\w+)", re.I),
+}
+ANAPHORA: dict[str, re.Pattern[str]] = {
+    "en": ANAPHORA_RE,
+    "de": re.compile(r"\b(?:dasselbe|denselben|demselben|derselben|selbe[nmr]?|gleichen? (?:tag|zeit|ort|datum)|beide[nmrs]?|zwischen|dort|dorthin)\b", re.I),
+    "fr": re.compile(r"(?:\b(?:même|mêmes|les deux|tous les deux|entre)\b|\blà(?:-bas)?\b|\by aller\b)", re.I),
+    "es": re.compile(r"\b(?:mismo|misma|mismos|mismas|ambos|ambas|los dos|las dos|entre|allí|allá|ahí)\b", re.I),
+    "it": re.compile(r"\b(?:stesso|stessa|stessi|entrambi|entrambe|tra i due|lì|là)\b", re.I),
+    "pt": re.compile(r"\b(?:mesmo|mesma|ambos|ambas|os dois|as duas|entre|lá|ali)\b", re.I),
+    "cyrillic": re.compile(r"(?<!\w)(?:тот же|та же|то же|те же|в тот же|оба|обе|между|туда|там)(?!\w)", re.I),
+    "kana": re.compile(r"同じ|そこ|両方|二つの"),
+}
+PAIR_WORDS = PAIR_WORDS | frozenset(
+    {"beide", "beiden", "beider", "zwischen", "les deux", "tous les deux", "entre", "ambos", "ambas", "los dos",
+     "las dos", "entrambi", "entrambe", "tra i due", "os dois", "as duas", "оба", "обе", "между", "両方"}
+)  # fmt: skip
+SWITCH_CUES: dict[str, re.Pattern[str]] = {
+    "en": SWITCH_CUE_RE,
+    "de": re.compile(r"\b(?:auch|außerdem|zusätzlich|noch)\b", re.I),
+    "fr": re.compile(r"\b(?:aussi|également|en plus|de plus)\b", re.I),
+    "es": re.compile(r"\b(?:también|además)\b", re.I),
+    "it": re.compile(r"\b(?:anche|inoltre)\b", re.I),
+    "pt": re.compile(r"\b(?:também|além disso)\b", re.I),
+    "cyrillic": re.compile(r"(?<!\w)(?:тоже|также|ещё|еще)(?!\w)", re.I),
+}
+
+
+def _pattern(table: dict[str, re.Pattern[str]], text: str) -> re.Pattern[str] | None:
+    language = language_of(text)
+    return table.get("en" if language == "und" else language)
+
+
+def back_reference(text: str) -> re.Match[str] | None:
+    """A back-reference that names no domain ("the same day", "dort", "там") in the message's language."""
+    pattern = _pattern(ANAPHORA, text)
+    return pattern.search(text) if pattern else None
+
+
+def deictic_nouns(text: str) -> list[str]:
+    """The words after a demonstrative ("that email", "diese E-Mail") in the message's language."""
+    pattern = _pattern(DEICTIC, text)
+    return [match.group(1) for match in pattern.finditer(text.lower())] if pattern else []
+
+
+def switch_cue(text: str) -> bool:
+    """Whether the message announces a new errand ("I also need", "auch", "тоже")."""
+    pattern = _pattern(SWITCH_CUES, text)
+    return bool(pattern and pattern.search(text))
+
+# -- First-person words: a message in another language that has one may state a fact about
+# the person ("Ich bin Vegetarier", "Soy vegetariano", "Я вегетарианец"); the fact
+# pre-filter lets it through to the model extractor instead of rejecting it unread.
+FIRST_PERSON: dict[str, frozenset[str]] = {
+    # Subjects and possessives, not objects: "remind me" ("erinnere mich") is a request.
+    "de": _listed("ich mein meine meinen meinem meiner wir unser unsere"),
+    "fr": _listed("je j' mon ma mes nous notre nos m'appelle suis j'ai"),
+    "es": _listed("yo soy estoy mi mis tengo vivo trabajo nosotros nuestro nuestra llamo"),
+    "it": _listed("io sono mio mia miei ho vivo lavoro chiamo"),
+    "pt": _listed("eu sou estou meu minha meus tenho moro trabalho chamo"),
+    "nl": _listed("ik mijn wij onze ben woon werk heet"),
+    "cyrillic": _listed("я мой моя моё мои мы наш наша"),
+    "greek": _listed("εγώ είμαι μου μένω δουλεύω"),
+    "devanagari": _listed("मैं मेरा मेरी मेरे हम हमारा हमारी"),
+    "arabic": _listed("أنا انا اسمي لدي عندي نحن أعمل أسكن"),
+    "hebrew": _listed("אני שלי שמי אנחנו"),
+    "hangul": _listed("나 저 제 내 나는 저는 제가 내가"),
+    # Written without spaces: looked for as parts of the text.
+    "kana": _listed("私 僕 俺 わたし ぼく 自分"),
+    "han": _listed("我 我的 我们"),
+}
+
+
+def first_person(text: str) -> bool:
+    """Whether a message not in English uses a first-person word of its language (or of any
+    listed language when it is in none of them)."""
+    language = language_of(text)
+    if language in ("kana", "han"):
+        return any(marker in text for marker in FIRST_PERSON["kana"] | FIRST_PERSON["han"])
+    words = set(terms(text))
+    words |= {word.split("'")[0] + "'" for word in words if "'" in word}  # j'ai → j'
+    lists = [FIRST_PERSON[language]] if language in FIRST_PERSON else FIRST_PERSON.values()
+    return any(words & listed for listed in lists)

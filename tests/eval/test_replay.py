@@ -374,3 +374,18 @@ def test_plots_are_written_or_skipped(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     png = tmp_path / "plots" / "tokens_by_mode.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tokens_folds_split_the_chats_and_pool_to_the_whole(tmp_path: Path) -> None:
+    data = write_multiwoz(tmp_path)
+    whole, parts = tmp_path / "whole.json", tmp_path / "parts.json"
+    base = ["eval", "tokens", "--format", "multiwoz", str(data), "--chain", "1", "--routes", "gold", "--quiet", "--json"]
+    assert CliRunner().invoke(cli, [*base, str(whole)]).exit_code == 0
+    result = CliRunner().invoke(cli, [*base, str(parts), "--folds", "2"])
+    assert result.exit_code == 0, result.output
+    pooled, folded = json.loads(whole.read_text()), json.loads(parts.read_text())
+    # The parts together are the whole replay.
+    assert folded["calls"] == pooled["calls"] and folded["modes"] == pooled["modes"]
+    saving = folded["folds"]["scoped_history_saving"]
+    assert saving["folds"] == 2 and saving["min"] <= saving["mean"] <= saving["max"]
+    assert "Cross-validation: 2 disjoint parts" in result.output

@@ -196,3 +196,19 @@ def test_bench_command_reports_missing_data(tmp_path: Path) -> None:
     )
     assert run.exit_code != 0
     assert "no SGD, MultiWOZ or LoCoMo data" in run.output
+
+
+def test_folds_over_conversations_give_mean_spread_and_range(tmp_path: Path) -> None:
+    single = locomo_file(tmp_path)
+    # Two copies of the conversation under other ids: three conversations, three folds.
+    conversations = json.loads(single.read_text())
+    copies = [dict(conversations[0], sample_id=f"conv-{n}") for n in "abc"]
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(copies))
+    result = evaluate_locomo(path, methods=("bm25",), folds=3)
+    figure = result["folds"]["bm25"]["hit@10"]
+    assert figure["folds"] == 3 and figure["sd"] == 0.0  # the same conversation three times
+    assert figure["mean"] == result["methods"]["bm25"]["hit@10"]
+    run = CliRunner().invoke(search_eval_command, [str(path), "--method", "bm25", "--folds", "3"])
+    assert run.exit_code == 0, run.output
+    assert "Over 3 folds of the conversations" in run.output and "±" in run.output

@@ -152,6 +152,23 @@ def test_pre_filter_spares_the_model_most_messages(text, factual):
     assert looks_factual(text) is factual
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["Ich bin Vegetarier", "Soy vegetariano", "Я вегетарианец", "Je suis végétarien", "私はベジタリアンです", "मैं शाकाहारी हूँ", "أنا نباتي", "Mein Name ist Ana"],
+)
+def test_pre_filter_lets_first_person_statements_in_other_languages_through(text):
+    # The English patterns cannot read these: the model extractor must get to see them.
+    assert looks_factual(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Wie spät ist es?", "Hola, ¿qué tal?", "Привет, как дела?", "こんにちは、元気？", "Erinnere mich morgen an den Zahnarzt", "Напомни мне позвонить маме"],
+)
+def test_pre_filter_still_spares_the_model_requests_and_questions_in_other_languages(text):
+    assert not looks_factual(text)
+
+
 def test_explicit_messages_are_recognised():
     assert is_explicit("Actually my email is ram@work.example")
     assert is_explicit("I'm not vegetarian anymore")

