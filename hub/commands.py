@@ -122,6 +122,8 @@ def usage_figures(usage: Usage) -> dict[str, Any]:
         "calls_billed_unknown": usage.calls_billed_unknown,
         "cost": round(usage.cost, 6) if cost_known > 0 else ("unknown" if with_usage else 0.0),
         "calls_cost_unknown": usage.calls_cost_unknown,
+        "router": {"calls": usage.router_calls, "tokens": usage.router_tokens},
+        "fact_extraction": {"calls": usage.extractor_calls, "tokens": usage.extractor_tokens},
     }
 
 
@@ -132,6 +134,11 @@ def format_usage(usage: Usage) -> str:
         f"{plural(f['messages'], 'message')} stored, {plural(f['agent_calls'], 'agent call')}.",
         f"Tokens sent: {f['tokens_sent']:,}; with full history: {f['full_history_tokens']:,}; saved {f['saving']:.1%}.",
     ]
+    if f["router"]["calls"] or f["fact_extraction"]["calls"]:
+        lines.append(
+            f"Hub model calls: LLM router {plural(f['router']['calls'], 'call')}, {f['router']['tokens']:,} tokens; "
+            f"fact extraction {plural(f['fact_extraction']['calls'], 'call')}, {f['fact_extraction']['tokens']:,} tokens."
+        )
     calls = f["calls_reporting_usage"]
     if not calls:
         lines.append("Provider usage: none reported (no model call returned token counts).")

@@ -462,7 +462,7 @@ class Hub:
             also = tuple(name for name in self.default_also_sees.get(inbound.agent, ()) if name != inbound.agent)
             decision = Route(agent=inbound.agent, also_sees=also, via="explicit")
         else:
-            decision = await self._route(inbound.text, window, reply_to)
+            decision = await self._route(inbound.text, window, reply_to, scope=inbound.scope, message_id=message.id)
         store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
         if not inbound.addressed:
             return None
@@ -528,7 +528,9 @@ class Hub:
             return match.group(1), ""  # answered with "unknown command", never sent to an agent
         return None
 
-    async def _route(self, text: str, window: list[Message], reply_to: Message | None) -> Route:
+    async def _route(
+        self, text: str, window: list[Message], reply_to: Message | None, *, scope: str | None = None, message_id: int | None = None
+    ) -> Route:
         routing = functools.partial(
             route,
             text,
@@ -550,6 +552,24 @@ class Hub:
             window=window,
             timeout=self.settings.router_timeout,
             model_name=self.settings.router_model or None,
+            on_usage=(lambda p, c: self._record_overhead(scope, message_id, "router", self.settings.router_model, p, c)) if scope else None,
+        )
+
+    def _record_overhead(self, scope: str, message_id: int | None, via: str, model: str | None, prompt: int, completion: int) -> None:
+        """Record a model call that is no agent's (the LLM router): its tokens count in usage too."""
+        self.store.record_call(
+            CallRecord(
+                scope=scope,
+                agent="hub",
+                message_id=message_id,
+                via=via,
+                also_sees=(),
+                tokens={},
+                full_history_tokens=0,
+                model=model or None,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+            )
         )
 
     async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:

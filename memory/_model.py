@@ -107,6 +107,10 @@ class Usage:
     calls_billed_unknown: int = 0
     cost: float = 0.0  # USD over the calls whose model the cost map knows
     calls_cost_unknown: int = 0  # calls with usage whose model has no price
+    router_calls: int = 0  # the optional LLM router's calls (not agent calls)
+    router_tokens: int = 0  # their input and output tokens, as the provider reported them
+    extractor_calls: int = 0  # the fact extractor's calls (after replies, off the request path)
+    extractor_tokens: int = 0
 
     @property
     def saving(self) -> float:

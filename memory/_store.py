@@ -448,9 +448,19 @@ class Store:
             " count(prompt_tokens), count(cached_tokens),"
             " coalesce(sum(billed_tokens), 0), sum(prompt_tokens IS NOT NULL AND billed_tokens IS NULL),"
             " coalesce(sum(cost), 0), sum(prompt_tokens IS NOT NULL AND cost IS NULL)"
-            " FROM calls WHERE scope = ?",
+            " FROM calls WHERE scope = ? AND coalesce(via, '') NOT IN ('router', 'extractor')",
             (scope,),
         )[0]
+        # The hub's own model calls (LLM router, fact extractor): no agent's, no full-history
+        # counterfactual, but tokens all the same.
+        overhead = {
+            via: (calls, tokens)
+            for via, calls, tokens in self.query(
+                "SELECT via, count(*), coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0)"
+                " FROM calls WHERE scope = ? AND via IN ('router', 'extractor') GROUP BY via",
+                (scope,),
+            )
+        }
         return Usage(
             scope=scope,
             messages=self.count_messages(scope),
@@ -467,6 +477,10 @@ class Store:
             calls_billed_unknown=row[10] or 0,
             cost=float(row[11]),
             calls_cost_unknown=row[12] or 0,
+            router_calls=overhead.get("router", (0, 0))[0],
+            router_tokens=overhead.get("router", (0, 0))[1],
+            extractor_calls=overhead.get("extractor", (0, 0))[0],
+            extractor_tokens=overhead.get("extractor", (0, 0))[1],
         )
 
     # -- erasure --------------------------------------------------------------------

@@ -20,6 +20,7 @@ from scopehub.hub.facts.reconcile import Decision, learn
 from scopehub.hub.facts.text import KNOWN_IN_PROMPT, MAX_FACT_CHARS, quote
 from scopehub.hub.models import ChatModel
 from scopehub.memory import (
+    CallRecord,
     Fact,
     Message,
     Store,
@@ -72,6 +73,23 @@ class FactKeeper:
         response = await self.model.complete(
             self.prompt(message, known, speaker), model=self.model_name, json_mode=True, timeout=self.timeout
         )
+        try:  # the extractor's tokens count in usage like an agent call's; accounting never blocks learning
+            self.store.record_call(
+                CallRecord(
+                    scope=message.scope,
+                    agent="hub",
+                    message_id=message.id,
+                    via="extractor",
+                    also_sees=(),
+                    tokens={},
+                    full_history_tokens=0,
+                    model=response.model or self.model_name or getattr(self.model, "name", None),
+                    prompt_tokens=response.prompt_tokens,
+                    completion_tokens=response.completion_tokens,
+                )
+            )
+        except Exception:
+            log.exception("fact extractor usage not recorded for %s", message.scope)
         return parse_extraction(response.content)
 
     async def after_reply(self, scope: str, message: Message) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ValidationError, field_validator
 
@@ -106,19 +106,30 @@ async def refine_with_llm(
     window: Sequence[Message],
     timeout: float = 8.0,
     model_name: str | None = None,
+    on_usage: Callable[[int, int], None] | None = None,
 ) -> Route:
     """The LLM stage after the local cascade; any failure of it keeps the local route.
+
+    ``on_usage(prompt_tokens, completion_tokens)`` hears what the router model cost, so the
+    hub can record it like an agent call.
 
     An explicit address or a reply to an agent is never second-guessed.
     """
     if local.via in ("explicit", "reply"):
         return local
     try:
-        decided, _, _ = await llm_route(text, model=model, profiles=profiles, window=window, timeout=timeout, model_name=model_name)
+        decided, prompt_tokens, completion_tokens = await llm_route(
+            text, model=model, profiles=profiles, window=window, timeout=timeout, model_name=model_name
+        )
     except RouterError as exc:
         log.warning("LLM router unusable (%s); keeping the local route", exc)
         return local
     except Exception:
         log.exception("LLM router crashed; keeping the local route")
         return local
+    if on_usage is not None:
+        try:
+            on_usage(prompt_tokens, completion_tokens)
+        except Exception:  # accounting must never change the route
+            log.exception("router usage not recorded")
     return decided

@@ -243,3 +243,36 @@ def test_a_model_that_rejects_the_request_gets_its_own_clear_reply(tmp_path):
     reply = ask(hub, "add buy milk to my tasks")
     assert (reply.kind, reply.text) == ("error", MODEL_FAILED_REPLY)
     assert hub.store.count_messages("user:1") == 1
+
+
+def test_the_router_and_the_fact_extractor_count_in_usage_apart_from_agent_calls(tmp_path):
+    from scopehub.hub.commands import format_usage, usage_figures
+    from scopehub.hub.facts import FactKeeper
+
+    router = ScriptedModel([ModelResponse(content='{"agent": "inbox", "also_sees": []}', prompt_tokens=120, completion_tokens=9)])
+    extractor = ScriptedModel([ModelResponse(content='{"facts": []}', prompt_tokens=300, completion_tokens=6)])
+    store = Store(tmp_path / "hub.db")
+    hub = Hub(
+        Deps(
+            store=store,
+            settings=load_settings(router_model="openai/router"),
+            model=ScriptedModel(default="ok"),
+            router_model=router,
+            facts=FactKeeper(store, extractor),
+        ),
+        registry(),
+    )
+
+    async def talk():
+        reply = await hub.handle(Inbound(scope="user:1", text="hmm, my email is ann@example.com"))
+        await hub.after_send(reply)
+        return reply
+
+    reply = asyncio.run(talk())
+    assert reply.via == "llm"
+    figures = usage_figures(store.usage("user:1"))
+    assert figures["router"] == {"calls": 1, "tokens": 129}
+    assert figures["fact_extraction"] == {"calls": 1, "tokens": 306}
+    assert figures["agent_calls"] == 1  # the hub's own calls are not agent calls, nor in the saving
+    assert "LLM router 1 call, 129 tokens; fact extraction 1 call, 306 tokens" in format_usage(store.usage("user:1"))
+    assert store.usage("user:2").router_calls == 0  # scoped like everything else
