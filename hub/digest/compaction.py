@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from scopehub.hub.digest.extractive import speaker
 from scopehub.hub.digest.text import SourceText, untraceable
+from scopehub.hub.models.base import parse_json_answer
 from scopehub.memory import DigestLine, Message
 
 __all__ = [
@@ -119,16 +119,8 @@ def reflection_messages(messages: Sequence[Message], events: Sequence[tuple[int,
 
 def parse_items(content: str | None, key: str) -> list[dict[str, Any]] | None:
     """The list under ``key`` in the model's JSON answer; None when the answer is unusable (logged)."""
-    if not content or not content.strip():
-        log.warning("digest model returned nothing")
-        return None
-    text = content.strip()
-    if text.startswith("```"):  # some models fence JSON even in JSON mode
-        text = re.sub(r"^```[a-zA-Z]*\s*|\s*```$", "", text)
-    try:
-        data = json.loads(text)
-    except ValueError:
-        log.warning("digest model returned malformed JSON: %.200r", content)
+    ok, data = parse_json_answer(content, "digest model", log)
+    if not ok:
         return None
     items = data.get(key) if isinstance(data, dict) else None
     if not isinstance(items, list):

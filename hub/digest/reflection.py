@@ -18,22 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
-from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.digest.compaction import check_items, parse_items, reflection_messages
 from scopehub.hub.digest.extractive import speaker
-from scopehub.hub.digest.service import REFLECT_CLAIM, resolve_mode
+from scopehub.hub.digest.service import REFLECT_CLAIM, BackgroundMemoryJob
 from scopehub.hub.digest.text import Salience, SourceText, content_words, date_label, sentences
-from scopehub.hub.models import ChatModel
-from scopehub.hub.settings import Settings
 from scopehub.memory import (
     Event,
     Message,
-    Store,
     acquire_claim,
     add_knowledge,
     events_after,
@@ -140,30 +135,10 @@ def extractive_fragments(
     return chosen
 
 
-class Reflector:
+class Reflector(BackgroundMemoryJob):
     """Distills a scope's older episodes into knowledge fragments, under the scope's claim."""
 
-    def __init__(
-        self,
-        store: Store,
-        settings: Settings,
-        *,
-        model: ChatModel | None = None,
-        tokenizer: Tokenizer | None = None,
-        clock: Callable[[], float] = time.time,
-        mode: str | None = None,
-        names: Sequence[str] = (),
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.model = model
-        self.tokenizer = tokenizer or get_tokenizer()
-        self.clock = clock
-        self.mode = mode or resolve_mode(settings, model)
-        if self.mode == "model" and model is None:
-            raise ValueError("the model reflection mode needs a model")
-        self.names = tuple(names)
-        self.zone = ZoneInfo(settings.timezone)
+    job = "reflection"
 
     async def reflect_due(self, holder: str, *, now: float | None = None) -> list[ReflectReport]:
         """Reflect every scope whose last run is ``HUB_REFLECT_EVERY_HOURS`` old; never raises."""

@@ -128,8 +128,11 @@ class _Unusable(_Failure):
     """
 
 
-class DigestKeeper:
-    """The scope's digest: its section for every call, and its compaction in the background."""
+class BackgroundMemoryJob:
+    """What the digest and reflection share: the store, the settings, the mode (extractive or
+    model, :func:`resolve_mode`), the agent names a line may always mention, the time zone."""
+
+    job = "memory"  # named in the error for a model mode without a model
 
     def __init__(
         self,
@@ -149,9 +152,15 @@ class DigestKeeper:
         self.clock = clock
         self.mode = mode or resolve_mode(settings, model)
         if self.mode == "model" and model is None:
-            raise ValueError("the model digest mode needs a model")
+            raise ValueError(f"the model {self.job} mode needs a model")
         self.names = tuple(names)  # agent names: a line may always mention them
         self.zone = ZoneInfo(settings.timezone)
+
+
+class DigestKeeper(BackgroundMemoryJob):
+    """The scope's digest: its section for every call, and its compaction in the background."""
+
+    job = "digest"
 
     @property
     def enabled(self) -> bool:

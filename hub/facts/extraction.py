@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scopehub.hub.facts.keys import normalise_key
 from scopehub.hub.facts.text import MAX_CANDIDATES, MAX_FACT_CHARS, clean
+from scopehub.hub.models.base import parse_json_answer
 from scopehub.memory import (
     FACT_KINDS,
 )
@@ -68,16 +67,8 @@ def parse_extraction(content: str | None) -> list[Candidate] | None:
 
     A malformed item is skipped; a malformed answer yields ``None`` and changes nothing.
     """
-    if not content or not content.strip():
-        log.warning("fact extractor returned nothing")
-        return None
-    text = content.strip()
-    if text.startswith("```"):  # some models fence JSON even in JSON mode
-        text = re.sub(r"^```[a-zA-Z]*\s*|\s*```$", "", text)
-    try:
-        data = json.loads(text)
-    except ValueError:
-        log.warning("fact extractor returned malformed JSON: %.200r", content)
+    ok, data = parse_json_answer(content, "fact extractor", log)
+    if not ok:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
         log.warning("fact extractor returned JSON without a 'facts' list: %.200r", content)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scopehub.hub.models import ChatModel
+from scopehub.hub.models.base import unfenced
 from scopehub.memory import Feedback, Lesson, Message, Store, add_lesson
 
 __all__ = ["LESSON_PROMPT", "LessonDraft", "LessonKeeper", "parse_lesson", "verbatim_lesson"]
@@ -66,11 +66,8 @@ def parse_lesson(content: str | None) -> LessonDraft | None:
     if not content or not content.strip():
         log.warning("lesson model returned nothing")
         return None
-    text = content.strip()
-    if text.startswith("```"):  # some models fence JSON even in JSON mode
-        text = re.sub(r"^```[a-zA-Z]*\s*|\s*```$", "", text)
     try:
-        return LessonDraft.model_validate(json.loads(text))
+        return LessonDraft.model_validate(json.loads(unfenced(content)))
     except (ValueError, ValidationError) as exc:
         log.warning("lesson model returned an unusable answer (%s): %.200r", type(exc).__name__, content)
         return None

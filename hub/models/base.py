@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -92,3 +93,27 @@ def check_request_allowed(model: str, api_base: str | None) -> None:
         raise ModelRequestBlocked(
             f"real model request to {model!r} (api_base={api_base!r}) blocked in tests: use the fake server or ScriptedModel"
         )
+
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+
+
+def unfenced(content: str) -> str:
+    """A model's answer without the code fence some models put around JSON even in JSON mode."""
+    text = content.strip()
+    return _FENCE.sub("", text) if text.startswith("```") else text
+
+
+def parse_json_answer(content: str | None, who: str, logger: logging.Logger) -> tuple[bool, Any]:
+    """``(True, data)`` for a model's JSON answer; ``(False, None)`` when it is empty or not JSON.
+
+    Both failures are logged as ``"<who> returned nothing"`` / ``"<who> returned malformed JSON"``.
+    """
+    if not content or not content.strip():
+        logger.warning("%s returned nothing", who)
+        return False, None
+    try:
+        return True, json.loads(unfenced(content))
+    except ValueError:
+        logger.warning("%s returned malformed JSON: %.200r", who, content)
+        return False, None
