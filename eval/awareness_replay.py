@@ -37,15 +37,21 @@ Dataset agents declare no interests or collaborators, so the replay gives every 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
 
 from scopehub.hub.context import Awareness, build_context, render_awareness
+from scopehub.hub.context.awareness import still_talked_about
 from scopehub.hub.context.builder import AgentPrompt
 from scopehub.hub.context.tokens import Tokenizer
-from scopehub.hub.orchestrator import AWARENESS_CONTEXT, AWARENESS_EVENTS, AWARENESS_HORIZON
+from scopehub.hub.orchestrator import (
+    AWARENESS_CONTEXT,
+    AWARENESS_EARLIER,
+    AWARENESS_EVENTS,
+    AWARENESS_HORIZON,
+)
 from scopehub.memory import Event, EventPayload, Message, expand_event_types, register_event_type
 
 from .loaders import Act
@@ -75,6 +81,10 @@ class DialogueAct(EventPayload):
     domain: str = Field(min_length=1)
     act: str = Field(min_length=1)
     slots: list[tuple[str, str]] = Field(min_length=1, description="(slot, value) pairs in annotation order")
+
+    def mentions(self) -> list[str]:
+        """The slot values (what a person could name), not the slot names."""
+        return [value for _, value in self.slots]
 
 
 def _value(text: str) -> str:
@@ -192,15 +202,43 @@ class AwarenessReplay:
         latest = [e for e in self.events if e.agent in collaborators and e.target in (None, agent)][-AWARENESS_CONTEXT:]
         return [e for e in latest if now - e.ts <= AWARENESS_HORIZON]
 
+    def earlier(self, agent: str, since_message: int) -> list[Event]:
+        """As the hub: the newest events meant for the agent (:func:`scopehub.memory.latest_events`
+        of its interests, or targeted at it) that it already consumed, caused by a message of
+        the window (id ``since_message`` or later)."""
+        cursor = self.cursors.get(agent, 0)
+        meant = [e for e in self.events if e.target == agent or (e.target is None and e.type in self._interests)]
+        return [
+            e
+            for e in meant[-AWARENESS_EARLIER:]
+            if e.id <= cursor and e.message_id is not None and e.message_id >= since_message
+        ]
+
     # -- calls -----------------------------------------------------------------------------
-    def block(self, agent: str, now: float) -> Awareness:
-        """The awareness block ``agent`` is shown for a call at ``now``."""
+    def block(
+        self,
+        agent: str,
+        now: float,
+        *,
+        visible: Collection[int] = frozenset(),
+        talk: Sequence[str] = (),
+        since_message: int | None = None,
+    ) -> Awareness:
+        """The awareness block ``agent`` is shown for a call at ``now``.
+
+        ``visible`` are the ids of the messages in the call's history, ``talk`` the texts of
+        the last messages and the current one, ``since_message`` the window's first message id
+        (None: no earlier events come back).
+        """
         if self.budget <= 0:
             return Awareness()
+        earlier = still_talked_about(self.earlier(agent, since_message), talk) if since_message is not None else []
         return render_awareness(
             agent,
             unconsumed=self.unconsumed(agent),
             collaborator_events=self.collaborator_events(agent, now),
+            earlier=earlier,
+            visible=visible,
             now=now,
             tokenizer=self.tokenizer,
             budget=self.budget,
@@ -220,17 +258,19 @@ def awareness_selections(
     *,
     tokenizer: Tokenizer,
     also_sees: Sequence[str],
-    awareness: str,
+    awareness: str | Mapping[str, str],
     window: int,
     tail: int,
 ) -> dict[str, tuple[list[Message], int, int]]:
     """The awareness modes' calls: (history, history tokens, request tokens) per mode.
 
     ``scoped_awareness`` is the hub's scoped call with the block; ``awareness_no_also``
-    the same without ``also_sees``. The request counts the block (``tokens["awareness"]``).
+    the same without ``also_sees``. ``awareness`` is one block for both, or a block per
+    mode. The request counts the block (``tokens["awareness"]``).
     """
     out: dict[str, tuple[list[Message], int, int]] = {}
     for mode, also in (("scoped_awareness", tuple(also_sees)), ("awareness_no_also", ())):
-        built = build_context(prompt, recent, text, tokenizer=tokenizer, also_sees=also, awareness=awareness, window=window, tail=tail)
+        block = awareness if isinstance(awareness, str) else awareness.get(mode, "")
+        built = build_context(prompt, recent, text, tokenizer=tokenizer, also_sees=also, awareness=block, window=window, tail=tail)
         out[mode] = (list(built.history), built.tokens["history"], built.tokens["total"])
     return out

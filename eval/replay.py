@@ -76,7 +76,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import click
@@ -89,6 +89,7 @@ from scopehub.hub.context import (
     build_context,
     refers_to_past,
     render_history,
+    select_history,
     stable_prefix,
     wants_archive,
 )
@@ -551,16 +552,26 @@ def replay_folds(dialogues: Sequence[Dialogue], *, folds: int, chain: int, class
 
 def merge_results(results: Sequence[ReplayResult]) -> ReplayResult:
     """One result summing several (the pooled figures of :func:`replay_folds`)."""
-    merged = ReplayResult()
+    first = results[0] if results else ReplayResult()
+    merged = ReplayResult(
+        cache_model=first.cache_model, awareness_view=first.awareness_view, awareness_budget=first.awareness_budget
+    )
     for result in results:
-        for name in ("calls", "references", "beyond_window", "labelled", "agreed", "also_sees_calls", "fixed_tokens", "message_tokens", "seconds"):
-            setattr(merged, name, getattr(merged, name) + getattr(result, name))
+        # Every count (search offers, awareness events and blocks too), never the settings.
+        for item in fields(ReplayResult):
+            value = getattr(result, item.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and item.name != "awareness_budget":
+                setattr(merged, item.name, getattr(merged, item.name) + value)
         merged.by_via.update(result.by_via)
         merged.judge_items.extend(result.judge_items)
         for mode, totals in result.modes.items():
             target = merged.modes[mode]
-            for name in ("history_tokens", "request_tokens", "history_messages", "other_agent_messages", "recalled"):
-                setattr(target, name, getattr(target, name) + getattr(totals, name))
+            for item in fields(ModeTotals):
+                setattr(target, item.name, getattr(target, item.name) + getattr(totals, item.name))
+        for label, totals in result.cache.items():
+            into = merged.cache.setdefault(label, CacheTotals())
+            for item in fields(CacheTotals):
+                setattr(into, item.name, getattr(into, item.name) + getattr(totals, item.name))
     return merged
 
 
@@ -570,9 +581,13 @@ def fold_figures(results: Sequence[ReplayResult]) -> dict[str, Any]:
 
     summaries = [result.summary() for result in results]
     scoped = [summary["modes"]["scoped"] for summary in summaries]
+    aware = [summary["modes"]["scoped_awareness"] for summary in summaries]
     return {
         "scoped_reference_recall": spread([m["reference_recall"] for m in scoped if m["reference_recall"] is not None]),
         "scoped_history_saving": spread([m["history_saving"] for m in scoped]),
+        "scoped_awareness_reference_recall": spread([m["reference_recall"] for m in aware if m["reference_recall"] is not None]),
+        "history_awareness_saving": spread([m["history_awareness_saving"] for m in aware]),
+        "awareness_tokens_per_call": spread([m["awareness_tokens_per_call"] for m in aware]),
         "scoped_no_also_reference_recall": spread(
             [s["modes"]["scoped_no_also"]["reference_recall"] for s in summaries if s["modes"]["scoped_no_also"]["reference_recall"] is not None]
         ),
@@ -634,13 +649,26 @@ def _replay_chat(
         result.also_sees_calls += bool(also)
         turn_refs = references.get(index, [])
         result.references += len(turn_refs)
-        shown = aware.block(agent, now=times[index])  # the hub's block for this call, at the message's time
+        # The hub's block for this call, at the message's time: what the history already
+        # holds is not repeated, and earlier events come back while the talk names them.
+        talk = [m.text for m in (recent[-tail:] if tail > 0 else [])] + [turn.text]
+        since = recent[0].id if recent else None
+        shown = aware.block(agent, now=times[index], visible=_visible(recent, agent, also, window, tail), talk=talk, since_message=since)
+        # The mode without also_sees has a shorter history, so its block may repeat less.
+        shown_no_also = (
+            shown if not also else aware.block(agent, now=times[index], visible=_visible(recent, agent, (), window, tail), talk=talk, since_message=since)
+        )
         result.awareness_blocks += bool(shown.text)
         result.awareness_events_shown += shown.events_shown
-        _count_call(turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result, window=window, tail=tail, judge_limit=judge_limit, awareness=shown.text, caches=caches, now=times[index], message_id=index + 1)
+        _count_call(turn, agent, also, history, recent, turn_refs, prompts[agent], tokenizer, result, window=window, tail=tail, judge_limit=judge_limit, awareness=shown.text, awareness_no_also=shown_no_also.text, caches=caches, now=times[index], message_id=index + 1)
         aware.record(agent, shown)  # the call is recorded: the cursor moves
         handler = agent
         history.append(_message(index, scope, "user", turn, agent, also, via, ts=times[index]))
+
+
+def _visible(recent: Sequence[Message], agent: str, also: Sequence[str], window: int, tail: int) -> frozenset[int]:
+    """Ids of the messages a scoped call's history holds (events they caused are not repeated)."""
+    return frozenset(m.id for m in select_history(recent, agent, also, window=window, tail=tail))
 
 
 def _count_call(
@@ -661,6 +689,7 @@ def _count_call(
     now: float = 0.0,
     message_id: int = 0,
     awareness: str = "",
+    awareness_no_also: str | None = None,
 ) -> None:
     """Build the call in every mode with the real context builder and add up its figures."""
     # One tool offer per call, decided as the hub decides it, for every mode alike.
@@ -711,17 +740,18 @@ def _count_call(
             caches[mode].bill(agent, segments, now)
             if mode == "full":
                 caches["full/scope"].bill(agent, segments, now)
+    blocks = {"scoped_awareness": awareness, "awareness_no_also": awareness if awareness_no_also is None else awareness_no_also}
     selections.update(
-        awareness_selections(prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, awareness=awareness, window=window, tail=tail)
+        awareness_selections(prompt, recent, turn.text, tokenizer=tokenizer, also_sees=also, awareness=blocks, window=window, tail=tail)
     )
-    awareness_tokens = tokenizer.count(awareness) if awareness else 0
-    said = f" {normalize_value(awareness)} " if awareness else ""
     for mode, (messages, history_tokens, request_tokens) in selections.items():
         totals = result.modes[mode]
         aware = mode in AWARENESS_MODES
+        block = blocks.get(mode, "")
+        said = f" {normalize_value(block)} " if block else ""
         totals.history_tokens += history_tokens
         totals.request_tokens += request_tokens
-        totals.awareness_tokens += awareness_tokens if aware else 0
+        totals.awareness_tokens += tokenizer.count(block) if block else 0
         totals.history_messages += len(messages)
         totals.other_agent_messages += sum(1 for m in messages if m.agent != agent)
         if refs:
@@ -899,6 +929,8 @@ def print_summary(report: dict[str, Any]) -> None:
         labels = [*MODES[:1], "full/scope", *MODES[1:]]
         for label in labels:
             figures = cache["modes"][label]
+            if not figures["request_tokens_per_call"]:
+                continue  # a mode the cache model does not bill (the awareness modes)
             rows.append(
                 [
                     _CACHE_LABELS.get(label, _MODE_LABELS.get(label, label)),
@@ -1071,6 +1103,9 @@ def tokens_command(
                     ["reference recall", format_spread(figures["scoped_reference_recall"])],
                     ["history saving", format_spread(figures["scoped_history_saving"])],
                     ["recall without also_sees", format_spread(figures["scoped_no_also_reference_recall"])],
+                    ["scoped + awareness: reference recall", format_spread(figures["scoped_awareness_reference_recall"])],
+                    ["scoped + awareness: history+awareness saving", format_spread(figures["history_awareness_saving"])],
+                    ["awareness tokens per call", format_spread(figures["awareness_tokens_per_call"], percent=False)],
                     ["router agrees with gold", format_spread(figures["router_agreement"])],
                 ],
                 title=f"\nCross-validation: {folds} disjoint parts of the chats",

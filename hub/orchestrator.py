@@ -18,7 +18,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,7 +31,13 @@ from scopehub.agents import (
     team_channels,
 )
 from scopehub.hub.context import Context, build_context
-from scopehub.hub.context.awareness import Awareness, relative_time, render_awareness
+from scopehub.hub.context.awareness import (
+    Awareness,
+    relative_time,
+    render_awareness,
+    still_talked_about,
+)
+from scopehub.hub.context.builder import select_history
 from scopehub.hub.context.lessons import render_lessons
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
@@ -46,6 +52,7 @@ from scopehub.hub.settings import Settings
 from scopehub.memory import (
     CallRecord,
     DuplicateMessage,
+    Event,
     Feedback,
     Lesson,
     Message,
@@ -56,6 +63,7 @@ from scopehub.memory import (
     advance_channel_cursor,
     advance_cursor,
     agent_memory,
+    cursor_of,
     drop_expired_claim,
     expired_claims,
     latest_events,
@@ -74,6 +82,7 @@ log = logging.getLogger(__name__)
 AWARENESS_EVENTS = 20  # unconsumed events read per call; the budget decides how many are shown
 AWARENESS_CONTEXT = 3  # latest events of collaborators considered...
 AWARENESS_HORIZON = 6 * 3600.0  # ...when they are this recent (seconds): old news is not news
+AWARENESS_EARLIER = 20  # newest consumed events checked for being still talked about (hub.context.awareness)
 CHANNEL_DIGEST = 10  # unseen channel messages read per call; the awareness budget decides how many are shown
 # A chat command: a slash and a lower-case word at the very start ("/usr/bin" is not one).
 _COMMAND_RE = re.compile(r"^/([a-z_]+)(?:@\w+)?(?=\s|$)")
@@ -281,14 +290,40 @@ class Hub:
         """The scope's last HUB_WINDOW messages before ``before_id``."""
         return self.store.window(scope, self.settings.window, up_to=before_id - 1)
 
-    def awareness_for(self, agent: str, scope: str) -> Awareness:
-        """What the rest of the team did, for ``agent``; fail-open: a failure means no block, logged."""
+    def awareness_for(
+        self,
+        agent: str,
+        scope: str,
+        *,
+        window: Sequence[Message] = (),
+        also_sees: Sequence[str] = (),
+        text: str = "",
+    ) -> Awareness:
+        """What the rest of the team did, for ``agent``; fail-open: a failure means no block, logged.
+
+        ``window`` (the scope's recent messages before this one), ``also_sees`` and ``text``
+        (the message) describe the call: events its history shows are not repeated, and
+        events already shown come back while the talk still names them.
+        """
         budget = self.settings.awareness_tokens
         spec = self.registry[agent]
         if budget <= 0:
             return Awareness()
         try:
             now = self.deps.clock()
+            settings = self.settings
+            visible = {m.id for m in select_history(window, agent, also_sees, window=settings.window, tail=settings.tail)}
+            in_window = [m for m in (window[-settings.window :] if settings.window > 0 else []) if m.via != "command"]
+            earlier: list[Event] = []
+            if in_window and spec.interests:
+                cursor = cursor_of(self.store, scope, agent)
+                candidates = [
+                    event
+                    for event in latest_events(self.store, scope, types=spec.interests, limit=AWARENESS_EARLIER, for_agent=agent)
+                    if event.id <= cursor and event.message_id is not None and event.message_id >= in_window[0].id
+                ]
+                talk = [m.text for m in (in_window[-settings.tail :] if settings.tail > 0 else [])] + [text]
+                earlier = still_talked_about(candidates, talk)
             unconsumed = unconsumed_events(self.store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS)
             collaborators = (
                 [
@@ -309,6 +344,8 @@ class Hub:
                 agent,
                 unconsumed=unconsumed,
                 collaborator_events=collaborators,
+                earlier=earlier,
+                visible=visible,
                 claims=claims,
                 channel_lines=lines,
                 now=now,
@@ -380,16 +417,17 @@ class Hub:
 
     def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
         """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
-        awareness = self.awareness_for(agent, scope).text
+        recent = self.recent(scope, message.id)
+        awareness = self.awareness_for(agent, scope, window=recent, also_sees=also_sees, text=message.text)
         lessons = self.lessons_for(agent, scope)
         return self.build_call(
             agent,
             scope,
-            self.recent(scope, message.id),
+            recent,
             message.text,
             also_sees,
             lessons=lessons,
-            awareness=awareness,
+            awareness=awareness.text,
             digest=self.digest_for(scope, message.id).text,
             sender=message.sender,
         )
@@ -575,7 +613,7 @@ class Hub:
     async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:
         spec = self.registry[decision.agent]
         text_for_agent = decision.text if decision.text else inbound.text
-        awareness = self.awareness_for(spec.name, inbound.scope)
+        awareness = self.awareness_for(spec.name, inbound.scope, window=window, also_sees=decision.also_sees, text=text_for_agent)
         lessons = self.lessons_for(spec.name, inbound.scope)
         digest = self.digest_for(inbound.scope, message.id)
         context = self.build_call(

@@ -17,6 +17,7 @@ from scopehub.hub.context.awareness import AWARENESS_HEADER, render_awareness
 from scopehub.hub.context.tokens import get_tokenizer
 from scopehub.hub.models import ModelResponse, ToolCall
 from scopehub.hub.models.testing import FunctionModel, ScriptedModel
+from scopehub.hub.orchestrator import AWARENESS_HORIZON
 from scopehub.memory import (
     Claim,
     Event,
@@ -49,23 +50,72 @@ def keep_email_then_answer():
 
 
 def test_an_event_reaches_the_next_call_of_an_interested_agent_and_no_other(tmp_path):
-    model = ScriptedModel([*keep_email_then_answer(), "Noted.", "Hello!"])
+    model = ScriptedModel([*keep_email_then_answer(), "No notes.", "Still none.", "Nothing yet."])
     hub = make_hub(tmp_path, model)
 
     async def talk():
         await hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL))
-        await hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?"))
         await hub.handle(Inbound(scope="user:1", text="/notes what notes do I have?"))
+        # Two exchanges later the email is out of the last messages every agent sees.
+        await hub.handle(Inbound(scope="user:1", text="/notes and now?"))
+        await hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?"))
 
     asyncio.run(talk())
-    tasks_call, notes_call = model.calls[2], model.calls[3]
+    notes_call, tasks_call = model.calls[2], model.calls[4]
     assert AWARENESS_HEADER in system_of(tasks_call)  # tasks is interested in email.received
     assert "email #1 from Ram <ram@example.com>" in system_of(tasks_call) and "Quarterly report" in system_of(tasks_call)
     assert "Ram" not in system_of(notes_call)  # notes neither collaborates with inbox nor cares about emails
     # The inbox call that produced it was not told about its own event.
     assert AWARENESS_HEADER not in system_of(model.calls[0])
     calls = hub.store.calls("user:1")
-    assert calls[1]["agent"] == "tasks"
+    assert calls[3]["agent"] == "tasks"
+
+
+def test_an_event_the_history_shows_is_not_repeated_but_counts_as_shown(tmp_path):
+    model = ScriptedModel([*keep_email_then_answer(), "Nothing yet."])
+    hub = make_hub(tmp_path, model)
+
+    async def talk():
+        await hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL))
+        await hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?"))
+
+    asyncio.run(talk())
+    tasks_call = model.calls[2]
+    # The email and the inbox's reply are among the last messages: the tasks agent reads them there.
+    assert any("Quarterly report" in m["content"] for m in tasks_call.messages if m["role"] == "user")
+    assert AWARENESS_HEADER not in system_of(tasks_call)
+    assert cursor_of(hub.store, "user:1", "tasks") == 1  # ...and the event is consumed
+
+
+def test_an_event_already_shown_comes_back_while_the_talk_names_it(tmp_path):
+    replies = ["Nothing yet.", "Hi!", "Hello again!", "Added."]
+    model = ScriptedModel([*keep_email_then_answer(), "No notes.", "Still none.", *replies])
+    hub = make_hub(tmp_path, model)
+    start = hub.deps.clock()
+    now = [start]
+    hub.deps.clock = lambda: now[0]
+
+    async def talk():
+        await hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL))
+        await hub.handle(Inbound(scope="user:1", text="/notes what notes do I have?"))
+        await hub.handle(Inbound(scope="user:1", text="/notes and now?"))
+        await hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?"))  # shown, consumed
+        # Hours later the inbox's event is no longer a collaborator's latest news.
+        now[0] = start + AWARENESS_HORIZON + 3600
+        await hub.handle(Inbound(scope="user:1", text="/tasks anything due?"))
+        await hub.handle(Inbound(scope="user:1", text="/tasks ok thanks"))
+        # Addressed to tasks as such (no also_sees: the email stays out of its history).
+        await hub.handle(Inbound(scope="user:1", text="add a task to send the quarterly report", agent="tasks"))
+
+    asyncio.run(talk())
+    first, plain, named = model.calls[4], model.calls[5], model.calls[7]
+    assert "Quarterly report" in system_of(first)
+    assert cursor_of(hub.store, "user:1", "tasks") == 1
+    assert "Quarterly report" not in system_of(plain)  # consumed: news is shown once
+    # The person names the report again: the email is still in the window, not in the
+    # tasks agent's history, so its event comes back.
+    assert not any("Quarterly report" in m["content"] for m in named.messages if m["role"] != "system")
+    assert "email #1 from Ram <ram@example.com>" in system_of(named)
 
 
 def test_the_cursor_moves_only_after_the_call_is_recorded_and_events_show_once(tmp_path):
@@ -91,8 +141,11 @@ def test_a_failed_call_does_not_consume_the_events_it_was_shown(tmp_path):
         return "ok"
 
     flaky.failed = False
-    hub = make_hub(tmp_path, ScriptedModel(keep_email_then_answer()))
+    hub = make_hub(tmp_path, ScriptedModel([*keep_email_then_answer(), "No notes.", "Still none."]))
     asyncio.run(hub.handle(Inbound(scope="user:1", text="/inbox " + EMAIL)))
+    # Two exchanges later the email is out of the last messages: the event is news in a block.
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/notes what notes do I have?")))
+    asyncio.run(hub.handle(Inbound(scope="user:1", text="/notes and now?")))
     hub.deps.model = FunctionModel(flaky)
     first = asyncio.run(hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?")))
     assert first.kind == "error" and cursor_of(hub.store, "user:1", "tasks") == 0
