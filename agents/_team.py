@@ -1,8 +1,11 @@
 """Talk channels and each agent's own memory, as one compact hub tool: ``team``.
 
 One tool with an ``action`` instead of eight (post_to_channel, read_channel, react, pin,
-record a lesson, goal, plan...): every schema is paid on every call, so the hub offers
-it only to agents that declare a channel or ask for it (``AgentSpec.team_tool``).
+record a lesson, goal, plan...): every schema is paid on every call it is offered in, so
+the hub offers it on every call only to agents that declare a channel or ask for it
+(``AgentSpec.team_tool``); every other agent gets it when a zero-token trigger says the
+call may use it (unread channel news, a correction, talk of the team or of a lesson, goal
+or plan: :func:`scopehub.hub.context.offer.wants_team`). Every agent can run it.
 
 Channels: the hub's ``team`` channel (every agent) and those the agents declare
 (:func:`team_channels`). The tool reads the resolved channels from
@@ -212,6 +215,11 @@ def team(ctx: ToolContext, args: TeamArgs) -> str:
 
 
 def agent_tools(spec: AgentSpec, *, with_search: bool = True) -> tuple[Tool, ...]:
-    """The tools an agent is offered: its own, then the hub's (search_memory; team when it uses it)."""
-    hub: Sequence[Tool] = ((search_memory,) if with_search else ()) + ((team,) if spec.team_tool or spec.channels else ())
+    """The tools an agent can run: its own, then the hub's (search_memory, team).
+
+    Which schemas a call is *offered* is the context builder's choice (search_memory and,
+    for agents without a channel, team only when the call may need them); a model that
+    calls one it was not offered still gets it run: a miss costs a round, never the tool.
+    """
+    hub: Sequence[Tool] = ((search_memory,) if with_search else ()) + (team,)
     return (*spec.tools, *hub)

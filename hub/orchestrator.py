@@ -39,6 +39,7 @@ from scopehub.hub.context.awareness import (
 )
 from scopehub.hub.context.builder import select_history
 from scopehub.hub.context.lessons import render_lessons
+from scopehub.hub.context.offer import wants_team
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
@@ -392,11 +393,13 @@ class Hub:
         awareness: str = "",
         digest: str = "",
         sender: str | None = None,
+        channel_news: bool = False,
     ) -> Context:
         """The context ``agent`` is sent for ``text`` (from ``sender``) after the ``recent`` messages.
 
         ``lessons``, ``awareness`` and ``digest`` are ready, budgeted text for their
-        sections (empty: left out); the facts block is read here.
+        sections (empty: left out); the facts block is read here. ``channel_news``: the
+        awareness shows unread channel messages (the team tool is offered to answer them).
         """
         return build_context(
             self.prompts[agent],
@@ -411,6 +414,7 @@ class Hub:
             window=self.settings.window,
             tail=self.settings.tail,
             message_tokens=self.settings.message_tokens,
+            offer_team=wants_team(text, channel_news=channel_news),
             scope=scope,
             sender=sender,
         )
@@ -428,6 +432,7 @@ class Hub:
             also_sees,
             lessons=lessons,
             awareness=awareness.text,
+            channel_news=awareness.channels_shown > 0,
             digest=self.digest_for(scope, message.id).text,
             sender=message.sender,
         )
@@ -626,6 +631,7 @@ class Hub:
             awareness=awareness.text,
             digest=digest.text,
             sender=inbound.sender,
+            channel_news=awareness.channels_shown > 0,
         )
         base = Reply(
             text="",

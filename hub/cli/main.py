@@ -189,14 +189,18 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         # The same count every call records for persona + rules + tools.
         offered = sum(fixed_tokens(prompt, tokenizer, optional=True).values())
         base = sum(fixed_tokens(prompt, tokenizer, optional=prompt.always_optional).values())
+        # The team tool of an agent without a channel comes only on the calls that may use it.
+        with_team = sum(fixed_tokens(prompt, tokenizer, optional=True, team=True).values())
         rows.append(
             {
                 "name": spec.name,
                 "description": spec.description,
                 "tools": [t.name for t in agent_tools(spec)],
                 "search_memory": "always" if prompt.always_optional else "when needed",
+                "team": "when needed" if prompt.team_tools else "always",
                 "fixed_tokens": offered,
                 "fixed_tokens_without_search": base,
+                "team_tokens_when_offered": with_team - offered,
             }
         )
     if as_json:
@@ -204,11 +208,14 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
     else:
         for row in rows:
             click.echo(f"{row['name']:<12} {row['fixed_tokens']:>4} tokens  {row['description']}")
-            note = "" if row["search_memory"] == "always" else f" (search_memory when needed; {row['fixed_tokens_without_search']} tokens without it)"
+            notes = [] if row["search_memory"] == "always" else [f"search_memory when needed; {row['fixed_tokens_without_search']} tokens without it"]
+            if row["team"] == "when needed":
+                notes.append(f"team when needed: +{row['team_tokens_when_offered']} tokens on those calls")
+            note = f" ({'; '.join(notes)})" if notes else ""
             click.echo(f"{'':<12}      tools: {', '.join(row['tools'])}{note}")
         if rows:
             mean = sum(row["fixed_tokens"] for row in rows) / len(rows)
-            click.echo(f"mean fixed tokens per call: {mean:.1f} with every tool offered")
+            click.echo(f"mean fixed tokens per call: {mean:.1f} with search_memory offered (team only when needed)")
     for module, reason in registry.errors.items():
         click.echo(f"warning: agent module {module} not loaded: {reason}", err=True)
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scopehub.hub.context.offer import wants_archive
+from scopehub.hub.context.offer import wants_archive, wants_team
 from scopehub.hub.context.tokens import MESSAGE_OVERHEAD, Tokenizer
 from scopehub.memory import Message
 
@@ -60,6 +60,8 @@ class AgentPrompt:
 
     ``optional_tools`` (``search_memory``) are offered only when the call may need them
     (:func:`~scopehub.hub.context.offer.wants_archive`), or always with ``always_optional``.
+    ``team_tools`` (the hub's ``team`` tool, for agents that do not take it on every call)
+    only when :func:`~scopehub.hub.context.offer.wants_team` says the call may use them.
     """
 
     name: str
@@ -68,10 +70,11 @@ class AgentPrompt:
     tools: tuple[dict[str, Any], ...] = ()
     optional_tools: tuple[dict[str, Any], ...] = ()
     always_optional: bool = False
+    team_tools: tuple[dict[str, Any], ...] = ()
 
-    def offered(self, optional: bool) -> list[dict[str, Any]]:
+    def offered(self, optional: bool, team: bool = False) -> list[dict[str, Any]]:
         """Tool schemas of a call; optional ones last, so the agent's own keep their place."""
-        return [*self.tools, *self.optional_tools] if optional else list(self.tools)
+        return [*self.tools, *(self.optional_tools if optional else ()), *(self.team_tools if team else ())]
 
     def system(self) -> str:
         """The stable system text: persona, then the hub rules."""
@@ -101,13 +104,13 @@ class Context:
         return sum(self.tokens[name] for name in STABLE_SECTIONS)
 
 
-def fixed_tokens(prompt: AgentPrompt, tokenizer: Tokenizer, *, optional: bool = True) -> dict[str, int]:
+def fixed_tokens(prompt: AgentPrompt, tokenizer: Tokenizer, *, optional: bool = True, team: bool = False) -> dict[str, int]:
     """Tokens of persona, rules and tools as every call counts them (``agents-hub agents`` too).
 
     The system message's framing is counted with the persona; the rules include the blank
-    line that joins them to it.
+    line that joins them to it. ``team``: with the triggered team tool (see AgentPrompt).
     """
-    tools = prompt.offered(optional)
+    tools = prompt.offered(optional, team)
     return {
         "persona": tokenizer.count(prompt.persona) + MESSAGE_OVERHEAD,
         "rules": tokenizer.count(_JOIN + prompt.rules) if prompt.rules else 0,
@@ -194,6 +197,7 @@ def build_context(
     message_tokens: int = 4000,
     history_message_tokens: int = 1000,
     offer_optional: bool | None = None,
+    offer_team: bool | None = None,
     scope: str = "",
     sender: str | None = None,
 ) -> Context:
@@ -205,6 +209,8 @@ def build_context(
     ``facts_block``, ``lessons``, ``awareness`` and ``digest`` are plain text from the
     caller, already within their budgets; empty ones are left out. ``offer_optional``
     forces the optional tools on or off; by default :func:`wants_archive` decides.
+    ``offer_team`` likewise for the team tools; by default :func:`wants_team` decides from
+    the message alone (the hub also tells it when the call shows unread channel news).
     """
     history = select_history(recent, prompt.name, also_sees, window=window, tail=tail)
     rendered = render_history(history, prompt.name, tokenizer=tokenizer, max_tokens=history_message_tokens)
@@ -214,7 +220,10 @@ def build_context(
         offer_optional = bool(prompt.optional_tools) and (
             prompt.always_optional or wants_archive(message_text, len(recent), window)
         )
-    tools = prompt.offered(offer_optional)
+    if offer_team is None:
+        offer_team = wants_team(message_text)
+    offer_team = offer_team and bool(prompt.team_tools)
+    tools = prompt.offered(offer_optional, offer_team)
     extra_text, extra_tokens = _extra_message(
         {"facts": facts_block, "lessons": lessons, "awareness": awareness, "digest": digest}, tokenizer
     )
@@ -223,7 +232,7 @@ def build_context(
         messages.append({"role": "system", "content": extra_text})
     messages += [*rendered, {"role": "user", "content": current}]
     tokens = {
-        **fixed_tokens(prompt, tokenizer, optional=offer_optional),
+        **fixed_tokens(prompt, tokenizer, optional=offer_optional, team=offer_team),
         **extra_tokens,
         "history": _history_tokens(rendered, tokenizer),
         "message": tokenizer.count(current) + MESSAGE_OVERHEAD,
@@ -240,5 +249,5 @@ def build_context(
         tools=tools,
         tokens=tokens,
         full_history_tokens=full_history_tokens,
-        meta={"message_trimmed": current != labelled, "optional_tools": offer_optional},
+        meta={"message_trimmed": current != labelled, "optional_tools": offer_optional, "team_tools": offer_team},
     )

@@ -12,11 +12,11 @@ from scopehub.hub.cli import cli
 
 FIXED_TOKEN_BUDGET = 800  # persona + rules + tool schemas (incl. search_memory), per call
 EXPECTED_TOOLS = {
-    "general": ["dispatch", "search_memory"],
-    "tasks": ["add_task", "list_tasks", "complete_task", "edit_task", "search_memory"],
-    "notes": ["save_note", "list_notes", "read_note", "delete_note", "search_memory"],
-    "inbox": ["keep_email", "list_emails", "read_email", "draft_reply", "search_memory"],
-    "reminders": ["set_reminder", "list_reminders", "cancel_reminder", "search_memory"],
+    "general": ["dispatch", "search_memory", "team"],
+    "tasks": ["add_task", "list_tasks", "complete_task", "edit_task", "search_memory", "team"],
+    "notes": ["save_note", "list_notes", "read_note", "delete_note", "search_memory", "team"],
+    "inbox": ["keep_email", "list_emails", "read_email", "draft_reply", "search_memory", "team"],
+    "reminders": ["set_reminder", "list_reminders", "cancel_reminder", "search_memory", "team"],
 }
 
 
@@ -51,6 +51,13 @@ def test_listed_fixed_tokens_are_what_a_call_counts_and_average_at_most_300(list
         assert row["fixed_tokens_without_search"] == plain.stable_tokens, row["name"]
     # Issue 19's target, with search_memory counted for every agent.
     assert sum(row["fixed_tokens"] for row in listing) / len(listing) <= 300
+    # The built-ins get the team tool only on the calls that may use it: what it adds there.
+    for row in listing:
+        assert row["team"] == "when needed", row["name"]
+        prompt = agent_prompt(registry[row["name"]])
+        triggered = build_context(prompt, [], "please tell the team", tokenizer=get_tokenizer(), offer_optional=True)
+        assert triggered.stable_tokens == row["fixed_tokens"] + row["team_tokens_when_offered"], row["name"]
+        assert row["team_tokens_when_offered"] > 100
 
 
 def test_every_agent_gives_the_router_enough_to_go_on() -> None:
