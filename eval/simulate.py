@@ -33,7 +33,7 @@ from typing import Any
 
 import click
 
-from scopehub.hub.context import AgentPrompt, build_context
+from scopehub.hub.context import AgentPrompt, build_context, select_history
 from scopehub.hub.context.tokens import Tokenizer
 from scopehub.memory import Message
 
@@ -157,7 +157,15 @@ def simulate(
             current = rng.choice([name for name in names if name != current])
             result.switches += 1
         text, reply, *rest = pool[(start + number) % len(pool)]
-        shown = aware.block(current, now=len(history) * 30.0)
+        recent = history[-window:] if window > 0 else []
+        # The hub's block: nothing the history shows, earlier events while the talk names them.
+        shown = aware.block(
+            current,
+            now=len(history) * 30.0,
+            visible=frozenset(m.id for m in select_history(recent, current, window=window, tail=tail)),
+            talk=[m.text for m in (recent[-tail:] if tail > 0 else [])] + [text],
+            since_message=recent[0].id if recent else None,
+        )
         result.awareness_tokens += counter.count(shown.text) if shown.text else 0
         aware.record(current, shown)
         context = build_context(prompts[current], history[-window:], text, tokenizer=counter, window=window, tail=tail)

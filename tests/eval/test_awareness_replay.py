@@ -410,3 +410,21 @@ def test_an_act_already_shown_comes_back_while_the_talk_names_it() -> None:
     # The taxi consumed the act at "i need a cab"; its own last reply names the place, so
     # the act is back in the block when the person answers.
     assert modes["scoped_awareness"]["reference_recall"] == 1.0
+
+
+def test_folds_pool_to_the_whole_replay_awareness_included() -> None:
+    from scopehub.eval.cache import preset
+    from scopehub.eval.replay import fold_figures, merge_results, replay_folds
+
+    options: dict[str, Any] = {"prompts": PROMPTS, "tokenizer": WordTokenizer(), "routes": "gold", "window": 40, "tail": 4}
+    options["cache_model"] = preset("openai", min_prefix=0)
+    chats = [CHAT, TALKED_ABOUT]
+    whole = replay(chats, classifier_for=lambda _: CLASSIFIER, chain=1, **options).summary()
+    parts = replay_folds(chats, folds=2, chain=1, classifier_for=lambda _: CLASSIFIER, **options)
+    pooled = merge_results(parts).summary()
+    assert whole["modes"]["scoped_awareness"]["awareness_tokens_per_call"] > 0
+    for key in ("modes", "awareness", "search_memory", "cache", "calls", "references"):
+        assert pooled[key] == whole[key], key
+    spread = fold_figures(parts)
+    assert spread["scoped_awareness_reference_recall"]["values"] == [1.0, 1.0]
+    assert spread["awareness_tokens_per_call"]["folds"] == 2
