@@ -17,7 +17,16 @@ against the store's own queries in the tests) and renders them with the hub's re
 - *unconsumed*: events past the agent's cursor that target it, or broadcasts of a type in
   its ``interests``, oldest first, at most ``AWARENESS_EVENTS``;
 - *collaborators*: the newest ``AWARENESS_CONTEXT`` broadcasts (and events targeted at
-  it) of its ``collaborators``, if no older than ``AWARENESS_HORIZON``.
+  it) of its ``collaborators``, if no older than ``AWARENESS_HORIZON``;
+- *earlier*: events of its interests it already consumed (the newest
+  ``AWARENESS_EARLIER``) whose message is still in the window, while the last ``tail``
+  messages or the current one name one of their slot values
+  (:func:`scopehub.hub.context.awareness.still_talked_about`).
+
+An event whose message the call's history holds (``visible``) is not shown, and counts
+as shown for the cursor. The replay renders the block twice when ``also_sees`` is set:
+the scoped call's (recorded: it moves the cursor, as in the hub) and the one without
+``also_sees`` (its history is shorter, so it may repeat less).
 
 :meth:`AwarenessReplay.record` then advances the cursor to ``consumed_upto``, as the hub
 does once the call is recorded (every replayed call is).
