@@ -164,8 +164,11 @@ def test_agents_json_lists_every_agent_within_the_fixed_budget(tmp_path):
     rows = json.loads(run("agents", "--json", db=tmp_path / "hub.db").output)
     assert "general" in [row["name"] for row in rows]
     for row in rows:
-        assert set(row) == {"name", "description", "tools", "search_memory", "fixed_tokens", "fixed_tokens_without_search"}
-        assert "search_memory" in row["tools"]
+        assert set(row) == {
+            "name", "description", "tools", "search_memory", "team",
+            "fixed_tokens", "fixed_tokens_without_search", "team_tokens_when_offered",
+        }  # fmt: skip
+        assert "search_memory" in row["tools"] and "team" in row["tools"]
         assert 0 < row["fixed_tokens_without_search"] <= row["fixed_tokens"] <= 800
 
 
