@@ -34,6 +34,7 @@ from scopehub.hub.context import Context, build_context
 from scopehub.hub.context.awareness import Awareness, relative_time, render_awareness
 from scopehub.hub.context.lessons import render_lessons
 from scopehub.hub.context.prompt import agent_prompt
+from scopehub.hub.context.record import sent_record
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
@@ -693,6 +694,10 @@ class Hub:
                     ),
                     # The path this call's digest took and its age: a broken cache shows here.
                     **({"digest": digest.record(context.tokens.get("digest", 0))} if self.deps.digest else {}),
+                    # What was sent, so that it can be shown again exactly (agents-hub console).
+                    "sent": sent_record(
+                        context, text=text_for_agent, stored_text=message.text, message_tokens=self.settings.message_tokens
+                    ),
                 },
                 cached_tokens=result.cached_tokens if result else None,
                 cache_write_tokens=result.cache_write_tokens if result else None,
