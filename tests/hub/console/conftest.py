@@ -108,9 +108,12 @@ def fresh(tmp_path: Path) -> Populated:
 ClientFactory = Callable[..., TestClient]
 
 
+SECRET = b"csrf secret of the tests"
+
+
 def make_client(data: Populated, *, allow_writes: bool = False, token: str = "", host: str = "127.0.0.1") -> TestClient:
     settings = data.settings.model_copy(update={"console_token": token})
-    app = create_app(ConsoleConfig(store=data.store, settings=settings, allow_writes=allow_writes))
+    app = create_app(ConsoleConfig(store=data.store, settings=settings, allow_writes=allow_writes, secret=SECRET))
     return TestClient(app, base_url=f"http://{host}", follow_redirects=False)
 
 
