@@ -39,6 +39,15 @@ OTHER_SECRET = "zebra-42 is the other customer's secret"
 FACT = "my email is ann@example.com"
 LESSON = "Confirm the due date back to the person."
 CHANNEL_POST = "inbox: the boss wants the report by friday"
+CONVERSATION = (
+    "add buy milk to my tasks",
+    "remind me to call Anna tomorrow at 9",
+    "note that the wifi password is on the fridge",
+    HOSTILE,
+    "here is an email from my boss: the report is due friday",
+    "save a note: Anna's birthday is in May",
+    "what tasks do I have?",
+)
 
 
 @dataclass
@@ -74,7 +83,7 @@ def populate(tmp_path: Path) -> Populated:
     remember(store, "user:1", FACT)
     add_lesson(store, "user:1", "tasks", LESSON, kind="improvement", importance="high")
     post_to_channel(store, "user:1", "team", "inbox", CHANNEL_POST)
-    for text in ("add buy milk to my tasks", "remind me to call Anna tomorrow at 9", HOSTILE, "what tasks do I have?"):
+    for text in CONVERSATION:
         _ask(hub, text)
     _ask(hub, OTHER_SECRET, scope="user:2", sender="bob")
     remember(store, "user:2", "my phone is 555-0199")

@@ -12,6 +12,7 @@ from scopehub.hub.context import agent_prompt
 from scopehub.hub.context.tokens import get_tokenizer
 from tests.hub.console.conftest import (
     CHANNEL_POST,
+    CONVERSATION,
     FACT,
     HOSTILE,
     LESSON,
@@ -71,7 +72,7 @@ def test_call_page_shows_exactly_what_the_model_was_sent(client, populated):
     the page says it is byte-identical to what was sent."""
     requests = [c for c in populated.model.calls if not c.json_mode]  # the fact extractor asks in JSON mode
     calls = agent_calls(populated.store)
-    assert len(requests) >= len(calls) == 4
+    assert len(requests) >= len(calls) == len(CONVERSATION)
     by_user_text = {r.messages[-1]["content"]: r for r in requests}
     for call in calls:
         page = client.get(f"/scopes/user:1/calls/{call['id']}")
@@ -124,7 +125,7 @@ def test_an_edited_message_makes_the_call_page_say_it_changed(fresh):
 
 
 def test_message_texts_are_data_never_html(client, populated):
-    for path in ("/scopes/user:1", f"/scopes/user:1/calls/{agent_calls(populated.store)[2]['id']}"):
+    for path in ("/scopes/user:1", f"/scopes/user:1/calls/{agent_calls(populated.store)[CONVERSATION.index(HOSTILE)]['id']}"):
         page = client.get(path).text
         assert "<script>alert(1)</script>" not in page
         assert str(escape(HOSTILE)) in page  # shown as typed, template syntax untouched
