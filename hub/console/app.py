@@ -17,6 +17,7 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import jinja2
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -143,27 +144,24 @@ def _int_param(request: Request, name: str, default: int | None, *, low: int = 0
     return value
 
 
-def _buckets(points: list[tuple[float, int, int]], zone: ZoneInfo) -> tuple[list[Series], dict[float, str]]:
-    """Tokens sent and full history summed per hour, day or week (whichever gives at most ~60 points)."""
-    if not points:
-        return [], {}
-    span = points[-1][0] - points[0][0]
-    size = next((s for s in (3600, 86400, 7 * 86400, 30 * 86400) if span / s <= 60), 365 * 86400)
-    sums: dict[float, list[int]] = {}
-    for ts, sent, full in points:
-        key = ts - ts % size
-        bucket = sums.setdefault(key, [0, 0])
-        bucket[0] += sent
-        bucket[1] += full
-    keys = sorted(sums)
+BUCKETS = (3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400)  # an hour, a day, a week, a month, a year
+
+
+def _token_chart(store: MemoryStore, scope: str | None, zone: ZoneInfo) -> tuple[Markup, int, int]:
+    """Tokens sent and full history summed per hour, day, week... (whichever gives at most ~60 points)."""
+    span = queries.token_span(store, scope)
+    if span is None:
+        return line_chart([]), 0, 0
+    size = next((s for s in BUCKETS if (span[1] - span[0]) / s <= 60), BUCKETS[-1])
+    rows = queries.token_buckets(store, scope, size)
     fmt = "%m-%d %H:00" if size == 3600 else "%Y-%m-%d"
-    step = max(1, len(keys) // 6)
-    labels = {k: datetime.fromtimestamp(k, tz=UTC).astimezone(zone).strftime(fmt) for k in keys[::step]}
+    step = max(1, len(rows) // 6)
+    labels = {row[0]: datetime.fromtimestamp(row[0], tz=UTC).astimezone(zone).strftime(fmt) for row in rows[::step]}
     series = [
-        Series("tokens sent", "#4e79a7", [(k, sums[k][0]) for k in keys]),
-        Series("full history would be", "#e15759", [(k, sums[k][1]) for k in keys]),
+        Series("tokens sent", "#4e79a7", [(start, sent) for start, _, sent, _ in rows]),
+        Series("full history would be", "#e15759", [(start, full) for start, _, _, full in rows]),
     ]
-    return series, labels
+    return line_chart(series, x_labels=labels), sum(r[2] for r in rows), sum(r[3] for r in rows)
 
 
 def create_app(config: ConsoleConfig) -> Starlette:
@@ -263,16 +261,15 @@ def create_app(config: ConsoleConfig) -> Starlette:
 
     def charts_page(request: Request) -> Response:
         scope = _scope_of(request, store) if "scope" in request.path_params else None
-        series, labels = _buckets(queries.token_points(store, scope), zone)
-        routes = queries.route_counts(store, scope)
+        chart, sent, full = _token_chart(store, scope, zone)
         return page(
             request,
             "charts.html",
             scope=scope,
-            tokens_chart=line_chart(series, x_labels=labels),
-            routes_chart=bar_chart(routes),
-            sent=sum(s for _, s in series[0].points) if series else 0,
-            full=sum(f for _, f in series[1].points) if series else 0,
+            tokens_chart=chart,
+            routes_chart=bar_chart(queries.route_counts(store, scope)),
+            sent=sent,
+            full=full,
         )
 
     def memory_page(request: Request) -> Response:

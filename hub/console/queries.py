@@ -26,7 +26,8 @@ __all__ = [
     "route_counts",
     "scope_exists",
     "scopes_after",
-    "token_points",
+    "token_buckets",
+    "token_span",
 ]
 
 # The hub's own model calls (LLM router, fact extractor) have no agent context and no
@@ -77,19 +78,27 @@ def call_of(store: MemoryStore, scope: str, call_id: int) -> dict[str, Any] | No
     return _call(rows[0]) if rows else None
 
 
-def token_points(store: MemoryStore, scope: str | None) -> list[tuple[float, int, int]]:
-    """``(ts, tokens sent, full-history tokens)`` of every agent call, of one scope or all, oldest first.
+def token_span(store: MemoryStore, scope: str | None) -> tuple[float, float] | None:
+    """The first and last time of the agent calls, of one scope or all (None: no call yet)."""
+    where, params = (f"scope = ? AND {_AGENT_CALLS}", (scope,)) if scope is not None else (_AGENT_CALLS, ())
+    first, last = store.query(f"SELECT min(ts), max(ts) FROM calls WHERE {where}", params)[0]
+    return None if first is None else (float(first), float(last))
 
-    Three numbers per call; the chart buckets them in Python (date arithmetic differs
-    between SQL dialects).
+
+def token_buckets(store: MemoryStore, scope: str | None, seconds: int) -> list[tuple[float, int, int, int]]:
+    """``(bucket start, calls, tokens sent, full-history tokens)`` per ``seconds``-long bucket, oldest first.
+
+    Integer division of the whole seconds is the one bucketing every SQL dialect does the
+    same way (date functions differ); casting rounds a fraction in some and truncates it
+    in others, which moves a call at most a second, never out of its bucket's neighbourhood.
     """
-    if scope is None:
-        rows = store.query(f"SELECT ts, total, full_history_tokens FROM calls WHERE {_AGENT_CALLS} ORDER BY ts")
-    else:
-        rows = store.query(
-            f"SELECT ts, total, full_history_tokens FROM calls WHERE scope = ? AND {_AGENT_CALLS} ORDER BY ts", (scope,)
-        )
-    return [(float(ts), int(total), int(full)) for ts, total, full in rows]
+    where, params = (f"scope = ? AND {_AGENT_CALLS}", [scope]) if scope is not None else (_AGENT_CALLS, [])
+    rows = store.query(
+        "SELECT CAST(ts AS INTEGER) / ? AS bucket, count(*), coalesce(sum(total), 0), coalesce(sum(full_history_tokens), 0)"
+        f" FROM calls WHERE {where} GROUP BY CAST(ts AS INTEGER) / ? ORDER BY bucket",
+        [int(seconds), *params, int(seconds)],
+    )
+    return [(float(bucket) * seconds, int(n), int(sent), int(full)) for bucket, n, sent, full in rows]
 
 
 def route_counts(store: MemoryStore, scope: str | None) -> list[tuple[str, int]]:
