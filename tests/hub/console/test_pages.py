@@ -168,6 +168,10 @@ def test_charts_draw_tokens_over_time_and_routing_paths(client, populated):
         page = client.get(path)
         assert page.status_code == 200
         assert 'data-series="tokens sent"' in page.text and 'data-series="full history would be"' in page.text
+        scopes_shown = ("user:1",) if "user:1" in path else ("user:1", "user:2")
+        sent = sum(populated.store.usage(s).tokens_sent for s in scopes_shown)
+        full = sum(populated.store.usage(s).full_history_tokens for s in scopes_shown)
+        assert f"{sent:,} tokens sent; {full:,} with the full history" in page.text  # the buckets add up
         routes = dict(re.findall(r'<rect data-label="([^"]+)"[^>]*><title>[^:]+: (\d+)</title>', page.text))
         expected = {}
         scopes = ("user:1",) if "user:1" in path else ("user:1", "user:2")
