@@ -1,7 +1,8 @@
 """One call's context, section by section, for the call page.
 
 A call recorded by this release keeps what it sent (``extra["sent"]``, see
-:mod:`scopehub.hub.context.record`): the page shows that, rebuilt by the pure context
+:mod:`scopehub.hub.context.record`; a section text the same scope's earlier call kept is a
+reference to that call, followed here and checked by its sha256): the page shows that, rebuilt by the pure context
 builder from the record and the stored history, and says whether the result is byte for
 byte what was sent (its digest matches the recorded one). A call recorded before that
 keeps only its token counts: the page rebuilds the history from the stored routes with
@@ -12,11 +13,13 @@ were not kept.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scopehub.hub.console import queries
 from scopehub.hub.context import SECTIONS, AgentPrompt, Context, build_context
-from scopehub.hub.context.record import replay_sent
+from scopehub.hub.context.record import replay_sent, text_digest
 from scopehub.hub.context.tokens import Tokenizer
 from scopehub.hub.settings import Settings
 from scopehub.memory import MemoryStore, Message
@@ -72,7 +75,9 @@ class CallView:
         return {**tokens, "history": max(0, int(self.call.get("full_history_tokens") or 0) - rest)}
 
 
-def _sections(call: dict[str, Any], context: Context | None, prompt: AgentPrompt, kept: dict[str, str] | None) -> list[SectionView]:
+def _sections(
+    call: dict[str, Any], context: Context | None, prompt: AgentPrompt, kept: dict[str, str] | None, missing: Sequence[str] = ()
+) -> list[SectionView]:
     """The nine sections with recorded tokens and the text shown (``kept`` None: texts were not recorded)."""
     views: list[SectionView] = []
     for name in SECTIONS:
@@ -87,7 +92,10 @@ def _sections(call: dict[str, Any], context: Context | None, prompt: AgentPrompt
         elif name == "tools":
             text = json.dumps(context.tools, indent=2, ensure_ascii=False) if context is not None and context.tools else ""
         elif name in ("facts", "lessons", "awareness", "digest"):
-            text = (kept or {}).get(name, "") if kept is not None else ("" if recorded == 0 else None)
+            if kept is None or name in missing:
+                text = "" if recorded == 0 else None
+            else:
+                text = kept.get(name, "")
         elif name == "history":
             text = ""
             if context is not None:
@@ -101,6 +109,26 @@ def _sections(call: dict[str, Any], context: Context | None, prompt: AgentPrompt
             text = context.messages[-1]["content"] if context is not None else None
         views.append(SectionView(name, recorded, text, now if now is not None and now != recorded else None, items))
     return views
+
+
+def _resolve_sections(store: MemoryStore, scope: str, sections: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """Section texts of a record, references to an earlier call's copy followed; and the names not found."""
+    texts: dict[str, str] = {}
+    missing: list[str] = []
+    for name, value in sections.items():
+        if isinstance(value, str):
+            texts[name] = value
+            continue
+        held = None
+        if isinstance(value, dict) and isinstance(value.get("same_as"), int):
+            holder = queries.call_of(store, scope, value["same_as"])  # the same scope only
+            sent = holder["extra"].get("sent") if holder and isinstance(holder["extra"], dict) else None
+            held = sent.get("sections", {}).get(name) if isinstance(sent, dict) else None
+        if isinstance(held, str) and text_digest(held) == value.get("sha"):
+            texts[name] = held
+        else:
+            missing.append(name)
+    return texts, missing
 
 
 def call_view(
@@ -128,8 +156,9 @@ def call_view(
     if isinstance(sent, dict) and "sha" in sent:
         ids = [int(i) for i in sent.get("history", [])]
         history = [m for m in (store.get(scope, i) for i in ids) if m is not None]
-        context, checks = replay_sent(sent, prompt, history, message, tokenizer=tokenizer, also_sees=call["also_sees"])
-        view.sections = _sections(call, context, prompt, dict(sent.get("sections", {})))
+        texts, missing = _resolve_sections(store, scope, sent.get("sections", {}))
+        context, checks = replay_sent({**sent, "sections": texts}, prompt, history, message, tokenizer=tokenizer, also_sees=call["also_sees"])
+        view.sections = _sections(call, context, prompt, texts, missing)
         if checks["identical"]:
             view.state = RECORDED
             view.notes.append("Exactly what was sent: rebuilt from the call record and the stored messages, byte-identical (sha256 matches).")
@@ -140,7 +169,9 @@ def call_view(
                 view.notes.append("the agent's persona, rules or tools changed since this call (the current ones are shown);")
             if not checks["history_complete"]:
                 view.notes.append(f"{len(ids) - len(history)} history message(s) are no longer stored;")
-            if checks["stable"] and checks["history_complete"]:
+            if missing:
+                view.notes.append(f"the {', '.join(missing)} text(s) were kept by an earlier call that is gone;")
+            if checks["stable"] and checks["history_complete"] and not missing:
                 view.notes.append("a history message or the current message was edited since this call.")
         return view
     # An older record: token counts only. The history follows from the stored routes.

@@ -12,6 +12,11 @@ again. So each call record keeps (``CallRecord.extra["sent"]``):
 - a digest (sha256) of the provider messages and tool schemas as sent, and one of the
   stable prefix (persona, rules, tools).
 
+The facts block, an agent's lessons and the digest repeat from call to call: with
+:class:`SentSections` a record refers to the earlier call of the same scope that holds an
+identical text (``{"same_as": <call id>, "sha": ...}``) instead of repeating it, so the
+records cost a few hundred bytes a call rather than kilobytes.
+
 :func:`replay_sent` rebuilds the call with the pure context builder from that record and
 the stored messages; comparing its digest with the recorded one says whether what is
 shown is byte-identical to what was sent (an edited message or a changed agent prompt
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,7 +41,7 @@ from scopehub.hub.context.builder import (
 from scopehub.hub.context.tokens import Tokenizer
 from scopehub.memory import Message
 
-__all__ = ["SENT_VERSION", "replay_sent", "sent_digest", "sent_record"]
+__all__ = ["SENT_VERSION", "SentSections", "replay_sent", "sent_digest", "sent_record", "text_digest"]
 
 SENT_VERSION = 1
 
@@ -44,6 +50,44 @@ def sent_digest(context: Context) -> str:
     """sha256 of the provider messages and tool schemas of a call, as sent."""
     blob = json.dumps({"messages": context.messages, "tools": context.tools}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """sha256 of one section's text (how a reference to an earlier call's copy is checked)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class SentSections:
+    """Which call of this process kept each section text, so that later records refer to it.
+
+    In memory and bounded (least recently used first out): after a restart, or once a text
+    is forgotten here, the next record keeps the text again. A reference names a call of
+    the same scope and carries the text's sha256, so a reader can check what it finds
+    (a scope erased since, and its call ids reused, shows as a mismatch, never as wrong text).
+    """
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self._holders: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self._limit = limit
+
+    def compact(self, scope: str, record: dict[str, Any]) -> dict[str, Any]:
+        """``record`` with each section text kept by an earlier call replaced by a reference to it."""
+        sections: dict[str, Any] = {}
+        for name, text in record.get("sections", {}).items():
+            digest = text_digest(text)
+            holder = self._holders.get((scope, name, digest))
+            sections[name] = {"same_as": holder, "sha": digest} if holder is not None else text
+        return {**record, "sections": sections}
+
+    def remember(self, scope: str, record: dict[str, Any], call_id: int) -> None:
+        """Note that call ``call_id`` (of ``scope``) keeps the texts ``record`` holds in full."""
+        for name, value in record.get("sections", {}).items():
+            if isinstance(value, str):
+                key = (scope, name, text_digest(value))
+                self._holders[key] = call_id
+                self._holders.move_to_end(key)
+        while len(self._holders) > self._limit:
+            self._holders.popitem(last=False)
 
 
 def _stable_digest(context: Context) -> str:
@@ -83,7 +127,8 @@ def replay_sent(
     """Rebuild a recorded call with the pure builder; returns it and what matches the record.
 
     ``history`` are the stored messages of ``record["history"]`` in order, ``message`` the
-    call's current message. The flags: ``identical`` (the whole call, byte for byte),
+    call's current message; section references (``same_as``) must be resolved to their
+    texts first. The flags: ``identical`` (the whole call, byte for byte),
     ``stable`` (persona, rules and tools unchanged since), ``history_complete`` (every
     history message is still stored).
     """

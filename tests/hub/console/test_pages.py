@@ -189,3 +189,32 @@ def test_static_stylesheet_and_security_headers(client):
     assert "script-src" not in page.headers["content-security-policy"]  # default-src 'none': no script at all
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
     assert page.headers["x-frame-options"] == "DENY" and page.headers["cache-control"] == "no-store"
+
+
+def test_a_section_repeated_from_call_to_call_is_kept_once_and_followed(client, populated):
+    """The facts block is the same in every call: the first record keeps it, the later ones
+    refer to it, and every call page still shows it."""
+    calls = agent_calls(populated.store)
+    kept = [c for c in calls if isinstance(c_sent(c)["sections"].get("facts"), str)]
+    assert [c["id"] for c in kept] == [calls[0]["id"]]
+    for call in calls[1:]:
+        assert c_sent(call)["sections"]["facts"]["same_as"] == calls[0]["id"]
+        assert "ann@example.com" in html.unescape(client.get(f"/scopes/user:1/calls/{call['id']}").text)
+
+
+def test_a_reference_to_a_lost_copy_is_said_never_guessed(fresh):
+    store = fresh.store
+    calls = agent_calls(store)
+    with store.transaction() as conn:  # the call that kept the facts text loses its record of it
+        conn.execute("UPDATE calls SET extra = '{}' WHERE id = ?", (calls[0]["id"],))
+    page = html.unescape(make_client(fresh).get(f"/scopes/user:1/calls/{calls[-1]['id']}").text)
+    facts = page.split('id="section-facts"')[1].split('class="section"')[0]
+    assert "text not kept" in facts and "ann@example.com" not in facts
+    assert "kept by an earlier call that is gone" in page and "byte-identical (sha256 matches)" not in page
+
+
+def c_sent(call):
+    import json
+
+    extra = call["extra"] if isinstance(call["extra"], dict) else json.loads(call["extra"])
+    return extra["sent"]
