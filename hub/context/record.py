@@ -14,7 +14,7 @@ again. So each call record keeps (``CallRecord.extra["sent"]``):
 
 The facts block, an agent's lessons and the digest repeat from call to call: with
 :class:`SentSections` a record refers to the earlier call of the same scope that holds an
-identical text (``{"same_as": <call id>, "sha": ...}``) instead of repeating it, so the
+identical text (``{"same_as": <call id>, "sha": <its first 16 hex digits>}``) instead of repeating it, so the
 records cost a few hundred bytes a call rather than kilobytes.
 
 :func:`replay_sent` rebuilds the call with the pure context builder from that record and
@@ -53,8 +53,12 @@ def sent_digest(context: Context) -> str:
 
 
 def text_digest(text: str) -> str:
-    """sha256 of one section's text (how a reference to an earlier call's copy is checked)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The first 64 bits of one section text's sha256, in hex: how a reference is checked."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# A reference costs about this many characters: shorter texts are kept as they are.
+_REFERENCE_CHARS = 60
 
 
 class SentSections:
@@ -75,7 +79,7 @@ class SentSections:
         sections: dict[str, Any] = {}
         for name, text in record.get("sections", {}).items():
             digest = text_digest(text)
-            holder = self._holders.get((scope, name, digest))
+            holder = self._holders.get((scope, name, digest)) if len(text) > _REFERENCE_CHARS else None
             sections[name] = {"same_as": holder, "sha": digest} if holder is not None else text
         return {**record, "sections": sections}
 
