@@ -93,10 +93,12 @@ def token_buckets(store: MemoryStore, scope: str | None, seconds: int) -> list[t
     in others, which moves a call at most a second, never out of its bucket's neighbourhood.
     """
     where, params = (f"scope = ? AND {_AGENT_CALLS}", [scope]) if scope is not None else (_AGENT_CALLS, [])
+    # GROUP BY 1: the selected expression itself (PostgreSQL would not take a second, equal
+    # parameter as the same expression).
     rows = store.query(
         "SELECT CAST(ts AS INTEGER) / ? AS bucket, count(*), coalesce(sum(total), 0), coalesce(sum(full_history_tokens), 0)"
-        f" FROM calls WHERE {where} GROUP BY CAST(ts AS INTEGER) / ? ORDER BY bucket",
-        [int(seconds), *params, int(seconds)],
+        f" FROM calls WHERE {where} GROUP BY 1 ORDER BY 1",
+        [int(seconds), *params],
     )
     return [(float(bucket) * seconds, int(n), int(sent), int(full)) for bucket, n, sent, full in rows]
 

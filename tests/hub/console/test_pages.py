@@ -218,3 +218,16 @@ def c_sent(call):
 
     extra = call["extra"] if isinstance(call["extra"], dict) else json.loads(call["extra"])
     return extra["sent"]
+
+
+def test_the_scopes_list_pages_by_scope_name(populated, monkeypatch):
+    from scopehub.hub.console import app as console_app
+
+    monkeypatch.setattr(console_app, "SCOPES_PER_PAGE", 1)
+    client = make_client(populated)
+    first = client.get("/").text
+    assert 'href="/scopes/user:1"' in first and 'href="/scopes/user:2"' not in first
+    following = re.search(r'href="(/\?after=[^"]+)">next scopes', first).group(1)
+    second = client.get(html.unescape(following)).text
+    assert 'href="/scopes/user:2"' in second and 'href="/scopes/user:1"' not in second
+    assert "next scopes" not in second
