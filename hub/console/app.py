@@ -199,11 +199,26 @@ def create_app(config: ConsoleConfig) -> Starlette:
         after = request.query_params.get("after", "")
         names = queries.scopes_after(store, after, SCOPES_PER_PAGE + 1)
         more = len(names) > SCOPES_PER_PAGE
+        waiting: dict[str, int] = {}
+        root = maildir_root(settings)
+        if root.exists():
+            from scopehub.hub.transports.maildir.status import backlog as maildir_backlog
+
+            for box in maildir_backlog(root, outbox=False):
+                if box.scope is not None:
+                    waiting[box.scope] = waiting.get(box.scope, 0) + box.waiting
         rows = []
         for scope in names[:SCOPES_PER_PAGE]:
-            usage = store.usage(scope)
             latest = store.latest(scope)
-            rows.append({"scope": scope, "usage": usage, "last": latest.ts if latest else None})
+            rows.append(
+                {
+                    "scope": scope,
+                    "usage": store.usage(scope),
+                    "last": latest.ts if latest else None,
+                    "reminders": len(list_reminders(store, scope, limit=1000)),  # active ones
+                    "waiting": waiting.get(scope, 0),
+                }
+            )
         return page(
             request,
             "scopes.html",
@@ -256,8 +271,13 @@ def create_app(config: ConsoleConfig) -> Starlette:
         if call is None:
             raise HTTPException(404, f"no call #{request.path_params['call_id']} in {scope}")
         view = call_view(store, settings, call, config.prompts, tokenizer)
+        # The answer is stored right after its message: look a few messages ahead for it.
+        reply = next(
+            (m for m in store.messages(scope, after=call["message_id"] or 0, limit=20) if m.role == "agent" and m.reply_to == call["message_id"]),
+            None,
+        ) if call.get("message_id") else None
         bar = stacked_bar([("sent", view.tokens), ("full history", view.full_history_parts)]) if view.sections or call["total"] else None
-        return page(request, "call.html", scope=scope, call=call, view=view, bar=bar)
+        return page(request, "call.html", scope=scope, call=call, view=view, bar=bar, reply=reply)
 
     def charts_page(request: Request) -> Response:
         scope = _scope_of(request, store) if "scope" in request.path_params else None

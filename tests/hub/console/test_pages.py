@@ -33,6 +33,11 @@ def test_scopes_list_shows_counts_activity_and_saving(client, populated):
     usage = populated.store.usage("user:1")
     assert f"{usage.tokens_sent:,}" in page.text and f"{usage.full_history_tokens:,}" in page.text
     assert OTHER_SECRET not in page.text  # the list names scopes, never their messages
+    user1 = page.text.split('href="/scopes/user:1"')[1].split("</tr>")[0]
+    # One pending reminder and one file waiting in the scope's Maildir inbox.
+    assert re.findall(r'<td class="n">([^<]*)</td>', user1)[-2:] == ["1", "1"]
+    user2 = page.text.split('href="/scopes/user:2"')[1].split("</tr>")[0]
+    assert re.findall(r'<td class="n">([^<]*)</td>', user2)[-2:] == ["", ""]
 
 
 def test_timeline_shows_each_message_with_its_route_and_its_calls(client, populated):
@@ -90,6 +95,8 @@ def test_call_page_shows_exactly_what_the_model_was_sent(client, populated):
         for name in ("persona", "rules", "tools", "history", "message"):
             assert f'id="section-{name}"' in page.text
         assert 'class="stacked-bar"' in page.text
+        reply = next(m for m in populated.store.messages("user:1") if m.reply_to == message.id)
+        assert f'<div class="meta">#{reply.id} ·' in page.text.split('id="reply"')[1]
 
 
 def test_call_page_shows_the_facts_lessons_and_awareness_that_were_sent(client, populated):
