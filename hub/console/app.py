@@ -60,6 +60,7 @@ __all__ = ["ConsoleConfig", "create_app"]
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 50  # timeline messages per page
 MAX_PAGE_SIZE = 200
+MAX_ID = 2**63 - 1  # the largest row id SQL integers hold
 SCOPES_PER_PAGE = 50
 OPERATOR = "operator"  # who the console's writes are attributed to in the event log
 # What a write action reports after its redirect (a code in the URL, never text from it).
@@ -129,6 +130,14 @@ def _scope_of(request: Request, store: MemoryStore) -> str:
     if not queries.scope_exists(store, scope):
         raise HTTPException(404, f"no data of {scope}")
     return scope
+
+
+def _path_id(request: Request, name: str) -> int:
+    """An id from the path; one no database row can have is a 404, not an overflow."""
+    value = int(request.path_params[name])
+    if value > MAX_ID:
+        raise HTTPException(404, f"no such {name.split('_')[0]}")
+    return value
 
 
 def _int_param(request: Request, name: str, default: int | None, *, low: int = 0, high: int | None = None) -> int | None:
@@ -232,7 +241,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
     def timeline_page(request: Request) -> Response:
         scope = _scope_of(request, store)
         size = _int_param(request, "n", PAGE_SIZE, low=1, high=MAX_PAGE_SIZE) or PAGE_SIZE
-        before = _int_param(request, "before", None, low=1)
+        before = _int_param(request, "before", None, low=1, high=MAX_ID)
         # Keyset pagination: the page is the `size` messages with id < before, from the index.
         messages = store.window(scope, size, up_to=None if before is None else before - 1)
         calls: dict[int, list[dict[str, Any]]] = {}
@@ -267,7 +276,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
 
     def call_page(request: Request) -> Response:
         scope = _scope_of(request, store)
-        call = queries.call_of(store, scope, int(request.path_params["call_id"]))
+        call = queries.call_of(store, scope, _path_id(request, "call_id"))
         if call is None:
             raise HTTPException(404, f"no call #{request.path_params['call_id']} in {scope}")
         view = call_view(store, settings, call, config.prompts, tokenizer)
@@ -337,7 +346,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
             from scopehub.hub.facts import forget
 
             scope = _scope_of(request, store)
-            gone = forget(store, scope, f"#{int(request.path_params['fact_id'])}")  # type: ignore[arg-type]
+            gone = forget(store, scope, f"#{_path_id(request, 'fact_id')}")  # type: ignore[arg-type]
             return scope_url(scope, "memory") + "?done=" + ("fact-forgotten" if gone else "fact-missing")
 
         return RedirectResponse(await run_in_threadpool(work), status_code=303)
@@ -347,7 +356,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
 
         def work() -> str:
             scope = _scope_of(request, store)
-            number = int(request.path_params["number"])
+            number = _path_id(request, "number")
             with store.transaction():  # the reminder and its event: both or neither, as the tool does it
                 reminder = cancel_reminder(store, scope, number)  # type: ignore[arg-type]
                 if reminder is not None:

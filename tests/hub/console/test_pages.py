@@ -69,6 +69,8 @@ def test_timeline_pages_by_keyset_without_losing_or_repeating_a_message(client, 
         url = html.unescape(older.group(1)) if older else None
     assert seen == sorted((m.id for m in store.messages("user:1")), reverse=True)
     assert client.get("/scopes/user:1?before=abc").status_code == 400
+    assert client.get(f"/scopes/user:1?before={10**30}").status_code == 400
+    assert client.get(f"/scopes/user:1/calls/{10**30}").status_code == 404
     assert client.get("/scopes/user:1?n=100000").status_code == 400
 
 
