@@ -41,6 +41,7 @@ from scopehub.hub.context.builder import select_history
 from scopehub.hub.context.lessons import render_lessons
 from scopehub.hub.context.offer import wants_team
 from scopehub.hub.context.prompt import agent_prompt
+from scopehub.hub.context.record import SentSections, sent_record
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
 from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
@@ -206,6 +207,8 @@ class Hub:
         # Who this process is when it claims work (host, pid, instance): claims say who holds them.
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._locks: dict[str, asyncio.Lock] = {}
+        # Section texts already kept by a call record: later records refer to them.
+        self.sent_sections = SentSections()
         self._background: set[asyncio.Task[Any]] = set()
         # Learning after a reply, per scope: the replies still to learn from, oldest first,
         # and the task working through them. A new message of the scope pauses that task.
@@ -713,7 +716,11 @@ class Hub:
             result.cached_tokens if result else None,
             result.cache_write_tokens if result else None,
         )
-        self.store.record_call(
+        sent = self.sent_sections.compact(
+            inbound.scope,
+            sent_record(context, text=text_for_agent, stored_text=message.text, message_tokens=self.settings.message_tokens),
+        )
+        call_id = self.store.record_call(
             CallRecord(
                 scope=inbound.scope,
                 agent=spec.name,
@@ -737,6 +744,8 @@ class Hub:
                     ),
                     # The path this call's digest took and its age: a broken cache shows here.
                     **({"digest": digest.record(context.tokens.get("digest", 0))} if self.deps.digest else {}),
+                    # What was sent, so that it can be shown again exactly (agents-hub console).
+                    "sent": sent,
                 },
                 cached_tokens=result.cached_tokens if result else None,
                 cache_write_tokens=result.cache_write_tokens if result else None,
@@ -744,6 +753,7 @@ class Hub:
                 cost=price.cost,
             )
         )
+        self.sent_sections.remember(inbound.scope, sent, call_id)
         if ok and awareness.consumed_upto:
             # At-least-once until commit: the cursor moves only now that the call that was
             # shown these events is recorded; a crash before this line shows them again.

@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO", description="logging level")
     timezone: str = Field(default="UTC", description="IANA time zone for due dates and reminders, e.g. Europe/Berlin")
 
+    console_token: str = Field(
+        default="", description="token the web console (agents-hub console) requires; without one it serves loopback only"
+    )
+
     telegram_bot_token: str = Field(default="", alias="TELEGRAM_BOT_TOKEN", description="bot token from @BotFather")
     telegram_base_url: str = Field(default="", alias="TELEGRAM_BASE_URL", description="self-hosted Bot API server URL")
     telegram_webhook_secret: str = Field(

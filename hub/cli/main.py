@@ -61,6 +61,7 @@ class LazyGroup(click.Group):
         "digest": "scopehub.hub.cli.digest:digest_group",
         "reflect": "scopehub.hub.cli.digest:reflect_command",
         "knowledge": "scopehub.hub.cli.digest:knowledge_group",
+        "console": "scopehub.hub.cli.console:console_command",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -240,7 +241,15 @@ def eval_group() -> None:
     """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults, digest) scripted replays (lessons); the embedded model's first session (local)."""
 
 
-@cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command"})
+@cli.group(
+    "bench",
+    cls=LazyGroup,
+    lazy={
+        "search": "scopehub.eval.search:search_bench_command",
+        "events": "scopehub.eval.events_bench:events_bench_command",
+        "console": "scopehub.eval.console_bench:console_bench_command",
+    },
+)
 def bench_group() -> None:
     """Benchmarks that print figures."""
 

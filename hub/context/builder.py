@@ -249,5 +249,11 @@ def build_context(
         tools=tools,
         tokens=tokens,
         full_history_tokens=full_history_tokens,
-        meta={"message_trimmed": current != labelled, "optional_tools": offer_optional, "team_tools": offer_team},
+        meta={
+            "message_trimmed": current != labelled,
+            "optional_tools": offer_optional,
+            "team_tools": offer_team,
+            # The caller's section texts as sent: the call record keeps them (hub.context.record).
+            "texts": {"facts": facts_block, "lessons": lessons, "awareness": awareness, "digest": digest},
+        },
     )
