@@ -135,7 +135,8 @@ class PgConnection:
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
         named = isinstance(params, Mapping)
         cursor = self.raw.cursor()
-        cursor.execute(to_pyformat(sql, named), params if (named or params) else None)
+        # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
+        cursor.execute(to_pyformat(sql, named), params if named else tuple(params))
         return PgCursor(cursor)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
