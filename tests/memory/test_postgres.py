@@ -32,8 +32,8 @@ A, B = "user:1", "group:-100"
 
 
 @pytest.fixture
-def pg(postgres_url):
-    store = open_store(postgres_url)
+def pg(postgres_store_url):
+    store = open_store(postgres_store_url)
     yield store
     store.close()
 
@@ -96,10 +96,10 @@ def test_several_processes_migrating_at_once_all_succeed_and_migrate_once(postgr
         assert store.query("SELECT count(*) FROM schema_version")[0][0] == 1
 
 
-def test_a_newer_database_is_refused(pg, postgres_url):
+def test_a_newer_database_is_refused(pg, postgres_store_url):
     pg.query("UPDATE schema_version SET version = version + 1 RETURNING version")
     with pytest.raises(StoreError, match="newer than this release"):
-        open_store(postgres_url)
+        open_store(postgres_store_url)
 
 
 # -- order within a scope ------------------------------------------------------------------
