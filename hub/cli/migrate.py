@@ -40,13 +40,14 @@ def migrate_command(source: str, target: str, batch: int) -> None:
             to_store = open_store(target)
         except StoreError as exc:
             raise click.ClickException(f"--to: {exc}") from exc
+        from scopehub.memory.postgres import redact_url
         from scopehub.memory.postgres.copy import copy_store
 
         def progress(table: str, rows: int) -> None:
             click.echo(f"  {table}: +{rows} rows", err=True)
 
         try:
-            report = copy_store(from_store, to_store, source_name=source, batch_size=batch, on_batch=progress)
+            report = copy_store(from_store, to_store, source_name=redact_url(source), batch_size=batch, on_batch=progress)
         except StoreError as exc:
             raise click.ClickException(str(exc)) from exc
         finally:

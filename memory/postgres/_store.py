@@ -73,13 +73,14 @@ class PostgresStore(Store):
         timeout: float = 30.0,
         erase_vacuum: str | None = None,
     ) -> None:
-        self.path = url
+        # path is for people (prompts, logs): the password never shows.
+        self.path = redact_url(url)
         # How erase() vacuums: "plain" (default) or "full"; see erase(). HUB_PG_ERASE_VACUUM sets it.
         self.erase_vacuum = (erase_vacuum or os.environ.get("HUB_PG_ERASE_VACUUM") or "plain").strip().lower()
         if self.erase_vacuum not in ("plain", "full"):
             raise StoreError(f"HUB_PG_ERASE_VACUUM must be 'plain' or 'full', not {self.erase_vacuum!r}")
         self._local = threading.local()
-        shown = redact_url(url)
+        shown = self.path
         try:
             # One plain connection first: its error says what is wrong (refused, bad
             # password, no such database), where a pool would only time out.
@@ -140,7 +141,7 @@ class PostgresStore(Store):
         self._pool.close()
 
     def __repr__(self) -> str:
-        return f"PostgresStore({redact_url(self.path)!r})"
+        return f"PostgresStore({self.path!r})"
 
     def calls(self, scope: str) -> list[dict[str, Any]]:
         """The scope's recorded agent calls, oldest first."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from .._store import Store
 from ..errors import StoreError
-from ._store import PostgresStore, redact_url
+from ._store import PostgresStore
 
 __all__ = ["COPY_TABLES", "CopyReport", "TableCount", "copy_store"]
 
@@ -142,7 +142,7 @@ def copy_store(
         busy = [t for t in COPY_TABLES if target.query(f'SELECT EXISTS (SELECT 1 FROM "{t}")')[0][0]]
         if busy:
             raise StoreError(
-                f"the target database {redact_url(target.path)} already has data ({', '.join(busy)}):"
+                f"the target database {target.path} already has data ({', '.join(busy)}):"
                 " migrate into an empty database (or re-run with the same --from to resume)"
             )
     for table in COPY_TABLES:

@@ -286,3 +286,43 @@ def test_the_session_server_runs_postgresql_18_with_pg_trgm(pg):
     assert pg.query("SHOW server_version_num")[0][0] >= "180000"
     pg.query("CREATE EXTENSION IF NOT EXISTS pg_trgm")
     assert pg.query("SELECT similarity('plumber', 'plumbr') > 0.3")[0][0] is True
+
+
+def test_the_password_never_shows_in_the_stores_path_or_repr(postgres_store_url):
+    from scopehub.memory.postgres import redact_url
+
+    assert redact_url("postgresql://hub:s3cret@db:5432/hub") == "postgresql://hub:***@db:5432/hub"
+    assert redact_url("postgresql://db/hub") == "postgresql://db/hub"
+    url = postgres_store_url.replace("postgres:@", "postgres:s3cret@", 1)  # trust auth ignores it
+    with open_store(url) as store:
+        assert "s3cret" not in store.path and "s3cret" not in repr(store)
+        assert store.count_messages() == 0
+
+
+def test_the_cli_imports_shows_usage_and_forgets_a_scope_on_postgresql(postgres_store_url, tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from scopehub.hub.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        "\n".join(
+            json.dumps({"id": f"m{i}", "scope": scope, "role": "user", "text": f"hello {i}", "ts": 1_700_000_000 + i})
+            for i, scope in enumerate([A, A, B])
+        ),
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["--db", postgres_store_url, "import", str(log)])
+    assert imported.exit_code == 0, imported.output
+    usage = runner.invoke(cli, ["--db", postgres_store_url, "usage", "--scope", A, "--json"])
+    assert usage.exit_code == 0 and json.loads(usage.output)["messages"] == 2
+    forgot = runner.invoke(cli, ["--db", postgres_store_url, "forget", "--scope", A, "--yes", "--json"])
+    assert forgot.exit_code == 0, forgot.output
+    assert json.loads(forgot.output)["removed"]["messages"] == 2
+    with open_store(postgres_store_url) as store:
+        assert store.count_messages(A) == 0 and store.count_messages(B) == 1
+    assert not any(p.name.startswith("postgres") for p in tmp_path.iterdir())
