@@ -326,3 +326,25 @@ def test_the_cli_imports_shows_usage_and_forgets_a_scope_on_postgresql(postgres_
     with open_store(postgres_store_url) as store:
         assert store.count_messages(A) == 0 and store.count_messages(B) == 1
     assert not any(p.name.startswith("postgres") for p in tmp_path.iterdir())
+
+
+def test_a_nul_character_is_kept_as_a_replacement_not_refused(pg):
+    stored = pg.append(NewMessage(scope=A, role="user", text="door\x00code"))
+    assert pg.get(A, stored.id).text == "door\ufffdcode"
+
+
+@pytest.mark.parametrize(
+    ("sql", "named", "expected"),
+    [
+        ("SELECT * FROM t WHERE a = ? AND b = ?", False, "SELECT * FROM t WHERE a = %s AND b = %s"),
+        ("SELECT '?', 'it''s ?', \"odd?col\" FROM t WHERE a = ?", False, "SELECT '?', 'it''s ?', \"odd?col\" FROM t WHERE a = %s"),
+        ("SELECT x FROM t WHERE k LIKE 'a%' AND v LIKE ?", False, "SELECT x FROM t WHERE k LIKE 'a%%' AND v LIKE %s"),
+        ("SELECT 5 % 2 -- why?\n, ?", False, "SELECT 5 %% 2 -- why?\n, %s"),
+        ("SELECT /* ? */ ?", False, "SELECT /* ? */ %s"),
+        ("SELECT extra::jsonb, :name, ':quoted'", True, "SELECT extra::jsonb, %(name)s, ':quoted'"),
+    ],
+)
+def test_placeholders_are_converted_outside_literals_only(sql, named, expected):
+    from scopehub.memory.postgres._conn import to_pyformat
+
+    assert to_pyformat(sql, named) == expected
