@@ -11,7 +11,6 @@ here: connections, erasure (with VACUUM), moving a scope, and the search entry p
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -76,9 +75,9 @@ class PostgresStore(Store):
         # path is for people (prompts, logs): the password never shows.
         self.path = redact_url(url)
         # How erase() vacuums: "plain" (default) or "full"; see erase(). HUB_PG_ERASE_VACUUM sets it.
-        self.erase_vacuum = (erase_vacuum or os.environ.get("HUB_PG_ERASE_VACUUM") or "plain").strip().lower()
+        self.erase_vacuum = (erase_vacuum or "plain").strip().lower()
         if self.erase_vacuum not in ("plain", "full"):
-            raise StoreError(f"HUB_PG_ERASE_VACUUM must be 'plain' or 'full', not {self.erase_vacuum!r}")
+            raise StoreError(f"the vacuum after an erase (HUB_PG_ERASE_VACUUM) is 'plain' or 'full', not {erase_vacuum!r}")
         self._local = threading.local()
         shown = self.path
         try:

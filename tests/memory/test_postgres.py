@@ -262,10 +262,30 @@ def test_erase_with_vacuum_full_leaves_no_byte_of_the_scope_in_the_table(postgre
         assert b"more group chatter" in _raw_pages(store, "messages")
 
 
-def test_a_bad_erase_vacuum_setting_is_refused(postgres_url, monkeypatch):
+def test_a_bad_erase_vacuum_setting_is_refused_naming_the_variable(postgres_store_url, monkeypatch):
+    from scopehub.hub.settings import ConfigError, load_settings
+
+    with pytest.raises(StoreError, match=r"\(HUB_PG_ERASE_VACUUM\) is 'plain' or 'full'"):
+        open_store(postgres_store_url, pg_erase_vacuum="sometimes")
     monkeypatch.setenv("HUB_PG_ERASE_VACUUM", "sometimes")
-    with pytest.raises(StoreError, match="HUB_PG_ERASE_VACUUM must be 'plain' or 'full'"):
-        open_store(postgres_url)
+    with pytest.raises(ConfigError, match="HUB_PG_ERASE_VACUUM"):
+        load_settings()
+
+
+def test_forget_from_the_cli_honours_hub_pg_erase_vacuum_full(postgres_store_url, monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from scopehub.hub.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    with open_store(postgres_store_url) as store:
+        _pageinspect(store)
+        _fill_secrets(store)
+    monkeypatch.setenv("HUB_PG_ERASE_VACUUM", "full")
+    result = CliRunner().invoke(cli, ["--db", postgres_store_url, "forget", "--scope", A, "--yes"])
+    assert result.exit_code == 0, result.output
+    with open_store(postgres_store_url) as store:
+        assert b"secret-door-code" not in _raw_pages(store, "messages")
 
 
 def test_forget_vacuums_so_no_dead_tuples_remain(pg):
@@ -348,3 +368,35 @@ def test_placeholders_are_converted_outside_literals_only(sql, named, expected):
     from scopehub.memory.postgres._conn import to_pyformat
 
     assert to_pyformat(sql, named) == expected
+
+
+def test_the_hub_runs_on_postgresql_tools_events_awareness_and_usage(pg):
+    """The whole hub on PostgreSQL: a tool's row and event, the awareness of the next agent,
+    the stored reply and the token records (the same flow tests/hub/test_coordination.py runs on SQLite)."""
+    import asyncio
+    import json
+
+    from scopehub.agents import discover_agents
+    from scopehub.hub import Deps, Hub, Inbound, load_settings
+    from scopehub.hub.context.awareness import AWARENESS_HEADER
+    from scopehub.hub.models import ModelResponse, ToolCall
+    from scopehub.hub.models.testing import ScriptedModel
+    from scopehub.memory import list_vault_items
+
+    email = "From: Ram <ram@example.com>\nSubject: Quarterly report\n\nPlease send it by 2024-05-03."
+    model = ScriptedModel(
+        [ModelResponse(tool_calls=(ToolCall("c1", "keep_email", json.dumps({"text": email})),)), "Kept the email from Ram.", "Noted."]
+    )
+    hub = Hub(Deps(store=pg, settings=load_settings(), model=model, clock=lambda: 1_714_550_400.0), discover_agents())
+
+    async def talk():
+        await hub.handle(Inbound(scope=A, text="/inbox " + email))
+        await hub.handle(Inbound(scope=A, text="/tasks what is on my list?"))
+
+    asyncio.run(talk())
+    system = "\n".join(m["content"] for m in model.calls[2].messages if m["role"] == "system")
+    assert AWARENESS_HEADER in system and "Quarterly report" in system
+    assert [item.kind for item in list_vault_items(pg, A)] == ["email"]
+    assert [e.type for e in events_after(pg, A, 0)][:1] == ["email.received"]
+    assert [m.text for m in pg.window(A, 10) if m.role == "agent"] == ["Kept the email from Ram.", "Noted."]
+    assert [c["agent"] for c in pg.calls(A)] == ["inbox", "tasks"] and pg.usage(A).agent_calls == 2
