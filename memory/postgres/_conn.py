@@ -24,7 +24,11 @@ from typing import Any
 import psycopg
 from psycopg.adapt import Loader
 
-__all__ = ["NumberLoader", "PgConnection", "PgCursor", "to_pyformat"]
+__all__ = ["SCOPE_LOCK", "NumberLoader", "PgConnection", "PgCursor", "to_pyformat"]
+
+# The first key of the two-key advisory lock that makes one writer per scope at a time
+# (memory._schema.lock_scope) and orders a scope's ids (the hub_ordered_id trigger).
+SCOPE_LOCK = 0x5C09
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -151,6 +155,10 @@ class PgConnection:
         # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
         cursor.execute(to_pyformat(sql, named), _clean(params))
         return PgCursor(cursor)
+
+    def lock_scope(self, scope: str) -> None:
+        """Hold the scope's advisory lock until this transaction ends (see ``memory._schema.lock_scope``)."""
+        self.raw.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
         cursor = self.raw.cursor()

@@ -55,9 +55,11 @@ def _connect_kwargs() -> dict[str, Any]:
 class PostgresStore(Store):
     """The hub's memory on PostgreSQL; safe for many threads and many processes.
 
-    Guarantees beyond the SQLite store's: within a scope, message, event and channel
-    message ids become visible in increasing order (see ``_schema.py``), so ``id >
-    cursor`` never skips a row committed late; ``(scope, ext_id)`` is unique, so a
+    Guarantees, as on SQLite but across processes: within a scope, message, event and
+    channel message ids become visible in increasing order (see ``_schema.py``), so
+    ``id > cursor`` never skips a row committed late; a write transaction of a scope
+    runs alone in that scope (``memory._schema.lock_scope``), so read-then-write steps
+    such as a digest's version check stay atomic; ``(scope, ext_id)`` is unique, so a
     transport update stored by two workers is stored once.
     """
 
