@@ -31,6 +31,8 @@ __all__ = ["SCOPE_LOCK", "NumberLoader", "PgConnection", "PgCursor", "to_pyforma
 SCOPE_LOCK = 0x5C09
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A statement that leaves old row versions behind (dead tuples until VACUUM), and its table.
+_CHANGES = re.compile(r'^\s*(?:DELETE\s+FROM|UPDATE)\s+"?([A-Za-z_][A-Za-z0-9_]*)"?', re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=2048)
@@ -146,11 +148,16 @@ class PgConnection:
     the archive search) that writes ``%s`` placeholders directly.
     """
 
-    def __init__(self, raw: psycopg.Connection) -> None:
+    def __init__(self, raw: psycopg.Connection, changed: set[str] | None = None) -> None:
         self.raw = raw
+        # Tables this connection deleted or updated rows in: the store vacuums them on
+        # flush_deleted(), so old versions of forgotten or edited text leave the pages.
+        self.changed = changed if changed is not None else set()
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
         named = isinstance(params, Mapping)
+        if match := _CHANGES.match(sql):
+            self.changed.add(match.group(1))
         cursor = self.raw.cursor()
         # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
         cursor.execute(to_pyformat(sql, named), _clean(params))

@@ -81,6 +81,7 @@ class PostgresStore(Store):
         if self.erase_vacuum not in ("plain", "full"):
             raise StoreError(f"the vacuum after an erase (HUB_PG_ERASE_VACUUM) is 'plain' or 'full', not {erase_vacuum!r}")
         self._local = threading.local()
+        self._changed: set[str] = set()  # tables with dead row versions since the last flush_deleted()
         shown = self.path
         try:
             # One plain connection first: its error says what is wrong (refused, bad
@@ -122,7 +123,7 @@ class PostgresStore(Store):
                 yield held
             return
         with self._pool.connection() as raw:
-            conn = PgConnection(raw)
+            conn = PgConnection(raw, self._changed)
             self._local.conn = conn
             try:
                 with raw.transaction():
@@ -136,7 +137,7 @@ class PostgresStore(Store):
         if held is not None:
             return held.execute(sql, params).fetchall()
         with self._pool.connection() as raw:
-            return PgConnection(raw).execute(sql, params).fetchall()
+            return PgConnection(raw, self._changed).execute(sql, params).fetchall()
 
     def close(self) -> None:
         self._pool.close()
@@ -207,12 +208,19 @@ class PostgresStore(Store):
         return removed
 
     def flush_deleted(self, tables: Sequence[str] | None = None, *, full: bool = False) -> None:
-        """VACUUM ``tables`` (default: every scoped table) so deleted rows leave their pages.
+        """VACUUM ``tables`` so deleted rows leave their pages; by default the tables this
+        store deleted or updated rows in since the last call (a forgotten fact, an edited
+        message: their old versions are dead tuples until VACUUM).
 
         ``full`` rewrites the tables (VACUUM FULL, an exclusive lock per table). VACUUM
         cannot run inside a transaction: it runs on its own autocommit connection.
         """
-        names = list(tables) if tables is not None else self.scoped_tables()
+        if tables is None:
+            names = sorted(self._changed)
+            self._changed.clear()
+        else:
+            names = list(tables)
+            self._changed.difference_update(names)
         if not names:
             return
         with self._pool.connection() as raw:
@@ -220,7 +228,7 @@ class PostgresStore(Store):
 
     def scrub(self) -> None:
         """Vacuum every scoped table (what erase does for the tables it touched)."""
-        self.flush_deleted()
+        self.flush_deleted(self.scoped_tables())
 
     def move_scope(self, old: str, new: str, *, old_chat: str | None = None, new_chat: str | None = None) -> dict[str, int]:
         """Make everything of scope ``old`` belong to ``new``, in one transaction (see :meth:`Store.move_scope`).

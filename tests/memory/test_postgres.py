@@ -445,3 +445,20 @@ def test_the_hub_runs_on_postgresql_tools_events_awareness_and_usage(pg):
     assert [e.type for e in events_after(pg, A, 0)][:1] == ["email.received"]
     assert [m.text for m in pg.window(A, 10) if m.role == "agent"] == ["Kept the email from Ram.", "Noted."]
     assert [c["agent"] for c in pg.calls(A)] == ["inbox", "tasks"] and pg.usage(A).agent_calls == 2
+
+
+def test_a_forgotten_fact_and_an_edited_message_leave_no_dead_version_after_flush_deleted(pg):
+    try:
+        pg.query("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+    except Exception as exc:
+        pytest.skip(f"pgstattuple is not available: {exc}")
+    from scopehub.memory import NewFact, add_fact, delete_facts
+
+    fact = add_fact(pg, A, NewFact(text="User PIN is 4711", kind="other", key="user.pin"))
+    mid = pg.append(NewMessage(scope=A, role="user", text="my PIN is 4711")).id
+    delete_facts(pg, A, [fact.id], with_history=True)
+    pg.edit_text(A, mid, "my PIN is (removed)")
+    assert pg.query("SELECT dead_tuple_count FROM pgstattuple('facts')")[0][0] > 0
+    pg.flush_deleted()  # what `facts forget` and an edit's clean-up call
+    for table in ("facts", "messages"):
+        assert pg.query(f"SELECT dead_tuple_count FROM pgstattuple('{table}')")[0][0] == 0, table
