@@ -76,20 +76,19 @@ class PostgresStore(Store):
     ) -> None:
         # path is for people (prompts, logs): the password never shows.
         self.path = redact_url(url)
-        # How erase() vacuums: "plain" (default) or "full"; see erase(). HUB_PG_ERASE_VACUUM sets it.
+        # How erase() vacuums: "plain" (default) or "full"; see erase(). The hub passes HUB_PG_ERASE_VACUUM.
         self.erase_vacuum = (erase_vacuum or "plain").strip().lower()
         if self.erase_vacuum not in ("plain", "full"):
             raise StoreError(f"the vacuum after an erase (HUB_PG_ERASE_VACUUM) is 'plain' or 'full', not {erase_vacuum!r}")
         self._local = threading.local()
         self._changed: set[str] = set()  # tables with dead row versions since the last flush_deleted()
-        shown = self.path
         try:
             # One plain connection first: its error says what is wrong (refused, bad
             # password, no such database), where a pool would only time out.
             with psycopg.connect(url, connect_timeout=int(timeout), **_connect_kwargs()) as raw:
                 migrate(raw)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot use PostgreSQL at {shown}: {str(exc).strip()}") from exc
+            raise StoreError(f"cannot use PostgreSQL at {self.path}: {str(exc).strip()}") from exc
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
