@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._model import validate_scope
-from ._schema import ensure_scope
+from ._schema import ensure_scope, lock_scope
 from ._store import Store
 from .errors import InvalidRecord
 
@@ -131,15 +131,16 @@ def post_to_channel(
         body = body[: MAX_CHANNEL_TEXT - 1].rstrip() + "…"
     ts = time.time() if now is None else float(now)
     with store.transaction() as conn:
+        lock_scope(conn, scope)  # the pruning counts, then deletes
         if reply_to is not None and not conn.execute(
             "SELECT 1 FROM channel_messages WHERE scope = ? AND channel = ? AND id = ?", (scope, channel, reply_to)
         ).fetchone():
             raise InvalidRecord(f"no message #{reply_to} in channel {channel} to reply to")
         ensure_scope(conn, scope, ts)
         new_id = conn.execute(
-            "INSERT INTO channel_messages(scope, channel, agent, text, ts, reply_to) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO channel_messages(scope, channel, agent, text, ts, reply_to) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (scope, channel, agent, body, ts, reply_to),
-        ).lastrowid
+        ).fetchone()[0]
         _prune(conn, scope, channel)
     return ChannelMessage(new_id, scope, channel, agent, body, ts, reply_to)
 
@@ -182,7 +183,7 @@ def react_to_channel_message(
         if not conn.execute("SELECT 1 FROM channel_messages WHERE scope = ? AND id = ?", (scope, message_id)).fetchone():
             return None
         conn.execute(
-            "INSERT OR IGNORE INTO channel_reactions(scope, message_id, agent, reaction, ts) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO channel_reactions(scope, message_id, agent, reaction, ts) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (scope, message_id, agent, reaction, ts),
         )
     return channel_message(store, scope, message_id)
@@ -191,6 +192,7 @@ def react_to_channel_message(
 def pin_channel_message(store: Store, scope: str, message_id: int, *, pinned: bool = True) -> ChannelMessage | None:
     """Pin (or unpin) a message; None when there is no such message. Refuses a pin past MAX_PINS."""
     with store.transaction() as conn:
+        lock_scope(conn, scope)  # the pin count and the pin as one step
         row = conn.execute(
             "SELECT channel, pinned FROM channel_messages WHERE scope = ? AND id = ?", (scope, message_id)
         ).fetchone()
@@ -282,7 +284,8 @@ def advance_channel_cursor(store: Store, scope: str, agent: str, message_id: int
         ensure_scope(conn, scope, time.time())
         conn.execute(
             "INSERT INTO channel_cursors(scope, agent, message_id) VALUES (?, ?, ?)"
-            " ON CONFLICT(scope, agent) DO UPDATE SET message_id = max(channel_cursors.message_id, excluded.message_id)",
+            " ON CONFLICT(scope, agent) DO UPDATE SET message_id = "
+            + store.dialect.greatest("channel_cursors.message_id", "excluded.message_id"),
             (scope, agent, min(message_id, newest)),
         )
         return int(
