@@ -430,21 +430,31 @@ def test_the_hub_runs_on_postgresql_tools_events_awareness_and_usage(pg):
 
     email = "From: Ram <ram@example.com>\nSubject: Quarterly report\n\nPlease send it by 2024-05-03."
     model = ScriptedModel(
-        [ModelResponse(tool_calls=(ToolCall("c1", "keep_email", json.dumps({"text": email})),)), "Kept the email from Ram.", "Noted."]
+        [
+            ModelResponse(tool_calls=(ToolCall("c1", "keep_email", json.dumps({"text": email})),)),
+            "Kept the email from Ram.",
+            "No notes.",
+            "Still none.",
+            "Noted.",
+        ]
     )
     hub = Hub(Deps(store=pg, settings=load_settings(), model=model, clock=lambda: 1_714_550_400.0), discover_agents())
 
     async def talk():
         await hub.handle(Inbound(scope=A, text="/inbox " + email))
+        # Two exchanges later the email is out of the last messages every agent sees,
+        # so the tasks agent learns of it from its awareness block.
+        await hub.handle(Inbound(scope=A, text="/notes what notes do I have?"))
+        await hub.handle(Inbound(scope=A, text="/notes and now?"))
         await hub.handle(Inbound(scope=A, text="/tasks what is on my list?"))
 
     asyncio.run(talk())
-    system = "\n".join(m["content"] for m in model.calls[2].messages if m["role"] == "system")
+    system = "\n".join(m["content"] for m in model.calls[4].messages if m["role"] == "system")
     assert AWARENESS_HEADER in system and "Quarterly report" in system
     assert [item.kind for item in list_vault_items(pg, A)] == ["email"]
     assert [e.type for e in events_after(pg, A, 0)][:1] == ["email.received"]
-    assert [m.text for m in pg.window(A, 10) if m.role == "agent"] == ["Kept the email from Ram.", "Noted."]
-    assert [c["agent"] for c in pg.calls(A)] == ["inbox", "tasks"] and pg.usage(A).agent_calls == 2
+    assert [m.text for m in pg.window(A, 10) if m.role == "agent"] == ["Kept the email from Ram.", "No notes.", "Still none.", "Noted."]
+    assert [c["agent"] for c in pg.calls(A)] == ["inbox", "notes", "notes", "tasks"] and pg.usage(A).agent_calls == 4
 
 
 def test_a_forgotten_fact_and_an_edited_message_leave_no_dead_version_after_flush_deleted(pg):
