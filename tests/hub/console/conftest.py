@@ -72,11 +72,13 @@ def _ask(hub: Hub, text: str, scope: str = "user:1", sender: str = "ann") -> Non
     asyncio.run(go())
 
 
-def populate(tmp_path: Path) -> Populated:
+def populate(tmp_path: Path, db: str | None = None) -> Populated:
     """user:1 with a conversation, facts, lessons, channel news, tasks, a reminder, events,
-    a claim, a digest and knowledge; user:2 with a secret of its own; a Maildir inbox file."""
+    a claim, a digest and knowledge; user:2 with a secret of its own; a Maildir inbox file.
+
+    ``db`` is another database (a PostgreSQL URL); by default a SQLite file in ``tmp_path``."""
     maildir = tmp_path / "maildir"
-    settings = load_settings(db=str(tmp_path / "hub.db"), maildir=str(maildir), console_token="")
+    settings = load_settings(db=db or str(tmp_path / "hub.db"), maildir=str(maildir), console_token="")
     model = ScriptedModel(default="ok, done")
     hub = build_hub(settings, model=model)
     store = hub.store
