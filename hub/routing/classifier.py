@@ -59,6 +59,10 @@ class SemanticScores(Protocol):
 _DEFAULT_SCALE = 15.0  # typical evidence of a clear request when a classifier has too few texts to tell
 _CACHE_SIZE = 4096  # evidence of recent texts: a thread's messages are weighed again on every turn
 _CHAR_N = 4  # character n-grams of content words: typos and word forms still match
+# The lexical scorer's settings, by 5-fold cross-validation on CLINC150's train split (every
+# 5th held-out message; lexical 87.1% ± 0.9 as set): n-grams of 3 → 85.8%, 5 → 86.6%;
+# smoothing alpha 0.3 → 86.0%, 3 → 86.2%; description weight 1.5 → 86.3%, 6 → 87.2%.
+# None is a lever: what the words miss on CLINC150 are paraphrases (see hub.semantic).
 # A typical semantic lead counts this share of a typical lexical lead. The lexical one is
 # measured on the very examples it was trained on (so it runs high), the semantic one on
 # each example left out: 0.3 was best (0.913; 0.2 to 0.5 within 0.25 point) by 3-fold
