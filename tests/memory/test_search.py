@@ -158,6 +158,27 @@ def test_neighbouring_turns_help_find_the_answer(store: Store) -> None:
     assert answer in ids(hits)  # indexed with the question before it, at a lower weight
 
 
+def test_a_reply_ranks_next_to_the_question_it_answers(store: Store) -> None:
+    # The reply shares no word with the query; the question before it holds them all. It
+    # must come before longer messages that each share one of the query's words.
+    turns = [
+        "The weather was lovely today.",
+        "Anyway, see you soon.",
+        "How was the charity marathon on Sunday?",
+        "Exhausting, but I finished in under four hours!",
+        "I'm cooking pasta tonight.",
+        "My phone battery died again.",
+        "Sunday lunch was at my aunt's place and we stayed for hours.",
+        "The charity shop down the road had some nice old books.",
+        "I might start a marathon training plan someday, who knows.",
+        "Did you watch the game?",
+        "Work has been busy lately.",
+    ]
+    found = [add(store, "user:1", text, ts=NOW - 1000 + n) for n, text in enumerate(turns)]
+    hits = ids(store.search("user:1", "How long did the charity marathon take on Sunday?", now=NOW))
+    assert hits[:2] == [found[2], found[3]]
+
+
 def test_hit_fields_and_snippet(store: Store) -> None:
     long_text = (
         "filler words " * 40
