@@ -10,24 +10,24 @@ Tables (maintained by triggers on ``messages`` and ``vault``, never written by t
   (kind 1). ``tsv`` holds the body at weight A and, for a message, the two messages
   before it in its scope at weight D (ranked at 0.3, as SQLite's ``ctx`` column). GIN
   index on ``(scope, tsv)`` (``btree_gin``): a scope's matches come out of the index
-  already restricted to the scope, with GIN's fast scan intersecting the lists.
-- ``search_words(word, scope, docs)``: each scope's vocabulary (folded words, not stems)
-  with how many documents hold it, trigram-indexed (``pg_trgm``) for the typo step.
-  Per scope so that erasing a scope erases its words too.
+  already restricted to the scope.
+- ``search_terms(lexeme, scope, docs)``: each scope's vocabulary with the number of its
+  documents holding each lexeme (what FTS5's vocabulary table gives SQLite): document
+  frequencies are read, never counted, and the alphabetic lexemes are trigram-indexed
+  (``pg_trgm``) for the typo step. Per scope, so erasing a scope erases its words.
+- ``search_stats(scope, docs)``: documents per scope, the N of BM25's idf.
 
 Text is folded by the ``hub_stem`` configuration: ``unaccent`` then the English Snowball
 stemmer without a stopword list (a stopword-only query still finds its words, as on
 SQLite). Before parsing, everything that is not a letter or digit becomes a space, so
 PostgreSQL's tokens are the ones the Python side sees (no e-mail or URL tokens).
 
-Candidate caps (``ts_rank`` has no top-k shortcut and reads every matching row's
-tsvector): each query word's document count in the scope is counted up to
-``_RANK_BUDGET`` + 1 (5,000; the GIN bitmap stops the heap reads at the LIMIT); the
-rarest words are ranked while their counts fit in the budget together, so ``ts_rank``
-never scores more than 5,000 rows per list; words beyond it are left to the coverage
-term. When even the rarest word is too common, nothing is ranked: the newest documents
-holding every word come first (an ordered scan of the scope's newest rows), then the
-newest holding any. Exactly SQLite's rule.
+Candidate cap (``ts_rank`` has no top-k shortcut and reads every matching row's
+tsvector): SQLite's rank budget. The rarest query words are ranked while their document
+frequencies add up to at most ``_RANK_BUDGET`` (5,000), so ``ts_rank`` scores at most
+5,000 rows per ranked list; commoner words are left to the coverage term. When even the
+rarest word is too common, nothing is ranked: the newest documents holding every word
+come first (an ordered scan of the scope's newest rows), then the newest holding any.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ from .._search import (
     _Term,
     check_method,
     fuse_ranked_lists,
-    porter_stem,
     rank_documents,
 )
 from ..errors import StoreError
@@ -71,7 +70,7 @@ if TYPE_CHECKING:
 __all__ = ["create_search_schema", "search_archive"]
 
 _CONFIG = "hub_stem"  # documents and queries: unaccent + English Snowball, no stopwords
-_WORDS_CONFIG = "hub_words"  # the typo vocabulary: unaccent + lower case, unstemmed
+_LEXEME_CONFIG = "simple"  # a typo expansion is a lexeme already: queried as it is
 _CTX_WEIGHT = 0.3  # ts_rank's weight of label D (the neighbouring turns); A (the body) is 1
 _RANK_WEIGHTS = f"{{{_CTX_WEIGHT},0,0,1}}"  # ts_rank's {D, C, B, A}
 # ts_rank normalisation 1: divide by 1 + log(document length), a mild length penalty
@@ -92,11 +91,6 @@ ALTER TEXT SEARCH CONFIGURATION {_CONFIG}
     ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, numhword,
         hword_asciipart, hword_part, hword_numpart
     WITH unaccent, hub_english;
-CREATE TEXT SEARCH CONFIGURATION {_WORDS_CONFIG} (COPY = simple);
-ALTER TEXT SEARCH CONFIGURATION {_WORDS_CONFIG}
-    ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, numhword,
-        hword_asciipart, hword_part, hword_numpart
-    WITH unaccent, simple;
 
 CREATE TABLE search_docs (
     kind SMALLINT NOT NULL,  -- 0 message, 1 vault document
@@ -108,87 +102,73 @@ CREATE TABLE search_docs (
 CREATE INDEX search_docs_match ON search_docs USING gin (scope, tsv);
 CREATE INDEX search_docs_newest ON search_docs (scope, kind, id);
 
-CREATE TABLE search_words (
-    word TEXT NOT NULL,
+CREATE TABLE search_terms (
+    lexeme TEXT NOT NULL,
     scope TEXT NOT NULL,
     docs BIGINT NOT NULL,
-    PRIMARY KEY (word, scope)
+    PRIMARY KEY (lexeme, scope)
 );
-CREATE INDEX search_words_trgm ON search_words USING gin (scope, word gin_trgm_ops);
+CREATE INDEX search_terms_trgm ON search_terms USING gin (scope, lexeme gin_trgm_ops)
+    WHERE lexeme ~ '^[[:alpha:]]+$';
 
--- Documents per scope: the N of BM25's idf, without counting a million rows per query.
+-- Documents per scope: the N of BM25's idf.
 CREATE TABLE search_stats (
     scope TEXT PRIMARY KEY,
     docs BIGINT NOT NULL
 );
 
--- Letters and digits only, as the Python tokenizer sees them.
+-- ASCII punctuation (and '_') becomes a space, as the Python tokenizer splits there: no
+-- e-mail, URL or file tokens. Spelt as byte ranges, not [:alnum:], which in a database
+-- with the C locale would take every non-ASCII letter for punctuation.
 CREATE FUNCTION hub_search_text(t TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT regexp_replace(left(t, {_MAX_INDEXED_CHARS}), '[^[:alnum:]]+', ' ', 'g') $$;
+AS $$ SELECT regexp_replace(left(t, {_MAX_INDEXED_CHARS}), '[\\x01-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7f]+', ' ', 'g') $$;
 
 CREATE FUNCTION hub_search_vault_text(title TEXT, body TEXT) RETURNS TEXT
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT CASE WHEN title = '' THEN body ELSE title || E'\\n' || body END $$;
 
--- Count (delta 1) or uncount (delta -1) each document's distinct words in its scope.
-CREATE FUNCTION hub_search_count_words(scopes TEXT[], texts TEXT[], delta INTEGER)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF delta > 0 THEN
-        INSERT INTO search_words(word, scope, docs)
-        SELECT w.word, d.scope, count(*)
-        FROM unnest(scopes, texts) AS d(scope, body)
-        CROSS JOIN LATERAL unnest(tsvector_to_array(
-            to_tsvector('{_WORDS_CONFIG}', hub_search_text(d.body)))) AS w(word)
-        WHERE w.word ~ '^[[:alpha:]]{{3,30}}$'
-        GROUP BY 1, 2 ORDER BY 1, 2
-        ON CONFLICT (word, scope) DO UPDATE SET docs = search_words.docs + excluded.docs;
-    ELSE
-        WITH gone AS (
-            SELECT w.word, d.scope, count(*) AS n
-            FROM unnest(scopes, texts) AS d(scope, body)
-            CROSS JOIN LATERAL unnest(tsvector_to_array(
-                to_tsvector('{_WORDS_CONFIG}', hub_search_text(d.body)))) AS w(word)
-            WHERE w.word ~ '^[[:alpha:]]{{3,30}}$'
-            GROUP BY 1, 2
-        ), dropped AS (
-            DELETE FROM search_words s USING gone g
-            WHERE s.word = g.word AND s.scope = g.scope AND s.docs <= g.n
-        )
-        UPDATE search_words s SET docs = s.docs - g.n FROM gone g
-        WHERE s.word = g.word AND s.scope = g.scope AND s.docs > g.n;
-    END IF;
-END
-$$;
-
 -- Index documents: the body at weight A; a message's {_CONTEXT_TURNS} predecessors at D.
+-- Their lexemes are counted in search_terms, the documents in search_stats.
 CREATE FUNCTION hub_search_add(doc_kind SMALLINT, ids BIGINT[], scopes TEXT[], texts TEXT[])
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO search_docs(kind, id, scope, tsv)
-    SELECT doc_kind, d.id, d.scope,
-        setweight(to_tsvector('{_CONFIG}', hub_search_text(d.body)), 'A')
-        || CASE WHEN doc_kind = 0 THEN setweight(to_tsvector('{_CONFIG}', hub_search_text(coalesce(
-            (SELECT string_agg(p.text, ' ' ORDER BY p.id DESC) FROM (
-                SELECT m.id, m.text FROM messages m
-                WHERE m.scope = d.scope AND m.id < d.id ORDER BY m.id DESC LIMIT {_CONTEXT_TURNS}) p),
-            ''))), 'D') ELSE ''::tsvector END
-    FROM unnest(ids, scopes, texts) AS d(id, scope, body)
-    ON CONFLICT (kind, id) DO UPDATE SET scope = excluded.scope, tsv = excluded.tsv;
-    INSERT INTO search_stats(scope, docs) SELECT s, count(*) FROM unnest(scopes) AS s GROUP BY s ORDER BY s
+RETURNS void LANGUAGE sql AS $$
+    WITH added AS (
+        INSERT INTO search_docs(kind, id, scope, tsv)
+        SELECT doc_kind, d.id, d.scope,
+            setweight(to_tsvector('{_CONFIG}', hub_search_text(d.body)), 'A')
+            || CASE WHEN doc_kind = 0 THEN setweight(to_tsvector('{_CONFIG}', hub_search_text(coalesce(
+                (SELECT string_agg(p.text, ' ' ORDER BY p.id DESC) FROM (
+                    SELECT m.id, m.text FROM messages m
+                    WHERE m.scope = d.scope AND m.id < d.id ORDER BY m.id DESC LIMIT {_CONTEXT_TURNS}) p),
+                ''))), 'D') ELSE ''::tsvector END
+        FROM unnest(ids, scopes, texts) AS d(id, scope, body)
+        ON CONFLICT (kind, id) DO UPDATE SET scope = excluded.scope, tsv = excluded.tsv
+        RETURNING scope, tsv
+    ), counted AS (
+        INSERT INTO search_terms(lexeme, scope, docs)
+        SELECT l.lexeme, a.scope, count(*) FROM added a
+        CROSS JOIN LATERAL unnest(tsvector_to_array(a.tsv)) AS l(lexeme)
+        GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (lexeme, scope) DO UPDATE SET docs = search_terms.docs + excluded.docs
+    )
+    INSERT INTO search_stats(scope, docs) SELECT scope, count(*) FROM added GROUP BY 1 ORDER BY 1
     ON CONFLICT (scope) DO UPDATE SET docs = search_stats.docs + excluded.docs;
-    PERFORM hub_search_count_words(scopes, texts, 1);
-END
 $$;
 
-CREATE FUNCTION hub_search_drop(doc_kind SMALLINT, ids BIGINT[], scopes TEXT[], texts TEXT[])
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM search_docs WHERE kind = doc_kind AND id = ANY(ids);
+CREATE FUNCTION hub_search_drop(doc_kind SMALLINT, ids BIGINT[]) RETURNS void LANGUAGE sql AS $$
+    WITH gone AS (
+        DELETE FROM search_docs WHERE kind = doc_kind AND id = ANY(ids) RETURNING scope, tsv
+    ), counted AS (
+        SELECT l.lexeme, g.scope, count(*) AS n FROM gone g
+        CROSS JOIN LATERAL unnest(tsvector_to_array(g.tsv)) AS l(lexeme) GROUP BY 1, 2
+    ), emptied AS (
+        DELETE FROM search_terms s USING counted c
+        WHERE s.lexeme = c.lexeme AND s.scope = c.scope AND s.docs <= c.n
+    ), lowered AS (
+        UPDATE search_terms s SET docs = s.docs - c.n FROM counted c
+        WHERE s.lexeme = c.lexeme AND s.scope = c.scope AND s.docs > c.n
+    )
     UPDATE search_stats t SET docs = greatest(0, t.docs - g.n)
-    FROM (SELECT s, count(*) AS n FROM unnest(scopes) AS s GROUP BY s) g WHERE t.scope = g.s;
-    PERFORM hub_search_count_words(scopes, texts, -1);
-END
+    FROM (SELECT scope, count(*) AS n FROM gone GROUP BY 1) g WHERE t.scope = g.scope;
 $$;
 
 -- Statement-level triggers with transition tables: a COPY or a batch insert of
@@ -202,14 +182,13 @@ END
 $$;
 CREATE FUNCTION hub_search_messages_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM hub_search_drop(0::SMALLINT, array_agg(id), array_agg(scope), array_agg(text))
-    FROM old_rows HAVING count(*) > 0;
+    PERFORM hub_search_drop(0::SMALLINT, array_agg(id)) FROM old_rows HAVING count(*) > 0;
     RETURN NULL;
 END
 $$;
 CREATE FUNCTION hub_search_message_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM hub_search_drop(0::SMALLINT, ARRAY[OLD.id], ARRAY[OLD.scope], ARRAY[OLD.text]);
+    PERFORM hub_search_drop(0::SMALLINT, ARRAY[OLD.id]);
     PERFORM hub_search_add(0::SMALLINT, ARRAY[NEW.id], ARRAY[NEW.scope], ARRAY[NEW.text]);
     RETURN NULL;
 END
@@ -231,15 +210,13 @@ END
 $$;
 CREATE FUNCTION hub_search_vault_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM hub_search_drop(1::SMALLINT, array_agg(id), array_agg(scope),
-                            array_agg(hub_search_vault_text(title, body))) FROM old_rows HAVING count(*) > 0;
+    PERFORM hub_search_drop(1::SMALLINT, array_agg(id)) FROM old_rows HAVING count(*) > 0;
     RETURN NULL;
 END
 $$;
 CREATE FUNCTION hub_search_vault_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM hub_search_drop(1::SMALLINT, ARRAY[OLD.id], ARRAY[OLD.scope],
-                            ARRAY[hub_search_vault_text(OLD.title, OLD.body)]);
+    PERFORM hub_search_drop(1::SMALLINT, ARRAY[OLD.id]);
     PERFORM hub_search_add(1::SMALLINT, ARRAY[NEW.id], ARRAY[NEW.scope],
                            ARRAY[hub_search_vault_text(NEW.title, NEW.body)]);
     RETURN NULL;
@@ -329,34 +306,41 @@ def _key(kind: int, doc_id: int) -> int:
     return doc_id if kind == 0 else _VAULT_OFFSET + doc_id
 
 
-def _tsquery(count: int, joiner: str = " || ") -> str:
-    """SQL of the OR (``||``) or AND (``&&``) of ``count`` words given as parameters."""
-    return "(" + joiner.join([f"plainto_tsquery('{_CONFIG}', %s)"] * count) + ")"
+# A word to match: (text search configuration, text). The query's own words are parsed
+# and stemmed by ``hub_stem``; typo expansions are lexemes of the index, taken as they are.
+_Word = tuple[str, str]
+
+
+def _tsquery(words: Sequence[_Word], joiner: str = " || ") -> tuple[str, list[str]]:
+    """SQL of the OR (``||``) or AND (``&&``) of ``words``, and its parameters."""
+    sql = joiner.join(f"plainto_tsquery('{config}', %s)" for config, _ in words)
+    return f"({sql})", [text for _, text in words]
 
 
 # -- the query pipeline ----------------------------------------------------------------------------
 
 
-def _count_capped(
-    conn: psycopg.Connection, where: _Scope, words: Sequence[str], cap: int, *, with_docs: bool = False
-) -> tuple[int, dict[str, int]]:
-    """Each word's matching documents in the scope, counted up to ``cap`` + 1, in one round trip.
+def _frequencies(
+    conn: psycopg.Connection, scope: str, words: Sequence[str]
+) -> tuple[int, dict[str, int], dict[str, list[str]]]:
+    """The scope's document count, each word's document frequency, and each word's lexemes.
 
-    With ``with_docs``, also the scope's document count (``search_stats``), else 0.
-    Each count is its own subquery with the word inlined, so each gets its own plan.
+    One round trip, read from ``search_stats`` and ``search_terms`` (nothing is counted).
+    A word PostgreSQL splits into several lexemes matches when all are there: its
+    frequency is the smallest of theirs.
     """
-    parts = ["(SELECT docs FROM search_stats WHERE scope = %s)" if with_docs else "0"]
-    params: list[Any] = [where.scope] if with_docs else []
-    for word in words:
-        parts.append(
-            f"(SELECT count(*) FROM (SELECT 1 FROM search_docs d WHERE {where.sql}"
-            f" AND d.tsv @@ {_tsquery(1)} LIMIT %s) x)"
-        )
-        params += [*where.params, word, cap + 1]
-    row = conn.execute("SELECT " + ", ".join(parts), params).fetchone()
-    if row is None:
-        return 0, dict.fromkeys(words, 0)
-    return int(row[0] or 0), {word: int(n) for word, n in zip(words, row[1:], strict=True)}
+    rows = conn.execute(
+        "SELECT (SELECT docs FROM search_stats WHERE scope = %s), t.w,"
+        f" array(SELECT l FROM unnest(tsvector_to_array(to_tsvector('{_CONFIG}', t.w))) AS l ORDER BY l),"
+        f" (SELECT min(coalesce(s.docs, 0)) FROM unnest(tsvector_to_array(to_tsvector('{_CONFIG}', t.w))) AS l"
+        "   LEFT JOIN search_terms s ON s.lexeme = l AND s.scope = %s)"
+        " FROM unnest(%s::text[]) AS t(w)",
+        (scope, scope, list(words)),
+    ).fetchall()
+    docs = int(rows[0][0] or 0) if rows else 0
+    dfs = {word: int(df or 0) for _, word, _, df in rows}
+    lexemes = {word: list(found) for _, word, found, _ in rows}
+    return docs, dfs, lexemes
 
 
 def _idf(df: int, docs: int) -> float:
@@ -368,48 +352,49 @@ def _idf(df: int, docs: int) -> float:
 def _ranked(
     conn: psycopg.Connection,
     where: _Scope,
-    words: Sequence[str],
+    words: Sequence[_Word],
     dfs: dict[str, int],
     docs: int,
     limit: int,
 ) -> list[int]:
     """Document keys ranked by idf-weighted ``ts_rank`` over ``words``, within the rank budget.
 
-    The same budget rule as SQLite's ``_ranked``: the rarest words whose matches fit
-    ``_RANK_BUDGET`` together are ranked; if none fits, the newest documents holding
-    every word, then any, come first.
+    The same budget rule as SQLite's ``_ranked``: the rarest words whose document
+    frequencies add up to at most ``_RANK_BUDGET`` are ranked; if none fits, the newest
+    documents holding every word, then any, come first.
     """
-    present = [w for w in dict.fromkeys(words) if dfs.get(w, 0) > 0]
+    present = [w for w in dict.fromkeys(words) if dfs.get(w[1], 0) > 0]
     if not present:
         return []
-    chosen: list[str] = []
+    chosen: list[_Word] = []
     spent = 0
-    for word in sorted(present, key=lambda w: dfs[w]):
-        if spent + dfs[word] > _RANK_BUDGET:
+    for word in sorted(present, key=lambda w: dfs[w[1]]):
+        if spent + dfs[word[1]] > _RANK_BUDGET:
             break
         chosen.append(word)
-        spent += dfs[word]
+        spent += dfs[word[1]]
     if chosen:
         # ts_rank has no idf: each word is ranked on its own and weighted by BM25's idf
         # in the scope (a rare word outweighs a common one): +4 points hit@10 on LoCoMo.
         score = " + ".join(
-            f"{_idf(dfs[w], docs)!r} * ts_rank('{_RANK_WEIGHTS}', d.tsv, plainto_tsquery('{_CONFIG}', %s), {_RANK_NORM})"
-            for w in chosen
+            f"{_idf(dfs[text], docs)!r} * ts_rank('{_RANK_WEIGHTS}', d.tsv, plainto_tsquery('{config}', %s), {_RANK_NORM})"
+            for config, text in chosen
         )
+        match, params = _tsquery(chosen)
         rows = conn.execute(
-            f"SELECT d.kind, d.id FROM search_docs d WHERE {where.sql} AND d.tsv @@ {_tsquery(len(chosen))}"
+            f"SELECT d.kind, d.id FROM search_docs d WHERE {where.sql} AND d.tsv @@ {match}"
             f" ORDER BY {score} DESC, d.kind, d.id LIMIT %s",
-            (*where.params, *chosen, *chosen, limit),
+            (*where.params, *params, *(text for _, text in chosen), limit),
         ).fetchall()
         return [_key(kind, doc_id) for kind, doc_id in rows]
     newest: dict[int, None] = {}
-    expressions = [_tsquery(len(present), " && ")] if len(present) > 1 else []
-    expressions.append(_tsquery(len(present)))
-    for expr in expressions:
+    expressions = [_tsquery(present, " && ")] if len(present) > 1 else []
+    expressions.append(_tsquery(present))
+    for match, params in expressions:
         rows = conn.execute(
-            f"SELECT d.kind, d.id FROM search_docs d WHERE {where.sql} AND d.tsv @@ {expr}"
+            f"SELECT d.kind, d.id FROM search_docs d WHERE {where.sql} AND d.tsv @@ {match}"
             " ORDER BY d.kind DESC, d.id DESC LIMIT %s",
-            (*where.params, *present, limit - len(newest)),
+            (*where.params, *params, limit - len(newest)),
         ).fetchall()
         for kind, doc_id in rows:
             newest.setdefault(_key(kind, doc_id))
@@ -418,72 +403,62 @@ def _ranked(
     return list(newest)
 
 
-def _expand_typos(conn: psycopg.Connection, where: _Scope, terms: list[_Term], dfs: dict[str, int]) -> None:
-    """Give rare or unknown alphabetic terms close words of this scope's vocabulary.
+def _expand_typos(
+    conn: psycopg.Connection, scope: str, terms: list[_Term], dfs: dict[str, int], lexemes: dict[str, list[str]]
+) -> None:
+    """Give rare or unknown alphabetic terms close lexemes of this scope's vocabulary.
 
-    ``pg_trgm`` finds the scope's words with enough trigrams in common (GIN index on
-    ``search_words``); then SQLite's rule decides: same first letter, the stems one edit
-    apart (two from eight letters on, an adjacent swap counting one), closest first,
-    then the more common. A word used in other scopes is real, merely absent here, and
-    is left alone.
+    ``pg_trgm`` finds the scope's lexemes with enough trigrams in common with the term's
+    (GIN index on ``search_terms``); then SQLite's rule decides: same first letter, the
+    stems one edit apart (two from eight letters on, an adjacent swap counting one),
+    closest first, then the more common. A word used in other scopes is real, merely
+    absent here, and is left alone. An expansion is a lexeme (``t.alts``), matched as is.
     """
     needy = [
         t
         for t in terms
-        if dfs.get(t.word, 0) <= _FUZZY_RARE and t.stem.isalpha() and len(t.stem) >= 4
+        if dfs.get(t.word, 0) <= _FUZZY_RARE
+        and t.stem.isalpha()
+        and len(t.stem) >= 4
+        and len(lexemes.get(t.word, ())) == 1
     ]
     if not needy:
         return
     conn.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)", (str(_TRGM_THRESHOLD),))
     # For every needy term at once: its documents in all scopes, and this scope's
-    # closest words by trigrams (same first letter).
+    # closest alphabetic lexemes by trigrams (same first letter).
     rows = conn.execute(
-        "SELECT t.n, (SELECT coalesce(sum(s.docs), 0) FROM search_words s WHERE s.word = t.w), c.word, c.docs"
-        " FROM unnest(%s::text[]) WITH ORDINALITY AS t(w, n)"
-        " LEFT JOIN LATERAL (SELECT word, docs FROM search_words WHERE scope = %s AND word %% t.w"
-        "   AND left(word, 1) = left(t.w, 1) ORDER BY similarity(word, t.w) DESC, docs DESC LIMIT %s) c ON true"
+        "SELECT t.n, (SELECT coalesce(sum(s.docs), 0) FROM search_terms s WHERE s.lexeme = t.l), c.lexeme, c.docs"
+        " FROM unnest(%s::text[]) WITH ORDINALITY AS t(l, n)"
+        " LEFT JOIN LATERAL (SELECT lexeme, docs FROM search_terms WHERE scope = %s"
+        "   AND lexeme ~ '^[[:alpha:]]+$' AND lexeme %% t.l AND left(lexeme, 1) = left(t.l, 1)"
+        "   ORDER BY similarity(lexeme, t.l) DESC, docs DESC LIMIT %s) c ON true"
         " ORDER BY t.n",
-        ([t.word for t in needy], where.scope, _TRGM_CANDIDATES),
+        ([lexemes[t.word][0] for t in needy], scope, _TRGM_CANDIDATES),
     ).fetchall()
     everywhere: dict[int, int] = {}
     found: dict[int, list[tuple[str, int]]] = {}
-    for number, total, word, docs in rows:
+    for number, total, lexeme, docs in rows:
         everywhere[int(number) - 1] = int(total)
-        if word is not None:
-            found.setdefault(int(number) - 1, []).append((word, int(docs)))
-    ranked_alts: dict[int, list[str]] = {}
+        if lexeme is not None:
+            found.setdefault(int(number) - 1, []).append((lexeme, int(docs)))
     for index, term in enumerate(needy):
         own = dfs.get(term.word, 0)
         if everywhere.get(index, 0) > own + _FUZZY_RARE:
             continue
+        stem = lexemes[term.word][0]
         max_dist = 1 if len(term.word) < 8 else 2
-        # Candidates by stem (several spellings may share one): distance, then frequency;
-        # a stem is searched by its most common spelling.
-        by_stem: dict[str, list[Any]] = {}  # stem -> [distance, documents, spelling, its documents]
-        for word, docs in found.get(index, ()):
-            stem = porter_stem(word)
-            if stem == term.stem or not stem or stem[0] != term.stem[0] or word in STOPWORDS:
+        near: list[tuple[int, int, str]] = []
+        for lexeme, docs in found.get(index, ()):
+            if lexeme == stem or lexeme in STOPWORDS or docs <= own:
                 continue
-            dist = OSA.distance(term.stem, stem, score_cutoff=max_dist)
-            if dist > max_dist:
-                continue
-            entry = by_stem.setdefault(stem, [dist, 0, word, docs])
-            entry[1] += docs
-            if docs > entry[3]:
-                entry[2], entry[3] = word, docs
-        ordered = sorted(by_stem.values(), key=lambda entry: (entry[0], -entry[1]))
-        ranked_alts[index] = [entry[2] for entry in ordered[: 4 * _FUZZY_PER_TERM]]
-    unknown = list(dict.fromkeys(w for words in ranked_alts.values() for w in words if w not in dfs))
-    if unknown:
-        dfs.update(_count_capped(conn, where, unknown, _RANK_BUDGET)[1])
-    for index, words in ranked_alts.items():
-        term = needy[index]
-        own = dfs.get(term.word, 0)
-        for word in words:
-            if dfs.get(word, 0) > own:
-                term.alts.append(word)
-                if len(term.alts) >= _FUZZY_PER_TERM:
-                    break
+            dist = OSA.distance(stem, lexeme, score_cutoff=max_dist)
+            if dist <= max_dist:
+                near.append((dist, -docs, lexeme))
+        # Closest first, then the more common spelling (likelier to be what was meant).
+        for _dist, minus_docs, lexeme in sorted(near)[:_FUZZY_PER_TERM]:
+            term.alts.append(lexeme)
+            dfs[lexeme] = -minus_docs
 
 
 def _symbol_matches(conn: psycopg.Connection, where: _Scope, symbol: str, limit: int) -> list[int]:
@@ -596,16 +571,18 @@ def search_archive(
     pool = max(50, 3 * k)
     where = _Scope(scope, before_id)
     with _connection(source) as conn:
-        docs, dfs = _count_capped(conn, where, [t.word for t in terms], _RANK_BUDGET, with_docs=True)
+        docs, dfs, lexemes = _frequencies(conn, scope, [t.word for t in terms]) if terms else (0, {}, {})
+        typed: list[_Word] = [(_CONFIG, t.word) for t in terms]
         lists: list[list[int]] = []
         if method in ("bm25", "hybrid"):
-            lists.append(_ranked(conn, where, [t.word for t in terms], dfs, docs, pool))
+            lists.append(_ranked(conn, where, typed, dfs, docs, pool))
         if method in ("fuzzy", "hybrid"):
-            _expand_typos(conn, where, terms, dfs)
+            _expand_typos(conn, scope, terms, dfs, lexemes)
+            alts: list[_Word] = [(_LEXEME_CONFIG, a) for t in terms for a in t.alts]
             if method == "fuzzy":  # on its own: the whole query, spelling-tolerant
-                lists.append(_ranked(conn, where, [w for t in terms for w in (t.word, *t.alts)], dfs, docs, pool))
-            elif any(t.alts for t in terms):  # beside bm25, which already ranks the words as typed
-                lists.append(_ranked(conn, where, [a for t in terms for a in t.alts], dfs, docs, pool))
+                lists.append(_ranked(conn, where, typed + alts, dfs, docs, pool))
+            elif alts:  # beside bm25, which already ranks the words as typed
+                lists.append(_ranked(conn, where, alts, dfs, docs, pool))
         lists.extend(_symbol_matches(conn, where, symbol, pool) for symbol in symbols)
         weights = [1.0] * len(lists)
         if method == "hybrid" and lists and lists[0]:
@@ -615,5 +592,5 @@ def search_archive(
         fused, shortlist = fuse_ranked_lists(lists, weights, k, pool, blended)
         if not fused:
             return []
-        docs = _load_docs(conn, scope, shortlist)
-    return rank_documents(shortlist, fused, docs, terms, dfs, k, blended, now, half_life_days)
+        loaded = _load_docs(conn, scope, shortlist)
+    return rank_documents(shortlist, fused, loaded, terms, dfs, k, blended, now, half_life_days)
