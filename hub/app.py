@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def open_store(settings: Settings) -> Store:
     """The configured store (``HUB_DB``)."""
-    return memory_open_store(settings.db)
+    return memory_open_store(settings.db, pg_erase_vacuum=settings.pg_erase_vacuum)
 
 
 def build_model(settings: Settings, *, required: bool = True) -> ChatModel | None:

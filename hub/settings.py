@@ -24,7 +24,11 @@ class Settings(BaseSettings):
         env_prefix="HUB_", env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
     )
 
-    db: str = Field(default="agents-hub.db", description="the database: a SQLite file path (or sqlite:///path)")
+    db: str = Field(default="agents-hub.db", description="the database: a SQLite file path (or sqlite:///path), or a postgresql:// URL")
+    pg_erase_vacuum: Literal["plain", "full"] = Field(
+        default="plain",
+        description="PostgreSQL: the VACUUM after forgetting a scope; full rewrites the touched tables (no byte left) but locks them",
+    )
     @field_validator("db", "maildir", mode="before")
     @classmethod
     def _path_as_text(cls, value: object) -> object:

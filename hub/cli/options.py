@@ -40,7 +40,8 @@ def store_of(ctx: click.Context, *, must_exist: bool = False) -> Store:
     root = ctx.find_root()
     obj = root.ensure_object(dict)
     if obj.get("store") is None:
-        obj["store"] = open_store(settings_of(ctx).db, must_exist=must_exist)
+        settings = settings_of(ctx)
+        obj["store"] = open_store(settings.db, must_exist=must_exist, pg_erase_vacuum=settings.pg_erase_vacuum)
         root.call_on_close(obj["store"].close)
     return obj["store"]
 

@@ -10,7 +10,8 @@ reads ``%`` everywhere in the text). The connections use client-side binding
 :class:`PgConnection` offers what the record functions use of a ``sqlite3.Connection``:
 ``execute`` returning a cursor with ``fetchone``, ``fetchall``, iteration, ``rowcount`` and
 ``description``, and ``executemany``. There is no ``lastrowid``: the SQL says
-``RETURNING id`` instead (SQLite >= 3.35 accepts it too).
+``RETURNING id`` instead (SQLite >= 3.35 accepts it too). A NUL character in a text
+parameter, which PostgreSQL cannot store, is written as U+FFFD instead of failing.
 """
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ def to_pyformat(sql: str, named: bool = False) -> str:
     return "".join(out)
 
 
+def _without_nul(value: Any) -> Any:
+    # PostgreSQL text cannot hold U+0000 (SQLite can): store the replacement character
+    # rather than refuse, and so lose, a message that carried one.
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+
+
+def _clean(params: Sequence[Any] | Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
+    if isinstance(params, Mapping):
+        return {key: _without_nul(value) for key, value in params.items()}
+    return tuple(_without_nul(value) for value in params)
+
+
 class NumberLoader(Loader):
     """``numeric`` results as int when whole, else float, as SQLite returns them.
 
@@ -135,10 +148,11 @@ class PgConnection:
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
         named = isinstance(params, Mapping)
         cursor = self.raw.cursor()
-        cursor.execute(to_pyformat(sql, named), params if (named or params) else None)
+        # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
+        cursor.execute(to_pyformat(sql, named), _clean(params))
         return PgCursor(cursor)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
         cursor = self.raw.cursor()
-        cursor.executemany(to_pyformat(sql), list(rows))
+        cursor.executemany(to_pyformat(sql), [_clean(row) for row in rows])
         return PgCursor(cursor)

@@ -63,10 +63,23 @@ class PostgresStore(Store):
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 30.0) -> None:
-        self.path = url
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+        erase_vacuum: str | None = None,
+    ) -> None:
+        # path is for people (prompts, logs): the password never shows.
+        self.path = redact_url(url)
+        # How erase() vacuums: "plain" (default) or "full"; see erase(). HUB_PG_ERASE_VACUUM sets it.
+        self.erase_vacuum = (erase_vacuum or "plain").strip().lower()
+        if self.erase_vacuum not in ("plain", "full"):
+            raise StoreError(f"the vacuum after an erase (HUB_PG_ERASE_VACUUM) is 'plain' or 'full', not {erase_vacuum!r}")
         self._local = threading.local()
-        shown = redact_url(url)
+        shown = self.path
         try:
             # One plain connection first: its error says what is wrong (refused, bad
             # password, no such database), where a pool would only time out.
@@ -127,7 +140,7 @@ class PostgresStore(Store):
         self._pool.close()
 
     def __repr__(self) -> str:
-        return f"PostgresStore({redact_url(self.path)!r})"
+        return f"PostgresStore({self.path!r})"
 
     def calls(self, scope: str) -> list[dict[str, Any]]:
         """The scope's recorded agent calls, oldest first."""
@@ -169,15 +182,18 @@ class PostgresStore(Store):
         """Delete every row of the scope in one transaction, then VACUUM the touched tables.
 
         What PostgreSQL's MVCC leaves: a DELETE only marks rows dead. Until VACUUM they
-        stay in the table and index pages (invisible to new queries, still visible to a
-        transaction that began before the erase). VACUUM, run here right after commit,
-        removes them from tables and indexes; it cannot remove rows an older, still-open
-        transaction may see, and it frees space for reuse rather than overwriting it, so
-        bytes can linger in free page space until new rows reuse it (``VACUUM FULL``
-        rewrites a table, under an exclusive lock). The write-ahead log keeps the rows'
-        original inserts until its segments are recycled after a checkpoint, and any
-        WAL archive, replica or backup keeps what it copied. Task and reminder counters
-        are kept, as on SQLite, so numbers are never given twice.
+        stay in the table and index pages: invisible to new queries, still visible to a
+        transaction that began before the erase. The plain VACUUM run here right after
+        commit removes them from tables and indexes (no dead tuple is left; the space is
+        reusable); it cannot remove rows a still-open older transaction may see, and it
+        does not overwrite the freed bytes, which stay in the pages' free space until new
+        rows reuse it. ``HUB_PG_ERASE_VACUUM=full`` runs ``VACUUM FULL`` instead: each
+        touched table is rewritten from its live rows (no byte of the scope left in the
+        data files), but it locks that table for every scope while it runs, so it suits
+        small databases or a maintenance window. The write-ahead log keeps the rows'
+        inserts until its segments are recycled after checkpoints; WAL archives, replicas
+        and backups keep what they copied. Task and reminder counters are kept, as on
+        SQLite, so numbers are never given twice.
         """
         validate_scope(scope)
         tables = self.scoped_tables()
@@ -185,19 +201,20 @@ class PostgresStore(Store):
         with self.transaction() as conn:
             for table in tables:
                 removed[table] = conn.execute(f'DELETE FROM "{table}" WHERE scope = ?', (scope,)).rowcount
-        self.flush_deleted([t for t, n in removed.items() if n])
+        self.flush_deleted([t for t, n in removed.items() if n], full=self.erase_vacuum == "full")
         return removed
 
-    def flush_deleted(self, tables: Sequence[str] | None = None) -> None:
+    def flush_deleted(self, tables: Sequence[str] | None = None, *, full: bool = False) -> None:
         """VACUUM ``tables`` (default: every scoped table) so deleted rows leave their pages.
 
-        VACUUM cannot run inside a transaction: it runs on its own autocommit connection.
+        ``full`` rewrites the tables (VACUUM FULL, an exclusive lock per table). VACUUM
+        cannot run inside a transaction: it runs on its own autocommit connection.
         """
         names = list(tables) if tables is not None else self.scoped_tables()
         if not names:
             return
         with self._pool.connection() as raw:
-            raw.execute("VACUUM (SKIP_LOCKED) " + ", ".join(f'"{name}"' for name in names))
+            raw.execute(("VACUUM FULL " if full else "VACUUM ") + ", ".join(f'"{name}"' for name in names))
 
     def scrub(self) -> None:
         """Vacuum every scoped table (what erase does for the tables it touched)."""
