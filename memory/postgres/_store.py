@@ -28,6 +28,7 @@ from .._store import _SCOPED_TABLES, Store
 from ..errors import StoreError
 from ._conn import NumberLoader, PgConnection
 from ._schema import migrate
+from .search import SEARCH_TABLES
 
 __all__ = ["POSTGRES", "PostgresStore", "redact_url"]
 
@@ -201,7 +202,9 @@ class PostgresStore(Store):
         with self.transaction() as conn:
             for table in tables:
                 removed[table] = conn.execute(f'DELETE FROM "{table}" WHERE scope = ?', (scope,)).rowcount
-        self.flush_deleted([t for t, n in removed.items() if n], full=self.erase_vacuum == "full")
+        # The search tables lose their rows through the messages' and vault's triggers, not here.
+        touched = [t for t, n in removed.items() if n or (t in SEARCH_TABLES and (removed.get("messages") or removed.get("vault")))]
+        self.flush_deleted(touched, full=self.erase_vacuum == "full")
         return removed
 
     def flush_deleted(self, tables: Sequence[str] | None = None, *, full: bool = False) -> None:

@@ -67,7 +67,10 @@ if TYPE_CHECKING:
 
     from ._conn import PgConnection
 
-__all__ = ["create_search_schema", "search_archive"]
+__all__ = ["SEARCH_TABLES", "create_search_schema", "search_archive"]
+
+# Written only by the triggers on messages and vault (erase vacuums them with those).
+SEARCH_TABLES = ("search_docs", "search_terms", "search_stats")
 
 _CONFIG = "hub_stem"  # documents and queries: unaccent + English Snowball, no stopwords
 _LEXEME_CONFIG = "simple"  # a typo expansion is a lexeme already: queried as it is

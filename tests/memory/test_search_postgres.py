@@ -198,3 +198,16 @@ def test_semantic_methods_say_they_are_not_available(pg: Store) -> None:
 
     with pytest.raises(SearchError, match="not available on PostgreSQL"):
         pg.search("user:1", "hello", method="semantic", embedder=Embedder())
+
+
+def test_erase_vacuums_the_search_tables_its_triggers_emptied(pg: Store) -> None:
+    try:
+        pg.query("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+    except Exception as exc:  # a server where we may not create extensions
+        pytest.skip(f"pgstattuple is not available: {exc}")
+    for n in range(30):
+        add(pg, "user:1", f"private diary entry {n}")
+    add(pg, "user:2", "the other scope")
+    pg.erase("user:1")
+    for table in ("search_docs", "search_terms", "search_stats"):
+        assert pg.query(f"SELECT dead_tuple_count FROM pgstattuple('{table}')")[0][0] == 0, table
