@@ -80,6 +80,19 @@ def test_a_word_too_common_for_the_rank_budget_lists_the_newest_matches(
     assert capped[0] == newest and len(capped) == 8
 
 
+def test_a_rare_word_outweighs_a_common_one_as_in_bm25(pg: Store) -> None:
+    """ts_rank knows no idf: each word's rank is weighted by its idf in the scope."""
+    with Store(":memory:") as lite:
+        for store in (lite, pg):
+            for n in range(6):
+                add(store, "user:1", f"weather weather weather report {n}")
+            add(store, "user:1", "our trip to reykjavik")
+            for n in range(3):
+                add(store, "user:1", f"unrelated note {n}")
+        for store in (lite, pg):
+            assert store.search("user:1", "reykjavik weather", method="bm25")[0].text == "our trip to reykjavik"
+
+
 # -- the same fused order as SQLite ------------------------------------------------------------------
 
 CORPUS = [
