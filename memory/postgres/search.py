@@ -378,7 +378,8 @@ def _ranked(
         spent += dfs[word[1]]
     if chosen:
         # ts_rank has no idf: each word is ranked on its own and weighted by BM25's idf
-        # in the scope (a rare word outweighs a common one): +4 points hit@10 on LoCoMo.
+        # in the scope (a rare word outweighs a common one): +4 points hit@10 on LoCoMo
+        # over an idf that ignores the scope's size.
         score = " + ".join(
             f"{_idf(dfs[text], docs)!r} * ts_rank('{_RANK_WEIGHTS}', d.tsv, plainto_tsquery('{config}', %s), {_RANK_NORM})"
             for config, text in chosen
