@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._model import validate_scope
-from ._schema import ensure_scope
+from ._schema import ensure_scope, lock_scope
 from ._store import Store
 from .errors import InvalidRecord
 
@@ -384,6 +384,7 @@ def add_plan(store: Store, scope: str, agent: str, text: str, *, now: float | No
     body = _text(text, "plan")
     ts = _now(now)
     with store.transaction() as conn:
+        lock_scope(conn, scope)  # the count and the insert as one step
         active = conn.execute(
             "SELECT count(*) FROM plans WHERE scope = ? AND agent = ? AND status = 'active'", (scope, agent)
         ).fetchone()[0]
@@ -412,6 +413,7 @@ def update_plan(
         _choice(status, PLAN_STATUSES, "plan status")
     body = _text(text, "plan") if text is not None else None
     with store.transaction() as conn:
+        lock_scope(conn, scope)
         row = conn.execute("SELECT status FROM plans WHERE scope = ? AND agent = ? AND id = ?", (scope, agent, plan_id)).fetchone()
         if row is None:
             return None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._model import validate_scope
-from ._schema import ensure_scope
+from ._schema import ensure_scope, lock_scope
 from ._store import Store
 from .errors import InvalidRecord
 
@@ -131,6 +131,7 @@ def post_to_channel(
         body = body[: MAX_CHANNEL_TEXT - 1].rstrip() + "…"
     ts = time.time() if now is None else float(now)
     with store.transaction() as conn:
+        lock_scope(conn, scope)  # the pruning counts, then deletes
         if reply_to is not None and not conn.execute(
             "SELECT 1 FROM channel_messages WHERE scope = ? AND channel = ? AND id = ?", (scope, channel, reply_to)
         ).fetchone():
@@ -191,6 +192,7 @@ def react_to_channel_message(
 def pin_channel_message(store: Store, scope: str, message_id: int, *, pinned: bool = True) -> ChannelMessage | None:
     """Pin (or unpin) a message; None when there is no such message. Refuses a pin past MAX_PINS."""
     with store.transaction() as conn:
+        lock_scope(conn, scope)  # the pin count and the pin as one step
         row = conn.execute(
             "SELECT channel, pinned FROM channel_messages WHERE scope = ? AND id = ?", (scope, message_id)
         ).fetchone()

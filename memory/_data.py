@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._model import validate_scope
-from ._schema import ensure_scope
+from ._schema import ensure_scope, lock_scope
 from ._store import Store
 from .errors import InvalidRecord
 
@@ -381,6 +381,7 @@ def mark_reminder_sent(store: Store, scope: str, reminder_id: int, now: float) -
     """
     now = float(now)
     with store.transaction() as conn:
+        lock_scope(conn, scope)  # read the due time, then move it: one step
         row = conn.execute(f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND num = ?", (scope, reminder_id)).fetchone()
         if row is None:
             return None

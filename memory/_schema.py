@@ -13,7 +13,7 @@ import sqlite_utils
 
 from ._search import create_search_schema
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_scope", "lock_scope", "migrate"]
 
 
 def _v1_core(db: sqlite_utils.Database) -> None:
@@ -393,8 +393,25 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def lock_scope(conn: Any, scope: str) -> None:
+    """Make this transaction the only writer of ``scope`` until it ends.
+
+    The record functions read, then write, in one transaction (a digest's version check,
+    an agent's plan count, a lesson seen before): that is only safe with one writer at a
+    time. SQLite has that already (``BEGIN IMMEDIATE``: one writer per file). PostgreSQL
+    runs transactions side by side, so its connection takes a per-scope advisory lock,
+    held to commit; other scopes go on in parallel. Call it first in the transaction,
+    before the reads; :func:`ensure_scope` does.
+    """
+    lock = getattr(conn, "lock_scope", None)  # PostgreSQL's connection adapter has one
+    if lock is not None:
+        lock(scope)
+
+
 def ensure_scope(conn: Any, scope: str, now: float) -> None:
-    """List ``scope`` in the scopes table (inside the caller's transaction); erase() walks it."""
+    """Serialise with the scope's other writers (:func:`lock_scope`), then list ``scope`` in
+    the scopes table (inside the caller's transaction); erase() walks it."""
+    lock_scope(conn, scope)
     conn.execute(
         "INSERT INTO scopes(scope, kind, created) VALUES (?, ?, ?) ON CONFLICT(scope) DO NOTHING",
         (scope, scope.split(":", 1)[0], now),

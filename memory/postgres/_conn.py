@@ -24,9 +24,15 @@ from typing import Any
 import psycopg
 from psycopg.adapt import Loader
 
-__all__ = ["NumberLoader", "PgConnection", "PgCursor", "to_pyformat"]
+__all__ = ["SCOPE_LOCK", "NumberLoader", "PgConnection", "PgCursor", "to_pyformat"]
+
+# The first key of the two-key advisory lock that makes one writer per scope at a time
+# (memory._schema.lock_scope) and orders a scope's ids (the hub_ordered_id trigger).
+SCOPE_LOCK = 0x5C09
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A statement that leaves old row versions behind (dead tuples until VACUUM), and its table.
+_CHANGES = re.compile(r'^\s*(?:DELETE\s+FROM|UPDATE)\s+"?([A-Za-z_][A-Za-z0-9_]*)"?', re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=2048)
@@ -142,15 +148,24 @@ class PgConnection:
     the archive search) that writes ``%s`` placeholders directly.
     """
 
-    def __init__(self, raw: psycopg.Connection) -> None:
+    def __init__(self, raw: psycopg.Connection, changed: set[str] | None = None) -> None:
         self.raw = raw
+        # Tables this connection deleted or updated rows in: the store vacuums them on
+        # flush_deleted(), so old versions of forgotten or edited text leave the pages.
+        self.changed = changed if changed is not None else set()
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
         named = isinstance(params, Mapping)
+        if match := _CHANGES.match(sql):
+            self.changed.add(match.group(1))
         cursor = self.raw.cursor()
         # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
         cursor.execute(to_pyformat(sql, named), _clean(params))
         return PgCursor(cursor)
+
+    def lock_scope(self, scope: str) -> None:
+        """Hold the scope's advisory lock until this transaction ends (see ``memory._schema.lock_scope``)."""
+        self.raw.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
         cursor = self.raw.cursor()

@@ -29,15 +29,13 @@ from collections.abc import Callable
 import psycopg
 
 from ..errors import StoreError
-from ._conn import PgConnection
+from ._conn import SCOPE_LOCK, PgConnection
 from .search import create_search_schema
 
 __all__ = ["MIGRATIONS", "ORDERED_TABLES", "SCHEMA_VERSION", "migrate"]
 
 # The advisory lock key (any fixed bigint) under which one process migrates at a time.
 _MIGRATION_LOCK = 0x5C09_0001
-# The first key of the two-key advisory lock that orders a scope's inserts.
-SCOPE_ORDER_LOCK = 0x5C09
 # Tables whose ids are cursors: ids commit in order within a scope.
 ORDERED_TABLES = ("messages", "events", "channel_messages")
 
@@ -52,7 +50,7 @@ CREATE TABLE scopes (
 CREATE FUNCTION hub_ordered_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.id IS NULL THEN
-        PERFORM pg_advisory_xact_lock({SCOPE_ORDER_LOCK}, hashtext(NEW.scope));
+        PERFORM pg_advisory_xact_lock({SCOPE_LOCK}, hashtext(NEW.scope));
         NEW.id := nextval(TG_ARGV[0]::regclass);
     END IF;
     RETURN NEW;

@@ -56,9 +56,11 @@ def _connect_kwargs() -> dict[str, Any]:
 class PostgresStore(Store):
     """The hub's memory on PostgreSQL; safe for many threads and many processes.
 
-    Guarantees beyond the SQLite store's: within a scope, message, event and channel
-    message ids become visible in increasing order (see ``_schema.py``), so ``id >
-    cursor`` never skips a row committed late; ``(scope, ext_id)`` is unique, so a
+    Guarantees, as on SQLite but across processes: within a scope, message, event and
+    channel message ids become visible in increasing order (see ``_schema.py``), so
+    ``id > cursor`` never skips a row committed late; a write transaction of a scope
+    runs alone in that scope (``memory._schema.lock_scope``), so read-then-write steps
+    such as a digest's version check stay atomic; ``(scope, ext_id)`` is unique, so a
     transport update stored by two workers is stored once.
     """
 
@@ -75,19 +77,19 @@ class PostgresStore(Store):
     ) -> None:
         # path is for people (prompts, logs): the password never shows.
         self.path = redact_url(url)
-        # How erase() vacuums: "plain" (default) or "full"; see erase(). HUB_PG_ERASE_VACUUM sets it.
+        # How erase() vacuums: "plain" (default) or "full"; see erase(). The hub passes HUB_PG_ERASE_VACUUM.
         self.erase_vacuum = (erase_vacuum or "plain").strip().lower()
         if self.erase_vacuum not in ("plain", "full"):
             raise StoreError(f"the vacuum after an erase (HUB_PG_ERASE_VACUUM) is 'plain' or 'full', not {erase_vacuum!r}")
         self._local = threading.local()
-        shown = self.path
+        self._changed: set[str] = set()  # tables with dead row versions since the last flush_deleted()
         try:
             # One plain connection first: its error says what is wrong (refused, bad
             # password, no such database), where a pool would only time out.
             with psycopg.connect(url, connect_timeout=int(timeout), **_connect_kwargs()) as raw:
                 migrate(raw)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot use PostgreSQL at {shown}: {str(exc).strip()}") from exc
+            raise StoreError(f"cannot use PostgreSQL at {self.path}: {str(exc).strip()}") from exc
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
@@ -121,7 +123,7 @@ class PostgresStore(Store):
                 yield held
             return
         with self._pool.connection() as raw:
-            conn = PgConnection(raw)
+            conn = PgConnection(raw, self._changed)
             self._local.conn = conn
             try:
                 with raw.transaction():
@@ -135,7 +137,7 @@ class PostgresStore(Store):
         if held is not None:
             return held.execute(sql, params).fetchall()
         with self._pool.connection() as raw:
-            return PgConnection(raw).execute(sql, params).fetchall()
+            return PgConnection(raw, self._changed).execute(sql, params).fetchall()
 
     def close(self) -> None:
         self._pool.close()
@@ -208,12 +210,19 @@ class PostgresStore(Store):
         return removed
 
     def flush_deleted(self, tables: Sequence[str] | None = None, *, full: bool = False) -> None:
-        """VACUUM ``tables`` (default: every scoped table) so deleted rows leave their pages.
+        """VACUUM ``tables`` so deleted rows leave their pages; by default the tables this
+        store deleted or updated rows in since the last call (a forgotten fact, an edited
+        message: their old versions are dead tuples until VACUUM).
 
         ``full`` rewrites the tables (VACUUM FULL, an exclusive lock per table). VACUUM
         cannot run inside a transaction: it runs on its own autocommit connection.
         """
-        names = list(tables) if tables is not None else self.scoped_tables()
+        if tables is None:
+            names = sorted(self._changed)
+            self._changed.clear()
+        else:
+            names = list(tables)
+            self._changed.difference_update(names)
         if not names:
             return
         with self._pool.connection() as raw:
@@ -221,7 +230,7 @@ class PostgresStore(Store):
 
     def scrub(self) -> None:
         """Vacuum every scoped table (what erase does for the tables it touched)."""
-        self.flush_deleted()
+        self.flush_deleted(self.scoped_tables())
 
     def move_scope(self, old: str, new: str, *, old_chat: str | None = None, new_chat: str | None = None) -> dict[str, int]:
         """Make everything of scope ``old`` belong to ``new``, in one transaction (see :meth:`Store.move_scope`).

@@ -7,6 +7,7 @@ The shared behaviour is in test_conformance.py, which runs on both backends.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -18,7 +19,6 @@ from scopehub.memory import (
     DuplicateMessage,
     NewMessage,
     StoreError,
-    advance_cursor,
     emit_event,
     events_after,
     open_store,
@@ -105,7 +105,21 @@ def test_a_newer_database_is_refused(pg, postgres_store_url):
 # -- order within a scope ------------------------------------------------------------------
 
 
-def test_an_event_committed_late_is_not_skipped_by_a_reader_that_moved_on(pg):
+def _raw_event(store, scope: str, title: str) -> None:
+    """An event inserted without the record function (no ensure_scope): only the id trigger orders it."""
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO events(scope, ts, agent, type, payload) VALUES (?, 0, 'tasks', 'task.created', ?)",
+            (scope, json.dumps({"task_id": 1, "title": title})),
+        )
+
+
+def _emitted(store, scope: str, title: str) -> None:
+    emit_event(store, scope, "tasks", "task.created", {"task_id": 1, "title": title})
+
+
+@pytest.mark.parametrize("write", [_emitted, _raw_event], ids=["emit_event", "raw_insert"])
+def test_an_event_committed_late_is_not_skipped_by_a_reader_that_moved_on(pg, write):
     """Writer 1 draws its id, then holds its transaction open; writer 2 commits meanwhile.
 
     With ids drawn before commit, the reader would see writer 2's later id, move its
@@ -119,19 +133,19 @@ def test_an_event_committed_late_is_not_skipped_by_a_reader_that_moved_on(pg):
 
     def slow_writer() -> None:
         with pg.transaction():
-            emit_event(pg, A, "tasks", "task.created", {"task_id": 1, "title": "slow"})
+            write(pg, A, "slow")
             inserted.set()
             release.wait(10)
 
     slow = threading.Thread(target=slow_writer)
     slow.start()
     assert inserted.wait(10)
-    fast = threading.Thread(target=emit_event, args=(pg, A, "tasks", "task.created", {"task_id": 2, "title": "fast"}))
+    fast = threading.Thread(target=write, args=(pg, A, "fast"))
     fast.start()
     fast.join(1.0)  # with the order lock it is still waiting for the slow writer; without, it committed
     emit_event(pg, B, "tasks", "task.created", {"task_id": 9, "title": "another scope never waits"})
     first_read = events_after(pg, A, start)
-    cursor = advance_cursor(pg, A, "reader", first_read[-1].id if first_read else start)
+    cursor = first_read[-1].id if first_read else start  # the reader moves on to what it saw
     release.set()
     slow.join(10)
     fast.join(10)
@@ -178,6 +192,39 @@ def test_concurrent_writers_and_a_polling_reader_never_lose_an_event_or_a_channe
     reader.join(30)
     assert sorted(seen_events) == sorted(n * 100 + i for n in range(writers) for i in range(per_writer))
     assert len(seen_posts) == len(set(seen_posts)) == writers * per_writer
+
+
+def test_a_digest_written_from_a_stale_version_is_refused_while_another_worker_writes(pg):
+    """save_digest reads the version, then writes version + 1: one step per scope, so of
+    two workers that started from version 1 exactly one writes version 2."""
+    from scopehub.memory import DigestLine, get_digest, save_digest
+
+    mid = pg.append(NewMessage(scope=A, role="user", text="we moved to Pune")).id
+    line = DigestLine("moved to Pune", (mid,), 1.0)
+    save_digest(pg, A, [line], upto_id=mid, covered=1, kind="full", mode="extractive")
+    written, release = threading.Event(), threading.Event()
+    results: dict[str, object] = {}
+
+    def first_worker() -> None:
+        with pg.transaction():
+            results["first"] = save_digest(pg, A, [line], upto_id=mid, covered=1, kind="incremental", mode="extractive", expect_version=1)
+            written.set()
+            release.wait(10)
+
+    def second_worker() -> None:
+        results["second"] = save_digest(pg, A, [line], upto_id=mid, covered=1, kind="full_recompact", mode="extractive", expect_version=1)
+
+    first = threading.Thread(target=first_worker)
+    first.start()
+    assert written.wait(10)
+    second = threading.Thread(target=second_worker)
+    second.start()
+    second.join(1.0)  # it waits for the first worker's commit before reading the version
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert results["first"].version == 2 and results["second"] is None
+    assert (get_digest(pg, A).version, get_digest(pg, A).kind) == (2, "incremental")
 
 
 def test_two_workers_storing_the_same_update_store_it_once(postgres_url):
@@ -320,7 +367,6 @@ def test_the_password_never_shows_in_the_stores_path_or_repr(postgres_store_url)
 
 
 def test_the_cli_imports_shows_usage_and_forgets_a_scope_on_postgresql(postgres_store_url, tmp_path, monkeypatch):
-    import json
 
     from click.testing import CliRunner
 
@@ -374,7 +420,6 @@ def test_the_hub_runs_on_postgresql_tools_events_awareness_and_usage(pg):
     """The whole hub on PostgreSQL: a tool's row and event, the awareness of the next agent,
     the stored reply and the token records (the same flow tests/hub/test_coordination.py runs on SQLite)."""
     import asyncio
-    import json
 
     from scopehub.agents import discover_agents
     from scopehub.hub import Deps, Hub, Inbound, load_settings
@@ -400,3 +445,20 @@ def test_the_hub_runs_on_postgresql_tools_events_awareness_and_usage(pg):
     assert [e.type for e in events_after(pg, A, 0)][:1] == ["email.received"]
     assert [m.text for m in pg.window(A, 10) if m.role == "agent"] == ["Kept the email from Ram.", "Noted."]
     assert [c["agent"] for c in pg.calls(A)] == ["inbox", "tasks"] and pg.usage(A).agent_calls == 2
+
+
+def test_a_forgotten_fact_and_an_edited_message_leave_no_dead_version_after_flush_deleted(pg):
+    try:
+        pg.query("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+    except Exception as exc:
+        pytest.skip(f"pgstattuple is not available: {exc}")
+    from scopehub.memory import NewFact, add_fact, delete_facts
+
+    fact = add_fact(pg, A, NewFact(text="User PIN is 4711", kind="other", key="user.pin"))
+    mid = pg.append(NewMessage(scope=A, role="user", text="my PIN is 4711")).id
+    delete_facts(pg, A, [fact.id], with_history=True)
+    pg.edit_text(A, mid, "my PIN is (removed)")
+    assert pg.query("SELECT dead_tuple_count FROM pgstattuple('facts')")[0][0] > 0
+    pg.flush_deleted()  # what `facts forget` and an edit's clean-up call
+    for table in ("facts", "messages"):
+        assert pg.query(f"SELECT dead_tuple_count FROM pgstattuple('{table}')")[0][0] == 0, table
