@@ -204,9 +204,7 @@ class PostgresStore(Store):
         with self.transaction() as conn:
             for table in tables:
                 removed[table] = conn.execute(f'DELETE FROM "{table}" WHERE scope = ?', (scope,)).rowcount
-        # The search tables lose their rows through the messages' and vault's triggers, not here.
-        touched = [t for t, n in removed.items() if n or (t in SEARCH_TABLES and (removed.get("messages") or removed.get("vault")))]
-        self.flush_deleted(touched, full=self.erase_vacuum == "full")
+        self.flush_deleted([t for t, n in removed.items() if n], full=self.erase_vacuum == "full")
         return removed
 
     def flush_deleted(self, tables: Sequence[str] | None = None, *, full: bool = False) -> None:
@@ -223,6 +221,8 @@ class PostgresStore(Store):
         else:
             names = list(tables)
             self._changed.difference_update(names)
+        if {"messages", "vault"} & set(names):  # their triggers rewrote the search tables' rows
+            names += [t for t in SEARCH_TABLES if t not in names]
         if not names:
             return
         with self._pool.connection() as raw:

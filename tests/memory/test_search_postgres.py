@@ -224,3 +224,16 @@ def test_erase_vacuums_the_search_tables_its_triggers_emptied(pg: Store) -> None
     pg.erase("user:1")
     for table in ("search_docs", "search_terms", "search_stats"):
         assert pg.query(f"SELECT dead_tuple_count FROM pgstattuple('{table}')")[0][0] == 0, table
+
+
+def test_flushing_an_edited_message_vacuums_its_old_index_row(pg: Store) -> None:
+    try:
+        pg.query("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+    except Exception as exc:  # a server where we may not create extensions
+        pytest.skip(f"pgstattuple is not available: {exc}")
+    mid = add(pg, "user:1", "my old address is 12 elm street")
+    with pg.transaction() as conn:
+        conn.execute("UPDATE messages SET text = 'address withdrawn' WHERE id = ?", (mid,))
+    pg.flush_deleted()
+    assert pg.query("SELECT dead_tuple_count FROM pgstattuple('search_docs')")[0][0] == 0
+    assert pg.search("user:1", "elm street") == []
