@@ -26,13 +26,18 @@ from scopehub.memory import (
     LiteLLMEmbedder,
     LogRecord,
     Store,
+    StoreError,
     index_embeddings,
+    open_store,
+    store_location,
 )
 
 __all__ = [
+    "backend_name",
     "bench_search",
     "evaluate_locomo",
     "format_locomo_table",
+    "format_side_by_side",
     "search_bench_command",
     "search_eval_command",
     "source_texts",
@@ -53,6 +58,23 @@ def _percentile(values: Sequence[float], share: float) -> float:
     return ordered[index]
 
 
+def backend_name(db: str | Path | None) -> str:
+    """``sqlite`` or ``postgresql`` for a ``--db`` value (None: a SQLite database of our own)."""
+    if db is None:
+        return "sqlite"
+    backend, _ = store_location(db)
+    return "postgresql" if backend in ("postgresql", "postgres") else backend
+
+
+def _shown(db: str | Path | None) -> str:
+    """The database as it may be printed (a URL's password hidden)."""
+    if db is None:
+        return "(in memory)"
+    from scopehub.memory.postgres import redact_url  # only reached with the extra's URL
+
+    return redact_url(str(db)) if backend_name(db) == "postgresql" else str(db)
+
+
 def _scope_name(sample_id: str) -> str:
     safe = re.sub(r"\s+", "_", sample_id.strip()) or "conversation"
     return _LOCOMO_SCOPE.format(safe)
@@ -67,8 +89,13 @@ def evaluate_locomo(
     progress: Progress | None = None,
     half_life_days: float | None = 30.0,
     folds: int = 0,
+    db: str | Path | None = None,
 ) -> dict[str, Any]:
     """Recall@k and hit@k of LoCoMo evidence turns, per search method, with latency.
+
+    ``db``: the database to run in (a SQLite path or a ``postgresql://`` URL); default a
+    fresh in-memory SQLite store. Its ``group:locomo-*`` scopes are erased first, so
+    every run starts from the dataset alone.
 
     ``folds`` K > 1 also reports each figure's mean ± sd and min–max over K folds of the
     conversations (conversation number modulo K: leave conversations out; with as many
@@ -103,7 +130,7 @@ def evaluate_locomo(
         if q.category != _ADVERSARIAL and q.evidence
     ]
     done = 0
-    with Store(":memory:") as store:
+    with Store(":memory:") if db is None else open_store(db) as store:
         for number, conversation in enumerate(conversations):
             asked = [q for c, q in questions if c is conversation]
             if not asked:
@@ -112,6 +139,8 @@ def evaluate_locomo(
             fold_totals = by_fold.setdefault(fold, {m: dict.fromkeys(totals[m], 0.0) for m in methods})
             fold_questions[fold] += len(asked)
             scope = _scope_name(conversation.sample_id)
+            if db is not None:
+                store.erase(scope)
             store.import_records(conversation.turns, default_scope=scope)
             dia_of = {
                 row[0]: row[1]
@@ -144,7 +173,13 @@ def evaluate_locomo(
                 if progress is not None:
                     progress(done, len(questions))
     count = len(questions)
-    result: dict[str, Any] = {"questions": count, "malformed_evidence": malformed, "methods": {}}
+    result: dict[str, Any] = {
+        "questions": count,
+        "malformed_evidence": malformed,
+        "backend": backend_name(db),
+        "db": _shown(db),
+        "methods": {},
+    }
     for method in methods:
         row = {
             name: round(value / count, 4) if count else 0.0
@@ -173,7 +208,7 @@ def format_locomo_table(result: dict[str, Any]) -> str:
     columns += ["p50_ms", "p95_ms"]
     head = f"{'method':<16}" + "".join(f"{c:>11}" for c in columns)
     lines = [
-        f"LoCoMo archive search: {result.get('questions', 0)} questions"
+        f"LoCoMo archive search on {result.get('backend', 'sqlite')}: {result.get('questions', 0)} questions"
         f" ({result.get('malformed_evidence', 0)} malformed evidence ids)",
         head,
         "-" * len(head),
@@ -292,6 +327,40 @@ def _bench_queries(
     return queries
 
 
+def _copy_messages(store: Any, scope: str, rows: Iterable[tuple[str, str, str, float]], batch: int) -> None:
+    """Bulk-load ``(ext_id, role, text, ts)`` rows into a PostgreSQL store with COPY.
+
+    One COPY (and one transaction) per ``batch`` rows: the search index's statement
+    triggers then index each batch in one statement, and a batch's transition table
+    stays small. The row triggers still give each message its ordered id.
+    """
+    pending: list[tuple[str, str, str, float]] = []
+
+    def flush() -> None:
+        with store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO scopes(scope, kind, created) VALUES (?, 'group', ?) ON CONFLICT DO NOTHING",
+                (scope, time.time()),
+            )
+            with conn.raw.cursor().copy("COPY messages (scope, ext_id, role, text, ts) FROM STDIN") as copy:
+                for ext_id, role, text, ts in pending:
+                    copy.write_row((scope, ext_id, role, text, ts))
+        pending.clear()
+
+    for row in rows:
+        pending.append(row)
+        if len(pending) >= batch:
+            flush()
+    if pending:
+        flush()
+    # What autovacuum does soon after a bulk load (visibility map, hint bits, planner
+    # statistics): without it the first searches pay for it and the planner guesses.
+    import psycopg
+
+    with psycopg.connect(store.path, autocommit=True) as raw:
+        raw.execute("VACUUM (ANALYZE) messages, search_docs, search_terms, search_stats")
+
+
 def bench_search(
     messages: int,
     *,
@@ -302,12 +371,15 @@ def bench_search(
     db_path: str | Path | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    scope: str = "group:bench",
 ) -> dict[str, Any]:
-    """Build one scope of ``messages`` messages through the Store, then time hybrid searches.
+    """Build one scope of ``messages`` messages, then time hybrid searches in it.
 
-    Source text comes from ``texts`` or the datasets under ``data_dir``. The database is a
-    temporary file unless ``db_path`` is given (it must not exist yet). One untimed search
-    first loads the typo vocabulary, a one-off per process that ``warmup_ms`` reports.
+    Source text comes from ``texts`` or the datasets under ``data_dir``. ``db_path`` is
+    where: a SQLite path or a ``postgresql://`` URL (default a temporary SQLite file);
+    ``scope`` must hold no messages there yet, and the database is kept. SQLite is loaded
+    through the Store's import, PostgreSQL with COPY. One untimed search first loads the
+    typo vocabulary (SQLite), a one-off per process that ``warmup_ms`` reports.
     """
     if messages <= 0:
         raise ValueError("messages must be positive")
@@ -318,28 +390,40 @@ def bench_search(
     if not texts:
         raise ValueError("no source texts")
     query_list = _bench_queries(texts, list(questions or ()), queries, seed)
+    backend = backend_name(db_path)
     with tempfile.TemporaryDirectory(prefix="hub-bench-") as tmp:
-        path = Path(db_path) if db_path is not None else Path(tmp) / "bench.db"
-        if path.exists():
-            raise FileExistsError(f"{path} exists; the benchmark builds a fresh database")
-        scope = "group:bench"
-        with Store(path) as store:
+        target = db_path if db_path is not None else Path(tmp) / "bench.db"
+        try:
+            store = open_store(target)
+        except StoreError as exc:
+            raise ValueError(str(exc)) from exc
+        with store:
+            if store.count_messages(scope):
+                raise ValueError(
+                    f"{scope} already has messages in {_shown(db_path)}; the benchmark builds it"
+                    " afresh (use another database, or erase the scope)"
+                )
             start_ts = 1_700_000_000.0
 
-            def records() -> Iterable[LogRecord]:
+            def numbered() -> Iterator[tuple[str, str, str, float]]:
                 for number, text in enumerate(_synthetic_messages(texts, messages, seed)):
                     if progress is not None and number % 10_000 == 0:
                         progress(number, messages)
-                    yield LogRecord(
-                        id=str(number),
-                        scope=scope,  # set here, the import need not copy each record
-                        role="user" if number % 2 == 0 else "agent",
-                        text=text,
-                        ts=start_ts + 30.0 * number,
-                    )
+                    yield str(number), "user" if number % 2 == 0 else "agent", text, start_ts + 30.0 * number
 
             started = time.perf_counter()
-            store.import_records(records(), default_scope=scope, batch_size=5000)
+            if store.dialect.is_sqlite:
+                store.import_records(
+                    (
+                        # scope set here, the import need not copy each record
+                        LogRecord(id=ext_id, scope=scope, role=role, text=text, ts=ts)
+                        for ext_id, role, text, ts in numbered()
+                    ),
+                    default_scope=scope,
+                    batch_size=5000,
+                )
+            else:
+                _copy_messages(store, scope, numbered(), batch=20_000)
             ingest_s = time.perf_counter() - started
             now = start_ts + 30.0 * messages
             started = time.perf_counter()
@@ -351,6 +435,7 @@ def bench_search(
                 store.search(scope, query, 10, now=now)
                 timings.append((time.perf_counter() - started) * 1000.0)
     return {
+        "backend": backend,
         "messages": messages,
         "ingest_per_s": round(messages / ingest_s, 1),
         "p50_ms": round(_percentile(timings, 0.50), 3),
@@ -368,6 +453,12 @@ def bench_search(
 
 def _embedder_from(model: str | None, api_base: str | None) -> Embedder | None:
     return LiteLLMEmbedder(model, api_base=api_base) if model else None
+
+
+_DB_HELP = (
+    "Database to run in: a SQLite path or a postgresql:// URL (repeat to compare backends"
+    " side by side)."
+)
 
 
 @click.command("search")
@@ -400,6 +491,12 @@ def _embedder_from(model: str | None, api_base: str | None) -> Embedder | None:
     "--embed-api-base", envvar="HUB_EMBED_API_BASE", help="API base URL for the embedding model."
 )
 @click.option("--folds", default=0, show_default=True, help="K folds of the conversations: mean ± sd and min–max of each figure")
+@click.option(
+    "--db",
+    "dbs",
+    multiple=True,
+    help=_DB_HELP + " Its group:locomo-* scopes are erased first. Default: a SQLite database in memory.",
+)
 def search_eval_command(
     fmt: str,
     path: Path,
@@ -408,6 +505,7 @@ def search_eval_command(
     embed_model: str | None,
     embed_api_base: str | None,
     folds: int,
+    dbs: tuple[str, ...],
 ) -> None:
     """Recall of LoCoMo evidence turns by archive search, per method (recall@k, hit@k, latency)."""
     embedder = _embedder_from(embed_model, embed_api_base)
@@ -415,23 +513,46 @@ def search_eval_command(
         methods = ("bm25", "fuzzy", "hybrid") + (
             ("semantic", "hybrid_semantic") if embedder else ()
         )
-    try:
-        result = evaluate_locomo(path, methods=methods, embedder=embedder, folds=folds)
-    except (ValueError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(format_locomo_table(result))
+    results: list[dict[str, Any]] = []
+    for db in dbs or (None,):
+        try:
+            result = evaluate_locomo(path, methods=methods, embedder=embedder, folds=folds, db=db)
+        except (ValueError, OSError, StoreError) as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(format_locomo_table(result))
+        click.echo("")
+        results.append(result)
+    if len(results) > 1:
+        click.echo(format_side_by_side(results))
     if json_out is not None:
-        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        data: Any = results[0] if len(results) == 1 else {"backends": results}
+        json_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")
+
+
+def format_side_by_side(results: Sequence[dict[str, Any]]) -> str:
+    """hit@10 (or the largest hit@k) and latency of each method, one column pair per database."""
+    methods = list(dict.fromkeys(m for r in results for m in r.get("methods", {})))
+    first = next(iter(results[0].get("methods", {}).values()), {})
+    hit = max((c for c in first if c.startswith("hit@")), key=lambda c: int(c[4:]), default="hit@10")
+    head = f"{'method':<16}" + "".join(f"{r.get('backend', '?') + ' ' + hit:>20}{'p50/p95 ms':>16}" for r in results)
+    lines = ["Side by side:", head, "-" * len(head)]
+    for method in methods:
+        cells = ""
+        for r in results:
+            row = r.get("methods", {}).get(method, {})
+            cells += f"{row.get(hit, 0.0):>20.3f}{row.get('p50_ms', 0.0):>9.1f}/{row.get('p95_ms', 0.0):<6.1f}"
+        lines.append(f"{method:<16}{cells}")
+    return "\n".join(lines)
 
 
 @click.command("search")
 @click.option(
     "--messages",
+    "sizes",
     type=click.IntRange(min=1),
-    default=100_000,
-    show_default=True,
-    help="Messages in the scope.",
+    multiple=True,
+    help="Messages in the scope (repeatable; default 100,000).",
 )
 @click.option(
     "--json",
@@ -449,12 +570,12 @@ def search_eval_command(
 )
 @click.option(
     "--db",
-    "db_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Keep the database here (must not exist).",
+    "dbs",
+    multiple=True,
+    help=_DB_HELP + " The database is kept; its bench scope must be empty. Default: a temporary SQLite file.",
 )
 def search_bench_command(
-    messages: int, json_out: Path | None, data_dir: Path | None, queries: int, db_path: Path | None
+    sizes: tuple[int, ...], json_out: Path | None, data_dir: Path | None, queries: int, dbs: tuple[str, ...]
 ) -> None:
     """Build a scope of N messages from dataset text and time hybrid archive searches."""
 
@@ -462,17 +583,34 @@ def search_bench_command(
         if done and done % 100_000 == 0:
             click.echo(f"  ingested {done:,} of {total:,}", err=True)
 
+    results: list[dict[str, Any]] = []
     try:
-        result = bench_search(
-            messages, data_dir=data_dir, queries=queries, db_path=db_path, progress=report
-        )
+        texts, questions = source_texts(data_dir)
     except (ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(
-        f"{result['messages']:,} messages: ingest {result['ingest_per_s']:,.0f}/s;"
-        f" hybrid search p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms"
-        f" over {result['queries']} queries (first search {result['warmup_ms']:.0f} ms)"
-    )
+    sizes = sizes or (100_000,)
+    for messages in sizes:
+        for db in dbs or (None,):
+            try:
+                result = bench_search(
+                    messages,
+                    texts=texts,
+                    questions=questions,
+                    queries=queries,
+                    db_path=db,
+                    progress=report,
+                    # one scope per size, so one database serves every size
+                    scope="group:bench" if len(sizes) == 1 else f"group:bench-{messages}",
+                )
+            except (ValueError, OSError) as exc:
+                raise click.ClickException(str(exc)) from exc
+            click.echo(
+                f"{result['backend']:<10} {result['messages']:>11,} messages: ingest {result['ingest_per_s']:,.0f}/s;"
+                f" hybrid search p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms"
+                f" over {result['queries']} queries (first search {result['warmup_ms']:.0f} ms)"
+            )
+            results.append(result)
     if json_out is not None:
-        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        data: Any = results[0] if len(results) == 1 else {"runs": results}
+        json_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")

@@ -794,12 +794,7 @@ def search_archive(
     ``before_id``: only messages with a smaller id (vault documents always qualify).
     Any text is a valid query; one without words returns ``[]``.
     """
-    if method not in SEARCH_METHODS:
-        raise SearchError(
-            f"unknown search method {method!r}; expected one of {', '.join(SEARCH_METHODS)}"
-        )
-    if method in ("semantic", "hybrid_semantic") and embedder is None:
-        raise SearchError(f"search method {method!r} needs an embedder")
+    check_method(method, embedder)
     if not isinstance(query, str) or k <= 0:
         return []
     terms = _query_terms(query)
@@ -834,23 +829,66 @@ def search_archive(
         if embedder is not None and method in ("semantic", "hybrid", "hybrid_semantic"):
             lists.append(_semantic(conn, ranges, query, embedder, pool))
             weights.append(1.0)
-        fused: dict[int, float] = {}
-        for ranked, weight in zip(lists, weights, strict=True):
-            for rank, key in enumerate(ranked[:pool]):
-                fused[key] = fused.get(key, 0.0) + weight / (_RRF_K + rank + 1)
+        blended = method in ("hybrid", "hybrid_semantic")
+        fused, shortlist = fuse_ranked_lists(lists, weights, k, pool, blended)
         if not fused:
             return []
-        blended = method in ("hybrid", "hybrid_semantic")
-        if blended:
-            ordered = sorted(fused, key=fused.__getitem__, reverse=True)
-            # Coverage and recency add at most max_bonus: whatever trails the k-th fused score
-            # by more can never reach the top k, so it is neither loaded nor tokenized.
-            floor = fused[ordered[min(k, len(ordered)) - 1]] - _MAX_BONUS / (_RRF_K + 1)
-            # The head is re-ranked; past it, tokenizing texts costs more than it moves.
-            shortlist = [key for key in ordered[: max(_RERANK_DEPTH, 3 * k)] if fused[key] >= floor]
-        else:  # a single list: its own order (a symbol's matches when the words found nothing)
-            shortlist = next((ranked for ranked in lists if ranked), [])[:k]
         docs = _load_docs(conn, scope, shortlist, ranges.base)
+    return rank_documents(shortlist, fused, docs, terms, dfs, k, blended, now, half_life_days)
+
+
+def check_method(method: str, embedder: Embedder | None) -> None:
+    """Raise ``SearchError`` for an unknown method, or a semantic one without an embedder."""
+    if method not in SEARCH_METHODS:
+        raise SearchError(
+            f"unknown search method {method!r}; expected one of {', '.join(SEARCH_METHODS)}"
+        )
+    if method in ("semantic", "hybrid_semantic") and embedder is None:
+        raise SearchError(f"search method {method!r} needs an embedder")
+
+
+def fuse_ranked_lists(
+    lists: Sequence[Sequence[int]], weights: Sequence[float], k: int, pool: int, blended: bool
+) -> tuple[dict[int, float], list[int]]:
+    """Reciprocal rank fusion of ranked document keys, and the shortlist worth re-ranking.
+
+    Backend-independent (SQLite and PostgreSQL search share it): a key is any int that
+    names one document of the scope.
+    """
+    fused: dict[int, float] = {}
+    for ranked, weight in zip(lists, weights, strict=True):
+        for rank, key in enumerate(ranked[:pool]):
+            fused[key] = fused.get(key, 0.0) + weight / (_RRF_K + rank + 1)
+    if not fused:
+        return fused, []
+    if blended:
+        ordered = sorted(fused, key=fused.__getitem__, reverse=True)
+        # Coverage and recency add at most max_bonus: whatever trails the k-th fused score
+        # by more can never reach the top k, so it is neither loaded nor tokenized.
+        floor = fused[ordered[min(k, len(ordered)) - 1]] - _MAX_BONUS / (_RRF_K + 1)
+        # The head is re-ranked; past it, tokenizing texts costs more than it moves.
+        shortlist = [key for key in ordered[: max(_RERANK_DEPTH, 3 * k)] if fused[key] >= floor]
+    else:  # a single list: its own order (a symbol's matches when the words found nothing)
+        shortlist = list(next((ranked for ranked in lists if ranked), [])[:k])
+    return fused, shortlist
+
+
+def rank_documents(
+    shortlist: Sequence[int],
+    fused: dict[int, float],
+    docs: dict[int, _Doc],
+    terms: Sequence[_Term],
+    dfs: dict[str, int],
+    k: int,
+    blended: bool,
+    now: float,
+    half_life_days: float | None,
+) -> list[SearchHit]:
+    """The shortlist scored (fused rank + query coverage + recency, importance) as hits, best first.
+
+    Backend-independent: ``docs`` maps each shortlisted key to its loaded document,
+    ``dfs`` gives each query word and typo expansion its (capped) document frequency.
+    """
     wanted = [{t.stem, *(porter_stem(a) for a in t.alts)} for t in terms]
     # Rarer terms say more about a document: weight each by an idf over the capped counts.
     term_weights = [

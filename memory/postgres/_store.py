@@ -28,6 +28,7 @@ from .._store import _SCOPED_TABLES, Store
 from ..errors import StoreError
 from ._conn import NumberLoader, PgConnection
 from ._schema import migrate
+from .search import SEARCH_TABLES
 
 __all__ = ["POSTGRES", "PostgresStore", "redact_url"]
 
@@ -220,6 +221,8 @@ class PostgresStore(Store):
         else:
             names = list(tables)
             self._changed.difference_update(names)
+        if {"messages", "vault"} & set(names):  # their triggers rewrote the search tables' rows
+            names += [t for t in SEARCH_TABLES if t not in names]
         if not names:
             return
         with self._pool.connection() as raw:

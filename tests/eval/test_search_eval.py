@@ -15,7 +15,7 @@ from scopehub.eval.search import (
     search_bench_command,
     search_eval_command,
 )
-from scopehub.memory import SearchHit, Store
+from scopehub.memory import NewMessage, SearchHit, Store
 
 SESSION_1 = [
     ("Alice", "D1:1", "I adopted a puppy named Biscuit last week!"),
@@ -212,3 +212,36 @@ def test_folds_over_conversations_give_mean_spread_and_range(tmp_path: Path) -> 
     run = CliRunner().invoke(search_eval_command, [str(path), "--method", "bm25", "--folds", "3"])
     assert run.exit_code == 0, run.output
     assert "Over 3 folds of the conversations" in run.output and "±" in run.output
+
+
+def test_eval_runs_each_db_and_prints_them_side_by_side(tmp_path: Path, postgres_url: str) -> None:
+    out = tmp_path / "both.json"
+    lite = tmp_path / "eval.db"
+    args = [str(locomo_file(tmp_path)), "--db", str(lite), "--db", postgres_url, "--json", str(out)]
+    run = CliRunner().invoke(search_eval_command, args)
+    assert run.exit_code == 0, run.output
+    assert "Side by side" in run.output and "postgresql hit@10" in run.output
+    results = json.loads(out.read_text())["backends"]
+    assert [r["backend"] for r in results] == ["sqlite", "postgresql"]
+    for result in results:  # all but the question whose evidence does not exist, on both
+        assert result["methods"]["hybrid"]["hit@10"] == pytest.approx(3 / 4)
+    # A run starts from the dataset alone: what its scopes held before is erased.
+    with Store(lite) as store:
+        store.append(NewMessage(scope="group:locomo-conv-a", role="user", text="a stray puppy named Biscuit", ts=1.0))
+    run = CliRunner().invoke(search_eval_command, args)
+    assert run.exit_code == 0, run.output
+    with Store(lite) as store:
+        assert store.count_messages("group:locomo-conv-a") == len(SESSION_1) + len(SESSION_2)
+
+
+def test_bench_loads_postgresql_with_copy_and_refuses_a_scope_with_messages(postgres_url: str) -> None:
+    texts = [f"message about topic {word} and more words" for word in ("alpha", "bravo", "charlie")]
+    result = bench_search(300, texts=texts, questions=["What about alpha?"], queries=5, db_path=postgres_url)
+    assert result["backend"] == "postgresql" and result["queries"] == 5
+    from scopehub.memory import open_store
+
+    with open_store(postgres_url) as store:
+        assert store.count_messages("group:bench") == 300
+        assert store.search("group:bench", "alpha topic", 3)[0].text.startswith("message about topic alpha")
+    with pytest.raises(ValueError, match="already has messages"):
+        bench_search(10, texts=texts, queries=1, db_path=postgres_url)

@@ -20,7 +20,6 @@ from scopehub.memory import (
     MemoryStore,
     NewFact,
     NewMessage,
-    StoreError,
     acquire_claim,
     active_claims,
     add_fact,
@@ -97,24 +96,6 @@ def store(request, tmp_path) -> MemoryStore:
     opened.close()
 
 
-def search_built(store: MemoryStore) -> bool:
-    """False while a backend's archive search is still to come (PostgreSQL's is built apart)."""
-    try:
-        store.search("user:0", "probe")
-    except StoreError as exc:
-        if "not built yet" in str(exc):
-            return False
-        raise
-    return True
-
-
-def search(store: MemoryStore, scope: str, query: str, **options):
-    """``store.search``, or skip the test saying the backend's search is not built yet."""
-    if not search_built(store):
-        pytest.skip("archive search on PostgreSQL: not built yet (memory/postgres/search.py)")
-    return store.search(scope, query, **options)
-
-
 def say(store: MemoryStore, scope: str, text: str, **fields) -> int:
     return store.append(NewMessage(scope=scope, role=fields.pop("role", "user"), text=text, **fields)).id
 
@@ -189,7 +170,7 @@ def test_import_is_idempotent_by_scope_and_id(store):
 def test_search_finds_only_the_scopes_own_messages(store):
     say(store, A, "the plumber comes on Tuesday")
     say(store, B, "the plumber of the group is Bob")
-    hits = search(store, A, "plumber")
+    hits = store.search(A, "plumber")
     assert hits and all("Bob" not in hit.text for hit in hits)
     assert "Tuesday" in hits[0].text
 
@@ -220,8 +201,7 @@ def test_erase_removes_one_scope_and_leaves_the_other(store):
     assert removed["messages"] == 1 and removed["tasks"] == 1 and removed["facts"] == 1 and removed["calls"] == 1
     assert store.count_messages(A) == 0 and list_tasks(store, A) == []
     assert store.count_messages(B) == 1
-    if search_built(store):
-        assert store.search(A, "plumber") == [] and store.search(B, "plumber")
+    assert store.search(A, "plumber") == [] and store.search(B, "plumber")
     assert A not in store.scopes()
 
 
