@@ -6,7 +6,13 @@ import asyncio
 from pathlib import Path
 
 from scopehub.eval.faults import echo_model, make_hub
-from scopehub.hub.transports.maildir import Dispatch, MaildirIntake, MaildirWatcher, list_outbox, send_dispatch
+from scopehub.hub.transports.maildir import (
+    Dispatch,
+    MaildirIntake,
+    MaildirWatcher,
+    list_outbox,
+    send_dispatch,
+)
 from scopehub.hub.transports.maildir.bridge import build_intake
 from scopehub.memory import NewMessage, Store, acquire_claim, release_claim
 from tests.hub.transports.helpers import AGENTS, StoreHub
