@@ -277,6 +277,15 @@ def _wait(done: Callable[[], bool], hub: _HubProcess, timeout: float, step: floa
     return done()
 
 
+def _bound(timeout: float | None, files: int) -> float:
+    """How long to wait for the hub to finish ``files`` files before counting what is missing.
+
+    Generous (a loaded machine is slow), yet a hub that never settles some file fails the
+    scenario in minutes at the small sizes, not after half an hour.
+    """
+    return timeout if timeout is not None else 120.0 + 0.5 * files
+
+
 def _body(token: str, payload: str) -> str:
     """A body whose first line names it and carries the digest of the rest: a partial read shows."""
     return f"token {token} sha256={hashlib.sha256(payload.encode()).hexdigest()}\n\n{payload}"
@@ -306,18 +315,34 @@ class _Answered:
     outbox_0: int = 0
     outbox_twice: int = 0
     not_moved: int = 0
+    stored_twice: int = 0
     right: int = 0  # stored, answered once, one reply file, in cur/
 
     def lost(self) -> int:
         return self.not_stored + self.answered_0 + self.outbox_0 + self.not_moved
 
     def duplicated(self) -> int:
-        return self.answered_twice + self.outbox_twice
+        return self.stored_twice + self.answered_twice + self.outbox_twice
 
 
-def _answered(db: Path, root: Path, expected: dict[tuple[str, str], Path]) -> tuple[_Answered, dict[tuple[str, str], str]]:
-    """Count, for every expected ``(scope, name) -> inbox``, what happened to it; also the stored texts."""
-    stored = _stored(db)
+def _answered(
+    db: Path, root: Path, expected: dict[tuple[str, str], Path], tokens: dict[tuple[str, str], str] | None = None
+) -> tuple[_Answered, dict[tuple[str, str], str]]:
+    """Count, for every expected ``(scope, name) -> inbox``, what happened to it; also the stored texts.
+
+    With ``tokens`` (``(scope, name) -> the token in its body``) a file's messages are found
+    by the token in their text, not by the key the hub stored them under: a hub that keys
+    a redelivery differently (and so stores and answers it twice) is caught too.
+    """
+    rows = _rows(db, "SELECT scope, ext_id, id, text FROM messages WHERE role = 'user'")
+    by_key: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for scope, ext, mid, text in rows:
+        if tokens is not None:
+            token = _check_body(text)[0]
+            if token is not None:
+                by_key.setdefault((scope, token), []).append((mid, text))
+        elif ext and ext.startswith("maildir:"):
+            by_key.setdefault((scope, ext[len("maildir:") :]), []).append((mid, text))
     answers = _answers(db)
     replies = Counter((reply.get("scope"), reply.get("reply_to")) for reply in _outbox_replies(root))
     out = _Answered(files=len(expected))
@@ -325,17 +350,19 @@ def _answered(db: Path, root: Path, expected: dict[tuple[str, str], Path]) -> tu
     for (scope, name), box in expected.items():
         moved = (box / "cur" / name).exists()
         out.not_moved += not moved
-        if (scope, name) not in stored:
+        found = by_key.get((scope, tokens[(scope, name)] if tokens is not None else name), [])
+        if not found:
             out.not_stored += 1
             continue
-        message_id, texts[(scope, name)] = stored[(scope, name)]
-        n = answers.get(message_id, 0)
+        out.stored_twice += len(found) > 1
+        texts[(scope, name)] = found[0][1]
+        n = sum(answers.get(mid, 0) for mid, _text in found)
         out.answered_0 += n == 0
         out.answered_twice += n > 1
         m = replies.get((scope, name), 0)
         out.outbox_0 += m == 0
         out.outbox_twice += m > 1
-        out.right += moved and n == 1 and m == 1
+        out.right += moved and len(found) == 1 and n == 1 and m == 1
     return out, texts
 
 
@@ -348,6 +375,8 @@ def _report_answered(out: Outcome, counts: _Answered) -> None:
         out.fail("lost", f"{counts.outbox_0} files with no reply file in the sender's outbox", counts.outbox_0)
     if counts.not_moved:
         out.fail("lost", f"{counts.not_moved} files not in cur/ at the end", counts.not_moved)
+    if counts.stored_twice:
+        out.fail("duplicated", f"{counts.stored_twice} files stored as more than one message", counts.stored_twice)
     if counts.answered_twice:
         out.fail("duplicated", f"{counts.answered_twice} files answered more than once", counts.answered_twice)
     if counts.outbox_twice:
@@ -357,9 +386,11 @@ def _report_answered(out: Outcome, counts: _Answered) -> None:
 # -- kill -9 while ingesting ----------------------------------------------------------------------
 
 
-def _write_backlog(root: Path, files: int, scopes: Sequence[str], rng: random.Random) -> dict[tuple[str, str], Path]:
-    """``files`` dispatches asking for a reply, spread over scopes, inboxes and senders."""
-    expected = {}
+def _write_backlog(
+    root: Path, files: int, scopes: Sequence[str], rng: random.Random
+) -> tuple[dict[tuple[str, str], Path], dict[tuple[str, str], str]]:
+    """``files`` dispatches asking for a reply, spread over scopes, inboxes and senders: their boxes and tokens."""
+    expected, tokens = {}, {}
     base = time.time() - 3600
     for i in range(files):
         scope, inbox = scopes[i % len(scopes)], INBOXES[(i // len(scopes)) % len(INBOXES)]
@@ -376,7 +407,8 @@ def _write_backlog(root: Path, files: int, scopes: Sequence[str], rng: random.Ra
         )
         assert path is not None
         expected[(scope, path.name)] = path.parent.parent
-    return expected
+        tokens[(scope, path.name)] = f"f{i}"
+    return expected, tokens
 
 
 def _in_flight(db: Path, expected: dict[tuple[str, str], Path]) -> tuple[int, int]:
@@ -392,21 +424,29 @@ def _in_flight(db: Path, expected: dict[tuple[str, str], Path]) -> tuple[int, in
 
 
 def kill_ingest(
-    workdir: Path, *, files: int = 2000, kills: int = 20, scopes: int = 20, seed: int = 0, timeout: float = 1800.0
+    workdir: Path,
+    *,
+    files: int = 2000,
+    kills: int = 20,
+    scopes: int = 20,
+    seed: int = 0,
+    claim_ttl: float = CLAIM_TTL,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """Ingest ``files`` with the hub SIGKILLed ``kills`` times; returns the counts (module docstring)."""
     rng = random.Random(seed)
+    timeout = _bound(timeout, files)
     workdir.mkdir(parents=True, exist_ok=True)
     db, root = workdir / "hub.db", workdir / "maildir"
     Store(db).close()
     scope_names = [f"user:{7000 + i}" if i % 2 else f"group:-{7000 + i}" for i in range(scopes)]
     started = time.perf_counter()
-    expected = _write_backlog(root, files, scope_names, rng)
+    expected, tokens = _write_backlog(root, files, scope_names, rng)
     boxes = sorted(set(expected.values()))
     written_in = time.perf_counter() - started
     moved = lambda: _count_files(boxes, "cur")  # noqa: E731
     users = lambda: (_rows(db, "SELECT COUNT(*) FROM messages WHERE role = 'user'") or [(0,)])[0][0]  # noqa: E731
-    hub = _HubProcess(workdir, db, root)
+    hub = _HubProcess(workdir, db, root, ttl=claim_ttl)
     targets = sorted(rng.sample(range(1, files), min(kills, files - 1)))
     counts: dict[str, Any] = {
         "files": files,
@@ -438,7 +478,7 @@ def kill_ingest(
         finished = _wait(lambda: moved() == files or (_count_files(boxes, "new") == 0 and moved() + _dlq_entries(root) >= files), hub, timeout)
         counts["exit_status"] = hub.stop()
     counts["seconds"] = round(time.perf_counter() - started, 1)
-    answered, _texts = _answered(db, root, expected)
+    answered, _texts = _answered(db, root, expected, tokens)
     counts.update(
         finished=finished,
         hub_starts=hub.starts,
@@ -451,13 +491,15 @@ def kill_ingest(
     return counts
 
 
-def maildir_kill(workdir: Path, *, files: int = 2000, kills: int = 20, scopes: int = 20, seed: int = 0) -> Outcome:
+def maildir_kill(
+    workdir: Path, *, files: int = 2000, kills: int = 20, scopes: int = 20, seed: int = 0, claim_ttl: float = CLAIM_TTL
+) -> Outcome:
     """The hub SIGKILLed while it ingests: every file answered exactly once."""
     from .faults import KILLS_SURVIVED, Outcome, _timed
 
     out = Outcome("maildir_kill")
     with _timed(out):
-        counts = kill_ingest(workdir, files=files, kills=kills, scopes=scopes, seed=seed)
+        counts = kill_ingest(workdir, files=files, kills=kills, scopes=scopes, seed=seed, claim_ttl=claim_ttl)
     answered: _Answered = counts["answered"]
     _report_answered(out, answered)
     _report_process(out, counts)
@@ -527,9 +569,10 @@ def _writer_child(argv: Sequence[str] | None = None) -> None:
 
 
 def concurrent_writers(
-    workdir: Path, *, writers: int = 5, per_writer: int = 400, cli_every: int = 20, size: int = 2000, seed: int = 0, timeout: float = 1800.0
+    workdir: Path, *, writers: int = 5, per_writer: int = 400, cli_every: int = 20, size: int = 2000, seed: int = 0, timeout: float | None = None
 ) -> dict[str, Any]:
     """``writers`` processes deliver while the hub ingests; returns the counts."""
+    timeout = _bound(timeout, writers * per_writer)
     from .faults import _child_env
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -554,16 +597,17 @@ def concurrent_writers(
         codes = [proc.wait(timeout=timeout) for proc in procs]
         acks = [line.split() for k in range(writers) for line in (workdir / f"writer-{k}.out").read_text().splitlines() if line.startswith("ack ")]
         expected = {(scope, name): root / scope_folder(scope) / inbox for _, _token, scope, inbox, _via, name in acks}
+        tokens = {(scope, name): token for _, token, scope, _inbox, _via, name in acks}
         boxes = sorted(set(expected.values()))
         moved_while_writing = _count_files(boxes, "cur")
         finished = _wait(lambda: _count_files(boxes, "new") == 0 and _count_files(boxes, "cur") >= len(expected), hub, timeout)
         exit_status = hub.stop()
-    answered, _texts = _answered(db, root, expected)
-    tokens: Counter[str | None] = Counter()
+    answered, _texts = _answered(db, root, expected, tokens)
+    stored_tokens: Counter[str | None] = Counter()
     broken = 0
-    for text in _stored(db).values():
-        token, whole = _check_body(text[1])
-        tokens[token] += 1
+    for _scope, _ext, _mid, text in _rows(db, "SELECT scope, ext_id, id, text FROM messages WHERE role = 'user'"):
+        token, whole = _check_body(text)
+        stored_tokens[token] += 1
         broken += not whole
     acked_tokens = {token for _, token, *_ in acks}
     return {
@@ -573,8 +617,8 @@ def concurrent_writers(
         "expected": writers * per_writer,
         "via_cli": sum(1 for ack in acks if ack[4] == "cli"),
         "names_distinct": len({name for *_, name in acks}),
-        "acked_not_stored": len(acked_tokens - set(tokens)),
-        "stored_twice": sum(1 for n in tokens.values() if n > 1),
+        "acked_not_stored": len(acked_tokens - set(stored_tokens)),
+        "stored_twice": sum(1 for n in stored_tokens.values() if n > 1),
         "broken": broken,
         "moved_while_writing": moved_while_writing,
         "finished": finished,
@@ -660,9 +704,10 @@ def _slow_child(argv: Sequence[str] | None = None) -> None:
 
 
 def half_written(
-    workdir: Path, *, writers: int = 3, per_writer: int = 100, chunks: int = 8, size: int = 64_000, crashers: int = 2, seed: int = 0, timeout: float = 1800.0
+    workdir: Path, *, writers: int = 3, per_writer: int = 100, chunks: int = 8, size: int = 64_000, crashers: int = 2, seed: int = 0, timeout: float | None = None
 ) -> dict[str, Any]:
     """Slow writers and writers killed mid-write while the hub ingests; returns the counts."""
+    timeout = _bound(timeout, writers * per_writer * 2)
     from .faults import _child_env
 
     rng = random.Random(seed)
@@ -703,13 +748,14 @@ def half_written(
         acks = [line.split() for name in procs for line in (workdir / f"{name}.out").read_text().splitlines() if line.startswith("ack ")]
         box = lambda inbox: root / scope_folder(scope) / inbox  # noqa: E731
         expected = {(scope, name): box(inbox) for _, _token, inbox, name in acks}
+        tokens = {(scope, name): token for _, token, _inbox, name in acks}
         boxes = [box(inbox) for inbox in INBOXES]
         moved_while_writing = _count_files(boxes, "cur")
         finished = _wait(lambda: _count_files(boxes, "new") == 0 and _count_files(boxes, "cur") >= len(expected), hub, timeout)
         exit_status = hub.stop()
-    answered, _texts = _answered(db, root, expected)
+    answered, _texts = _answered(db, root, expected, tokens)
     partial = crashed_ingested = 0
-    for _mid, text in _stored(db).values():
+    for _scope, _ext, _mid, text in _rows(db, "SELECT scope, ext_id, id, text FROM messages WHERE role = 'user'"):
         token, whole = _check_body(text)
         partial += not whole
         crashed_ingested += bool(token and token.startswith("crashed-"))
@@ -921,8 +967,9 @@ def _inodes(root: Path) -> dict[tuple[int, int], bytes]:
     return found
 
 
-def hostile_files(workdir: Path, *, rounds: int = 10, seed: int = 0, timeout: float = 600.0) -> dict[str, Any]:
+def hostile_files(workdir: Path, *, rounds: int = 10, seed: int = 0, timeout: float | None = None) -> dict[str, Any]:
     """Drop ``rounds`` rounds of hostile files (and good ones between) while the hub runs; returns the counts."""
+    timeout = _bound(timeout, rounds * 50)
     workdir.mkdir(parents=True, exist_ok=True)
     db, root, outside = workdir / "hub.db", workdir / "maildir", workdir / "outside"
     Store(db).close()
@@ -1064,8 +1111,9 @@ def _secret(scope: str) -> str:
     return "SECRET" + hashlib.sha256(scope.encode()).hexdigest()[:12].upper()
 
 
-def cross_scope(workdir: Path, *, scopes: int = 50, per_scope: int = 10, seed: int = 0, timeout: float = 1200.0) -> dict[str, Any]:
+def cross_scope(workdir: Path, *, scopes: int = 50, per_scope: int = 10, seed: int = 0, timeout: float | None = None) -> dict[str, Any]:
     """Files for many look-alike scopes, some lying about their scope, plus alias folders; returns the counts."""
+    timeout = _bound(timeout, scopes * per_scope)
     rng = random.Random(seed)
     workdir.mkdir(parents=True, exist_ok=True)
     db, root, prompts = workdir / "hub.db", workdir / "maildir", workdir / "prompts.jsonl"
