@@ -707,7 +707,7 @@ def half_written(
     workdir: Path, *, writers: int = 3, per_writer: int = 100, chunks: int = 8, size: int = 64_000, crashers: int = 2, seed: int = 0, timeout: float | None = None
 ) -> dict[str, Any]:
     """Slow writers and writers killed mid-write while the hub ingests; returns the counts."""
-    timeout = _bound(timeout, writers * per_writer * 2)
+    timeout = _bound(timeout, writers * per_writer * max(1, size // 4000))  # a big message takes the hub longer
     from .faults import _child_env
 
     rng = random.Random(seed)
