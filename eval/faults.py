@@ -144,6 +144,7 @@ from scopehub.memory import (
 )
 
 from . import _report
+from .faults_maildir import MAILDIR_FUNCTIONS, MAILDIR_HEAVY, MAILDIR_QUICK, MAILDIR_SCENARIOS
 
 __all__ = [
     "SCENARIOS",
@@ -1998,6 +1999,12 @@ _FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "event_cursors": event_cursors,
     "two_processes": two_processes,
 }
+
+# The Maildir scenarios (issue 17) live in faults_maildir.py.
+SCENARIOS = (*SCENARIOS, *MAILDIR_SCENARIOS)
+_HEAVY.update(MAILDIR_HEAVY)
+_QUICK.update(MAILDIR_QUICK)
+_FUNCTIONS.update(MAILDIR_FUNCTIONS)
 
 
 def run_faults(

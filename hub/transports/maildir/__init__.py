@@ -22,7 +22,15 @@ from __future__ import annotations
 
 from .erase import erase_scope
 from .files import Rejected
-from .intake import Deliver, Delivered, Dispatch, DrainReport, MaildirIntake, TokenBucket
+from .intake import (
+    Deliver,
+    Delivered,
+    Dispatch,
+    DrainReport,
+    MaildirIntake,
+    RetryLater,
+    TokenBucket,
+)
 from .layout import (
     HUB_INBOX,
     PRIORITIES,
@@ -51,6 +59,7 @@ __all__ = [
     "OutboxItem",
     "RecurringDispatch",
     "Rejected",
+    "RetryLater",
     "TokenBucket",
     "ack_outbox",
     "backlog",

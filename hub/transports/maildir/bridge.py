@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scopehub.hub.transports.maildir.intake import Delivered, Dispatch, MaildirIntake
+from scopehub.hub.transports.maildir.intake import Delivered, Dispatch, MaildirIntake, RetryLater
 from scopehub.hub.transports.maildir.watcher import MaildirWatcher
 
 if TYPE_CHECKING:
@@ -30,15 +30,23 @@ RECURRING_CHECK = 3600.0  # seconds between checks of the recurring dispatches (
 ReplySink = Callable[[str, "Reply"], Awaitable[None]]
 
 
-def _stored_reply(hub: Hub, dispatch: Dispatch) -> Delivered | None:
-    """The reply already stored for a redelivered file (None: it was never answered)."""
+def _stored_reply(hub: Hub, dispatch: Dispatch) -> Delivered:
+    """The reply already stored for a redelivered file; RetryLater while its answer is in flight.
+
+    ``handle`` returns None for a redelivery when the file was answered before, and also
+    when its answer is claimed by another process, or by one that was killed mid-answer
+    (the claim runs out after ``HUB_CLAIM_TTL``). Settling the file then would move it to
+    ``cur/`` unanswered for good, so it stays in ``new/`` until the answer is stored.
+    """
     message = hub.store.find_ext(dispatch.scope, dispatch.ext_id)
     if message is None:
-        return None
+        raise RetryLater("not stored yet")
     for later in hub.store.messages(dispatch.scope, after=message.id, limit=50):
         if later.role == "agent" and later.reply_to == message.id:
             return Delivered(reply=later.text, message_id=message.id, agent=later.agent)
-    return Delivered(reply=None, message_id=message.id)
+    if message.via == "command" or hub.store.is_answered(message.id):
+        return Delivered(reply=None, message_id=message.id)  # commands never run twice; a failure's apology
+    raise RetryLater("stored, but its answer is in flight in another process or one that stopped")
 
 
 def make_deliver(hub: Hub, sink: ReplySink | None = None) -> Callable[[Dispatch], Awaitable[Delivered | None]]:
@@ -78,6 +86,8 @@ def build_intake(hub: Hub, root: Path, *, sink: ReplySink | None = None) -> Mail
         deliver=make_deliver(hub, sink),
         rate_per_scope=settings.maildir_rate,
         stale_after=settings.maildir_stale,
+        # a file whose answer a killed process had claimed is answered once the claim runs out
+        retry_after=min(30.0, settings.claim_ttl),
         clock=hub.deps.clock,
     )
 

@@ -226,6 +226,11 @@ def parse_dispatch_text(raw: bytes) -> tuple[dict[str, Any], str]:
         raise Rejected("front matter is not closed by a '---' line") from None
     if len(front.encode("utf-8")) > MAX_FRONT_MATTER_BYTES:
         raise Rejected(f"front matter over {MAX_FRONT_MATTER_BYTES // 1024} KiB")
+    if _uses_aliases(front):
+        raise Rejected(
+            "front matter uses YAML anchors or aliases (&name, *name): dispatch fields are plain values,"
+            " and anchors are what YAML bombs are built from"
+        )
     try:
         meta = _HANDLER.load(front)
     except yaml.YAMLError as exc:
@@ -239,6 +244,24 @@ def parse_dispatch_text(raw: bytes) -> tuple[dict[str, Any], str]:
     if not isinstance(meta, dict):
         raise Rejected(f"front matter must be a mapping of fields, not a {type(meta).__name__}")
     return meta, body.strip()
+
+
+def _uses_aliases(front: str) -> bool:
+    """Whether YAML text defines an anchor or uses an alias (read as events: nothing is built).
+
+    A billion-laughs bomb under a field the intake ignores would otherwise be accepted,
+    and anything that later walks the front matter (a log line, a JSON copy) would expand
+    it. Text that does not parse is left to the loader, which says why.
+    """
+    if "&" not in front and "*" not in front:
+        return False
+    try:
+        for event in yaml.parse(front, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                return True
+    except (yaml.YAMLError, RecursionError, MemoryError, ValueError, TypeError):
+        return False
+    return False
 
 
 def scalar(meta: dict[str, Any], key: str, *, single_line: bool = True) -> str | None:

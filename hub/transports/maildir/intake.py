@@ -52,10 +52,20 @@ __all__ = [
     "Dispatch",
     "DrainReport",
     "MaildirIntake",
+    "RetryLater",
     "TokenBucket",
 ]
 
 log = logging.getLogger(__name__)
+
+
+class RetryLater(Exception):
+    """Raised by ``deliver`` when a file cannot be settled yet: it stays in ``new/`` and is tried again.
+
+    The hub raises it when the file's message is stored but its answer is still in flight,
+    claimed by another process or by one that was killed (its claim runs out): moving the
+    file to ``cur/`` then would leave it unanswered for good.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +220,8 @@ class MaildirIntake:
     ``scope_ok``: an extra check on the scope (default: every valid scope is accepted).
     ``rate_per_scope`` files per ``rate_period`` seconds per scope (None: no limit).
     ``stale_after``: seconds after which a waiting file is logged as stale (once per inbox).
-    ``retry_after``: seconds before a file whose delivery raised is tried again.
+    ``retry_after``: seconds before a file whose delivery raised (or asked to
+    :class:`RetryLater`) is tried again.
     """
 
     def __init__(
@@ -338,10 +349,17 @@ class MaildirIntake:
             reply_path = None
             if dispatch.wants_reply and reply and reply.strip():
                 reply_path = await asyncio.to_thread(self._write_reply, entry, dispatch, reply, answered_by)
+        except RetryLater as exc:
+            log.info("maildir: %s stays in new/ (%s); trying again in %.0f s", key, exc, self.retry_after)
+            self._retry_at[key] = now + self.retry_after
+            self._hold(report, self.retry_after)
+            return
         except Exception:
             log.exception("maildir: delivering %s failed; it stays in new/ and is retried", key)
             self._retry_at[key] = now + self.retry_after
             report.failed += 1
+            # wake the watcher for the retry (not only at its next tick)
+            report.next_in = self.retry_after if report.next_in is None else min(report.next_in, self.retry_after)
             return
         self._retry_at.pop(key, None)
         await asyncio.to_thread(

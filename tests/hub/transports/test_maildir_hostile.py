@@ -92,7 +92,9 @@ BILLION_LAUGHS = (
         (b"---\n---\nx\n", "front matter is empty"),
         (b"---\nfrom: [cron, ci]\n---\nx\n", "'from' must be a single value"),
         (b"---\nfrom: cron\nsubject: {a: 1}\n---\nx\n", "'subject' must be a single value"),
-        (BILLION_LAUGHS.encode(), "'subject' must be a single value"),
+        (BILLION_LAUGHS.encode(), "anchors or aliases"),
+        (BILLION_LAUGHS.replace("subject: *g", "x: *g").encode(), "anchors or aliases"),  # under a field nobody reads
+        (b"---\nfrom: &who cron\nsubject: *who\n---\nx\n", "anchors or aliases"),
         (b"---\nfrom: " + b"[" * 20_000 + b"\n---\nx\n", "not valid YAML"),
         (b"---\nfrom: cron\nreply: maybe\n---\nx\n", "'reply' must be true or false"),
         (b"---\nfrom: ../../etc\n---\nx\n", "'from' must be a simple name"),
