@@ -526,19 +526,7 @@ class Store:
             if not any(conn.execute(f'SELECT 1 FROM "{t}" WHERE scope = ? LIMIT 1', (old,)).fetchone() for t in tables):
                 return {}
             ensure_scope(conn, new, time.time())
-            for table, kind in (("tasks", "task"), ("reminders", "reminder")):
-                counts = dict(conn.execute("SELECT scope, last FROM scope_counters WHERE kind = ? AND scope IN (?, ?)", (kind, old, new)))
-                shift = counts.get(new, 0)
-                if shift:  # two steps: shifting in place would collide with the unique (scope, num)
-                    conn.execute(f"UPDATE {table} SET num = -(num + ?) WHERE scope = ?", (shift, old))
-                    conn.execute(f"UPDATE {table} SET num = -num WHERE scope = ? AND num < 0", (old,))
-                if old in counts:
-                    conn.execute(
-                        "INSERT INTO scope_counters(scope, kind, last) VALUES (?, ?, ?)"
-                        " ON CONFLICT(scope, kind) DO UPDATE SET last = excluded.last",
-                        (new, kind, counts[old] + shift),
-                    )
-                    conn.execute("DELETE FROM scope_counters WHERE scope = ? AND kind = ?", (old, kind))
+            move_numbered_rows(conn, old, new)
             for table in tables:
                 moved[table] = conn.execute(f'UPDATE OR IGNORE "{table}" SET scope = ? WHERE scope = ?', (new, old)).rowcount
                 conn.execute(f'DELETE FROM "{table}" WHERE scope = ?', (old,))
@@ -599,3 +587,27 @@ class Store:
         return search_archive(
             self, scope, query, k, method, before_id=before_id, half_life_days=half_life_days, now=now, embedder=embedder
         )
+
+
+def move_numbered_rows(conn: Any, old: str, new: str) -> None:
+    """Renumber ``old``'s tasks and reminders after ``new``'s and carry the counters over.
+
+    Part of :meth:`Store.move_scope` on every backend (``conn`` is the transaction's
+    connection). Per-scope numbers are never reused, so the moved rows go after the
+    target's last number, and the target's counter continues from the old scope's.
+    """
+    for table, kind in (("tasks", "task"), ("reminders", "reminder")):
+        counts = dict(
+            conn.execute("SELECT scope, last FROM scope_counters WHERE kind = ? AND scope IN (?, ?)", (kind, old, new)).fetchall()
+        )
+        shift = counts.get(new, 0)
+        if shift:  # two steps: shifting in place would collide with the unique (scope, num)
+            conn.execute(f"UPDATE {table} SET num = -(num + ?) WHERE scope = ?", (shift, old))
+            conn.execute(f"UPDATE {table} SET num = -num WHERE scope = ? AND num < 0", (old,))
+        if old in counts:
+            conn.execute(
+                "INSERT INTO scope_counters(scope, kind, last) VALUES (?, ?, ?)"
+                " ON CONFLICT(scope, kind) DO UPDATE SET last = excluded.last",
+                (new, kind, counts[old] + shift),
+            )
+            conn.execute("DELETE FROM scope_counters WHERE scope = ? AND kind = ?", (old, kind))

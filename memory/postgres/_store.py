@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 from .._dialect import Dialect
 from .._model import validate_scope
 from .._schema import ensure_scope
-from .._store import _SCOPED_TABLES, Store
+from .._store import _SCOPED_TABLES, Store, move_numbered_rows
 from ..errors import StoreError
 from ._conn import NumberLoader, PgConnection
 from ._schema import migrate
@@ -255,23 +255,7 @@ class PostgresStore(Store):
             if not any(conn.execute(f'SELECT 1 FROM "{t}" WHERE scope = ? LIMIT 1', (old,)).fetchone() for t in tables):
                 return {}
             ensure_scope(conn, new, time.time())
-            for table, kind in (("tasks", "task"), ("reminders", "reminder")):
-                counts = dict(
-                    conn.execute(
-                        "SELECT scope, last FROM scope_counters WHERE kind = ? AND scope IN (?, ?)", (kind, old, new)
-                    ).fetchall()
-                )
-                shift = counts.get(new, 0)
-                if shift:  # two steps: shifting in place would collide with the unique (scope, num)
-                    conn.execute(f"UPDATE {table} SET num = -(num + ?) WHERE scope = ?", (shift, old))
-                    conn.execute(f"UPDATE {table} SET num = -num WHERE scope = ? AND num < 0", (old,))
-                if old in counts:
-                    conn.execute(
-                        "INSERT INTO scope_counters(scope, kind, last) VALUES (?, ?, ?)"
-                        " ON CONFLICT(scope, kind) DO UPDATE SET last = excluded.last",
-                        (new, kind, counts[old] + shift),
-                    )
-                    conn.execute("DELETE FROM scope_counters WHERE scope = ? AND kind = ?", (old, kind))
+            move_numbered_rows(conn, old, new)
             for table in tables:
                 for key in keys[table]:
                     same = " AND ".join(f'n."{c}" = o."{c}"' for c in key if c != "scope") or "TRUE"
