@@ -233,7 +233,7 @@ def eval_group() -> None:
     """Evaluations on public dialogue datasets (token savings, routing, search, tool offer, faults, digest) scripted replays (lessons); the embedded model's first session (local)."""
 
 
-@cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command"})
+@cli.group("bench", cls=LazyGroup, lazy={"search": "scopehub.eval.search:search_bench_command", "events": "scopehub.eval.events_bench:events_bench_command", "workers": "scopehub.eval.workers:workers_bench_command"})
 def bench_group() -> None:
     """Benchmarks that print figures."""
 

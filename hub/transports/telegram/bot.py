@@ -258,9 +258,10 @@ class TelegramBot:
 
             root = maildir_root(self.settings)
             self._maildir_watcher = start_watcher(self.hub, root, sink=to_chat)
-            application.job_queue.run_repeating(
-                lambda context: send_recurring(self.hub, root), interval=RECURRING_CHECK, first=1.0, name="maildir:recurring"
-            )
+            async def recurring(context: Any) -> None:  # the job queue awaits its callbacks
+                send_recurring(self.hub, root)
+
+            application.job_queue.run_repeating(recurring, interval=RECURRING_CHECK, first=1.0, name="maildir:recurring")
 
         self.start_reflection(application.job_queue)
 
