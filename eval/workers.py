@@ -358,41 +358,69 @@ class Dispatcher:
             self._next += 1
         return port
 
-    async def run(self, updates: dict[int, list[tuple[int, dict[str, Any]]]]) -> None:
+    def _client(self) -> Any:
         import httpx
 
         limits = httpx.Limits(max_connections=self.connections, max_keepalive_connections=self.connections)
+        return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(30.0, pool=None))
+
+    async def post(self, client: Any, chat: int, number: int, update: dict[str, Any]) -> bool:
+        """Post one update until a worker says it is stored (200); False when it gave up."""
+        import httpx
+
         headers = {"Content-Type": "application/json"}
         if self.secret:
             headers["X-Telegram-Bot-Api-Secret-Token"] = self.secret
-        async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(30.0, pool=None)) as client:
+        body = json.dumps(update)
+        self.posted.setdefault((chat, number), time.time())
+        attempt = 0
+        deadline = time.monotonic() + self.give_up
+        while True:
+            if time.monotonic() > deadline:
+                log.error("update %s of chat %s was refused for %.0f s; giving up", number, chat, self.give_up)
+                self.undelivered.append((chat, number))
+                return False
+            port = self._port()
+            try:
+                response = await client.post(f"http://127.0.0.1:{port}/{WEBHOOK_PATH}", content=body, headers=headers)
+                if response.status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            attempt += 1
+            self.retries += 1
+            await asyncio.sleep(min(2.0, 0.05 * attempt))
 
-            async def post(chat: int, number: int, update: dict[str, Any]) -> None:
-                body = json.dumps(update)
-                self.posted.setdefault((chat, number), time.time())
-                attempt = 0
-                deadline = time.monotonic() + self.give_up
-                while True:
-                    if time.monotonic() > deadline:
-                        log.error("update %s of chat %s was refused for %.0f s; giving up", number, chat, self.give_up)
-                        self.undelivered.append((chat, number))
-                        return
-                    port = self._port()
-                    try:
-                        response = await client.post(f"http://127.0.0.1:{port}/{WEBHOOK_PATH}", content=body, headers=headers)
-                        if response.status_code == 200:
-                            return
-                    except httpx.HTTPError:
-                        pass
-                    attempt += 1
-                    self.retries += 1
-                    await asyncio.sleep(min(2.0, 0.05 * attempt))
+    async def run(self, updates: dict[int, list[tuple[int, dict[str, Any]]]]) -> None:
+        """Post every chat's updates, one after another per chat, all chats at once."""
+        async with self._client() as client:
 
             async def chat_stream(chat: int, items: list[tuple[int, dict[str, Any]]]) -> None:
                 for number, update in items:
-                    await post(chat, number, update)
+                    await self.post(client, chat, number, update)
 
             await asyncio.gather(*(chat_stream(chat, items) for chat, items in updates.items()))
+
+    async def run_paced(self, fakes: Fakes, chats: Sequence[int], stop: threading.Event, think: tuple[float, float], seed: int = 0) -> dict[int, int]:
+        """Every chat writes a message, waits ``think`` seconds (uniform), and so on until ``stop``; returns messages per chat."""
+        import random
+
+        rng = random.Random(seed)
+        sent: dict[int, int] = {}
+        async with self._client() as client:
+
+            async def chat_stream(chat: int) -> None:
+                number = 0
+                await asyncio.sleep(rng.uniform(0, think[1]))
+                while not stop.is_set():
+                    update = fakes.update(chat, f"message {number} of chat {chat}: tell me something")
+                    await self.post(client, chat, number, update)
+                    number += 1
+                    sent[chat] = number
+                    await asyncio.sleep(rng.uniform(*think))
+
+            await asyncio.gather(*(chat_stream(chat) for chat in chats))
+        return sent
 
 
 @dataclass
@@ -424,10 +452,16 @@ class Tally:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def tally(arrivals: Sequence[tuple[int, str, float]], posted: dict[tuple[int, int], float], chats: Sequence[int], messages: int) -> Tally:
-    """Count lost, duplicated and out-of-order replies, and the latencies, for ``chats``."""
+def tally(
+    arrivals: Sequence[tuple[int, str, float]], posted: dict[tuple[int, int], float], chats: Sequence[int], messages: int | dict[int, int]
+) -> Tally:
+    """Count lost, duplicated and out-of-order replies, and the latencies, for ``chats``.
+
+    ``messages``: how many each chat sent (numbered from 0), the same for all or per chat.
+    """
     wanted = set(chats)
-    out = Tally(expected=len(wanted) * messages, first_post=min(posted.values(), default=0.0))
+    per_chat = messages if isinstance(messages, dict) else dict.fromkeys(wanted, messages)
+    out = Tally(expected=sum(per_chat.get(chat, 0) for chat in wanted), first_post=min(posted.values(), default=0.0))
     seen: dict[int, list[int]] = defaultdict(list)
     first_reply: dict[tuple[int, int], float] = {}
     for chat, text, at in arrivals:
@@ -445,7 +479,7 @@ def tally(arrivals: Sequence[tuple[int, str, float]], posted: dict[tuple[int, in
         numbers = seen.get(chat, [])
         counts = Counter(numbers)
         out.duplicated += sum(n - 1 for n in counts.values() if n > 1)
-        out.lost += sum(1 for number in range(messages) if number not in counts)
+        out.lost += sum(1 for number in range(per_chat.get(chat, 0)) if number not in counts)
         top = -1
         for number in numbers:
             if number < top:
