@@ -255,9 +255,9 @@ def add_lesson(
         else:
             new_id = conn.execute(
                 "INSERT INTO lessons(scope, agent, kind, importance, text, topic, source, feedback_id, ts)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (scope, agent, kind, importance, body, label, source, feedback_id, ts),
-            ).lastrowid
+            ).fetchone()[0]
         if feedback_id is not None:
             conn.execute(
                 "UPDATE feedback SET status = 'learnt', lesson_id = ? WHERE scope = ? AND id = ?", (new_id, scope, feedback_id)
@@ -328,9 +328,9 @@ def add_goal(store: Store, scope: str, agent: str, text: str, *, progress: int =
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
         new_id = conn.execute(
-            "INSERT INTO goals(scope, agent, text, progress, created, updated) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO goals(scope, agent, text, progress, created, updated) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (scope, agent, body, progress, ts, ts),
-        ).lastrowid
+        ).fetchone()[0]
     return Goal(new_id, scope, agent, body, "active", progress, ts, ts)
 
 
@@ -391,8 +391,9 @@ def add_plan(store: Store, scope: str, agent: str, text: str, *, now: float | No
             raise InvalidRecord(f"{agent} already has {ACTIVE_PLANS} active plans; mark one done or abandoned first")
         ensure_scope(conn, scope, ts)
         new_id = conn.execute(
-            "INSERT INTO plans(scope, agent, text, created, updated) VALUES (?, ?, ?, ?, ?)", (scope, agent, body, ts, ts)
-        ).lastrowid
+            "INSERT INTO plans(scope, agent, text, created, updated) VALUES (?, ?, ?, ?, ?) RETURNING id",
+            (scope, agent, body, ts, ts),
+        ).fetchone()[0]
     return Plan(new_id, scope, agent, body, "active", ts, ts)
 
 
@@ -471,13 +472,14 @@ def record_feedback(
     ts = _now(now)
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
-        cursor = conn.execute(
-            "INSERT OR IGNORE INTO feedback(scope, agent, reply_id, source, signal, text, key, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        row = conn.execute(
+            "INSERT INTO feedback(scope, agent, reply_id, source, signal, text, key, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING RETURNING id",
             (scope, agent, reply_id, source, signal, body, key, ts),
-        )
-        if not cursor.rowcount:
+        ).fetchone()
+        if row is None:  # this key was already recorded
             return None
-        new_id = cursor.lastrowid
+        new_id = row[0]
     return Feedback(new_id, scope, agent, reply_id, source, signal, body, key, ts, "pending")
 
 

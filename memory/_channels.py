@@ -137,9 +137,9 @@ def post_to_channel(
             raise InvalidRecord(f"no message #{reply_to} in channel {channel} to reply to")
         ensure_scope(conn, scope, ts)
         new_id = conn.execute(
-            "INSERT INTO channel_messages(scope, channel, agent, text, ts, reply_to) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO channel_messages(scope, channel, agent, text, ts, reply_to) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (scope, channel, agent, body, ts, reply_to),
-        ).lastrowid
+        ).fetchone()[0]
         _prune(conn, scope, channel)
     return ChannelMessage(new_id, scope, channel, agent, body, ts, reply_to)
 
@@ -182,7 +182,7 @@ def react_to_channel_message(
         if not conn.execute("SELECT 1 FROM channel_messages WHERE scope = ? AND id = ?", (scope, message_id)).fetchone():
             return None
         conn.execute(
-            "INSERT OR IGNORE INTO channel_reactions(scope, message_id, agent, reaction, ts) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO channel_reactions(scope, message_id, agent, reaction, ts) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (scope, message_id, agent, reaction, ts),
         )
     return channel_message(store, scope, message_id)
@@ -282,7 +282,8 @@ def advance_channel_cursor(store: Store, scope: str, agent: str, message_id: int
         ensure_scope(conn, scope, time.time())
         conn.execute(
             "INSERT INTO channel_cursors(scope, agent, message_id) VALUES (?, ?, ?)"
-            " ON CONFLICT(scope, agent) DO UPDATE SET message_id = max(channel_cursors.message_id, excluded.message_id)",
+            " ON CONFLICT(scope, agent) DO UPDATE SET message_id = "
+            + store.dialect.greatest("channel_cursors.message_id", "excluded.message_id"),
             (scope, agent, min(message_id, newest)),
         )
         return int(

@@ -108,12 +108,11 @@ def add_vault_item(
     meta_json = json.dumps(meta or {}, ensure_ascii=False, default=str)
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
-        cursor = conn.execute(
+        new_id = conn.execute(
             "INSERT INTO vault(scope, kind, title, body, meta, agent, source_message, created, updated)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (scope, kind, title, body, meta_json, agent, source_message, ts, ts),
-        )
-        new_id = cursor.lastrowid
+        ).fetchone()[0]
     return VaultItem(new_id, scope, kind, title, body, dict(meta or {}), agent, source_message, ts, ts)
 
 
@@ -187,8 +186,11 @@ def add_task(store: Store, scope: str, title: str, due: str | None = None, *, no
     ts = _now(now)
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
-        cursor = conn.execute("INSERT INTO tasks(scope, title, due, created) VALUES (?, ?, ?, ?)", (scope, title, due, ts))
-        number = conn.execute("SELECT num FROM tasks WHERE id = ?", (cursor.lastrowid,)).fetchone()[0]
+        new_id = conn.execute(
+            "INSERT INTO tasks(scope, title, due, created) VALUES (?, ?, ?, ?) RETURNING id", (scope, title, due, ts)
+        ).fetchone()[0]
+        # The number comes from a trigger (SQLite: after the insert), so it is read back.
+        number = conn.execute("SELECT num FROM tasks WHERE id = ?", (new_id,)).fetchone()[0]
     return Task(number, scope, title, due, False, ts, None)
 
 
@@ -322,11 +324,11 @@ def add_reminder(
     ts = _now(now)
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
-        cursor = conn.execute(
-            "INSERT INTO reminders(scope, chat, text, due, every_seconds, created) VALUES (?, ?, ?, ?, ?, ?)",
+        new_id = conn.execute(
+            "INSERT INTO reminders(scope, chat, text, due, every_seconds, created) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (scope, chat, text, float(due), every_seconds, ts),
-        )
-        number = conn.execute("SELECT num FROM reminders WHERE id = ?", (cursor.lastrowid,)).fetchone()[0]
+        ).fetchone()[0]
+        number = conn.execute("SELECT num FROM reminders WHERE id = ?", (new_id,)).fetchone()[0]
     return Reminder(number, scope, chat, text, float(due), every_seconds, True, None, ts)
 
 

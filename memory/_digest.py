@@ -213,10 +213,9 @@ def messages_after(store: Store, scope: str, after_id: int, *, before_id: int | 
 
 def last_served_digest(store: Store, scope: str) -> int | None:
     """The digest version the scope's latest call with digest information was given (0: none)."""
+    version = store.dialect.json_number("extra", "digest", "version")
     rows = store.query(
-        "SELECT json_extract(extra, '$.digest.version') FROM calls"
-        " WHERE scope = ? AND json_extract(extra, '$.digest.version') IS NOT NULL ORDER BY id DESC LIMIT 1",
-        (scope,),
+        f"SELECT {version} FROM calls WHERE scope = ? AND {version} IS NOT NULL ORDER BY id DESC LIMIT 1", (scope,)
     )
     return int(rows[0][0]) if rows else None
 
@@ -226,9 +225,10 @@ def digest_usage(store: Store, scope: str) -> dict[str, Any]:
     paths = {name: 0 for name in DIGEST_PATHS}
     tokens = 0
     calls = 0
+    path_of = store.dialect.json_text("extra", "digest", "path")
+    tokens_of = store.dialect.json_number("extra", "digest", "tokens")
     for path, count, summed in store.query(
-        "SELECT json_extract(extra, '$.digest.path'), count(*), coalesce(sum(json_extract(extra, '$.digest.tokens')), 0)"
-        " FROM calls WHERE scope = ? AND json_extract(extra, '$.digest.path') IS NOT NULL GROUP BY 1",
+        f"SELECT {path_of}, count(*), coalesce(sum({tokens_of}), 0) FROM calls WHERE scope = ? AND {path_of} IS NOT NULL GROUP BY 1",
         (scope,),
     ):
         paths[str(path)] = paths.get(str(path), 0) + int(count)

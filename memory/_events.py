@@ -296,9 +296,9 @@ def emit_event(
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
         new_id = conn.execute(
-            "INSERT INTO events(scope, ts, agent, target, type, payload, message_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO events(scope, ts, agent, target, type, payload, message_id) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (scope, ts, agent, target, type, text, message_id),
-        ).lastrowid
+        ).fetchone()[0]
     return Event(new_id, scope, ts, agent, type, data, target, message_id)
 
 
@@ -319,13 +319,16 @@ def _merged(
     if limit <= 0 or not parts:
         return []
     order = "DESC" if newest else "ASC"
+    dialect = store.dialect
     sql_parts: list[str] = []
     args: list[Any] = []
     for part in parts:
         where, extra = part[0], part[1]
         # A third element pins the part to an index the planner would not pick.
-        source = f"events INDEXED BY {part[2]}" if len(part) > 2 else "events"
-        sql_parts.append(f"SELECT * FROM (SELECT id FROM {source} WHERE {base} AND {where} ORDER BY id {order} LIMIT ?)")
+        source = dialect.indexed_by("events", part[2]) if len(part) > 2 else "events"
+        sql_parts.append(
+            f"SELECT * FROM (SELECT id FROM {source} WHERE {base} AND {where} ORDER BY id {order} LIMIT ?) AS part{len(sql_parts)}"
+        )
         args.extend([*params, *extra, limit])
     # The outer query walks the ids in order and stops at the limit. (An ORDER BY on the
     # compound itself makes SQLite merge-sort pairwise: 7x slower at ten parts.)
@@ -350,7 +353,7 @@ def events_after(
     parts: list[_Part]
     if types is not None:
         # The unary + keeps SQLite on the (scope, type, target, id) index for these scans.
-        emitter = " AND +agent = ?" if agent is not None else ""
+        emitter = f" AND {store.dialect.no_index('agent')} = ?" if agent is not None else ""
         extra = [agent] if agent is not None else []
         parts = []
         for name in expand_event_types(types):
@@ -362,7 +365,7 @@ def events_after(
     elif agent is not None:
         parts = [("agent = ?", [agent])]
     else:
-        parts = [("1", [])]
+        parts = [("TRUE", [])]
     return _merged(store, base, params, parts, newest=False, limit=limit)
 
 
@@ -382,11 +385,12 @@ def latest_events(
     """
     base, params = "scope = ?", [scope]
     agent_list = sorted({agents} if isinstance(agents, str) else set(agents)) if agents is not None else None
+    plus = store.dialect.no_index
     if agent_list == []:
         return []
     by_agent, agent_params = "", []
     if agent_list is not None:
-        by_agent, agent_params = f" AND +agent IN ({', '.join('?' * len(agent_list))})", agent_list
+        by_agent, agent_params = f" AND {plus('agent')} IN ({', '.join('?' * len(agent_list))})", agent_list
     # Broadcasts and the events targeted at for_agent are separate index ranges, never an OR.
     parts: list[_Part] = []
     if types is not None:
@@ -396,9 +400,9 @@ def latest_events(
                 parts.append((f"type = ? AND target = ?{by_agent}", [name, for_agent, *agent_params]))
     else:
         if agent_list is not None:
-            parts += [("agent = ? AND +target IS NULL", [name]) for name in agent_list]
+            parts += [(f"agent = ? AND {plus('target')} IS NULL", [name]) for name in agent_list]
         else:
-            parts.append(("+target IS NULL", []))
+            parts.append((f"{plus('target')} IS NULL", []))
         if for_agent is not None:
             parts.append((f"target = ?{by_agent}", [for_agent, *agent_params]))
     return list(reversed(_merged(store, base, params, parts, newest=True, limit=limit)))
@@ -459,7 +463,8 @@ def advance_cursor(store: Store, scope: str, agent: str, event_id: int) -> int:
         ensure_scope(conn, scope, time.time())
         conn.execute(
             "INSERT INTO cursors(scope, agent, event_id) VALUES (?, ?, ?)"
-            " ON CONFLICT(scope, agent) DO UPDATE SET event_id = max(cursors.event_id, excluded.event_id)",
+            " ON CONFLICT(scope, agent) DO UPDATE SET event_id = "
+            + store.dialect.greatest("cursors.event_id", "excluded.event_id"),
             (scope, agent, target),
         )
         return int(

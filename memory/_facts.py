@@ -158,12 +158,11 @@ def apply_fact_changes(
             new_id = None
             if change.add is not None:
                 fact = change.add
-                cursor = conn.execute(
+                new_id = conn.execute(
                     "INSERT INTO facts(scope, text, kind, key, confidence, source_message, valid_from)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (scope, fact.text.strip(), fact.kind, fact.key, fact.confidence, fact.source_message, ts),
-                )
-                new_id = cursor.lastrowid
+                ).fetchone()[0]
                 added.append(
                     Fact(new_id, scope, fact.text.strip(), fact.kind, fact.key, fact.confidence, fact.source_message, ts)
                 )

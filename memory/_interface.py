@@ -1,7 +1,8 @@
 """The store's interface: what the hub, the transports and the evaluation may ask of memory.
 
-Every backend implements it (SQLite today: :class:`~._store.Store`; PostgreSQL for
-several workers), and ``tests/memory/test_conformance.py`` runs one suite against each.
+Every backend implements it (SQLite: :class:`~._store.Store`; PostgreSQL for several
+workers: :class:`~.postgres.PostgresStore`), and ``tests/memory/test_conformance.py``
+runs one suite against each.
 Every read of scoped data takes the scope: isolation between customers and groups is the
 product's main promise, so there is no "any scope" shortcut. The few functions that
 work across scopes say so in their names (``due_reminders``, ``pending_reminders``).
@@ -9,7 +10,9 @@ work across scopes say so in their names (``due_reminders``, ``pending_reminders
 The agents' records (vault, tasks, reminders, facts; events and claims) are free
 functions over a store (``add_task(store, scope, ...)``), written against
 :meth:`MemoryStore.transaction` and :meth:`MemoryStore.query`, so one transaction can
-hold a tool's row and its event.
+hold a tool's row and its event. Their SQL is one text for every backend (``?``
+placeholders, ``ON CONFLICT``, ``RETURNING id``); the few expressions that differ come
+from ``store.dialect`` (:mod:`._dialect`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from ._chatlog import ImportReport, LogRecord
+from ._dialect import Dialect
 from ._model import CallRecord, Message, NewMessage, Usage
 
 __all__ = ["MemoryStore"]
@@ -29,6 +33,7 @@ class MemoryStore(Protocol):
     """The narrow interface of a memory backend."""
 
     path: str
+    dialect: Dialect
 
     # messages and their routes
     def append(self, message: NewMessage) -> Message: ...

@@ -1,8 +1,9 @@
 """One way to open the store, for the CLI, the transports and the evaluation alike.
 
-``HUB_DB`` (or ``--db``) is a SQLite file path or a ``sqlite:///path`` URL. A URL of
-any other scheme must not be mistaken for a file name (``postgresql://...`` once made
-a folder called ``postgresql:``): it stops with a clear error naming what is missing.
+``HUB_DB`` (or ``--db``) is a SQLite file path, a ``sqlite:///path`` URL, or a
+``postgresql://`` URL (several workers on one database). A URL is never mistaken for a
+file name (``postgresql://...`` once made a folder called ``postgresql:``): an unknown
+scheme or a missing driver stops with a clear error naming what is missing.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ def store_location(target: str | Path) -> tuple[str, str]:
 
 
 def open_store(target: str | Path, *, must_exist: bool = False) -> Store:
-    """Open the store named by ``target``.
+    """Open the store named by ``target``: a SQLite file, or a PostgreSQL URL.
 
     ``must_exist`` is for read-only commands: a missing SQLite file is an error rather
-    than a new empty database.
+    than a new empty database. ``postgresql://`` (or ``postgres://``) needs the
+    ``postgres`` extra; without it the error says what to install.
     """
     backend, location = store_location(target)
     if backend == "sqlite":
@@ -44,5 +46,15 @@ def open_store(target: str | Path, *, must_exist: bool = False) -> Store:
             raise StoreError(f"no database at {location} (set HUB_DB or --db, or import a chat log first)")
         return Store(location)
     if backend in ("postgresql", "postgres"):
-        raise StoreError("PostgreSQL is not supported by this release; use a SQLite file for HUB_DB")
-    raise StoreError(f"unknown database URL scheme {backend!r} in HUB_DB: use a SQLite file path or sqlite:///path")
+        try:
+            from .postgres import PostgresStore
+        except ImportError as exc:
+            raise StoreError(
+                f"HUB_DB is a PostgreSQL URL but its driver is not installed ({exc.name or exc}):"
+                " pip install 'scopehub[postgres]'"
+            ) from exc
+        return PostgresStore(location)
+    raise StoreError(
+        f"unknown database URL scheme {backend!r} in HUB_DB: use a SQLite file path, sqlite:///path"
+        " or postgresql://user:password@host/dbname"
+    )

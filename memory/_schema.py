@@ -6,8 +6,8 @@ in order, each inside its own transaction. Never edit a migration that has shipp
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 import sqlite_utils
 
@@ -393,9 +393,12 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def ensure_scope(conn: sqlite3.Connection, scope: str, now: float) -> None:
+def ensure_scope(conn: Any, scope: str, now: float) -> None:
     """List ``scope`` in the scopes table (inside the caller's transaction); erase() walks it."""
-    conn.execute("INSERT OR IGNORE INTO scopes(scope, kind, created) VALUES (?, ?, ?)", (scope, scope.split(":", 1)[0], now))
+    conn.execute(
+        "INSERT INTO scopes(scope, kind, created) VALUES (?, ?, ?) ON CONFLICT(scope) DO NOTHING",
+        (scope, scope.split(":", 1)[0], now),
+    )
 
 
 def migrate(db: sqlite_utils.Database) -> int:

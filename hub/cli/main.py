@@ -61,10 +61,11 @@ class LazyGroup(click.Group):
         "digest": "scopehub.hub.cli.digest:digest_group",
         "reflect": "scopehub.hub.cli.digest:reflect_command",
         "knowledge": "scopehub.hub.cli.digest:knowledge_group",
+        "migrate": "scopehub.hub.cli.migrate:migrate_command",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.option("--db", type=click.Path(dir_okay=False), default=None, help="SQLite database (default: HUB_DB or agents-hub.db)")
+@click.option("--db", type=click.Path(dir_okay=False), default=None, help="database: a SQLite file or a postgresql:// URL (default: HUB_DB or agents-hub.db)")
 @click.version_option(package_name="scopehub")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None) -> None:

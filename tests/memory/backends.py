@@ -1,8 +1,9 @@
 """The memory backends the conformance suite runs against.
 
-Each entry opens a fresh, empty store for one test. SQLite is always here; a backend
-that needs a server (PostgreSQL) adds itself when one can be started, and otherwise
-its tests skip saying why.
+Each entry opens a fresh, empty store for one test, given the test's ``request`` (to
+ask for other fixtures) and its ``tmp_path``. SQLite is always here; PostgreSQL gets a
+new, migrated database on the session's server (the ``postgres_store_url`` fixture in
+tests/conftest.py), and its tests skip, saying why, where no server can be started.
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from scopehub.memory import MemoryStore, open_store
 
-BACKENDS: dict[str, Callable[[Path], MemoryStore]] = {
-    "sqlite": lambda tmp_path: open_store(tmp_path / "conformance.db"),
+Opener = Callable[[pytest.FixtureRequest, Path], MemoryStore]
+
+BACKENDS: dict[str, Opener] = {
+    "sqlite": lambda request, tmp_path: open_store(tmp_path / "conformance.db"),
+    "postgres": lambda request, tmp_path: open_store(request.getfixturevalue("postgres_store_url")),
 }
