@@ -174,7 +174,9 @@ def start_postgres(url: str | None = None) -> PostgresServer | str:
 class Fakes:
     """The loopback fake Bot API (noting when each reply arrives) and the fake model holding each reply."""
 
-    def __init__(self, hold: float, *, block_marker: str | None = None, block_seconds: float = 600.0) -> None:
+    def __init__(
+        self, hold: float, *, block_marker: str | None = None, block_seconds: float = 600.0, slow_reminders: float = 0.0
+    ) -> None:
         FakeBotAPI, openai_server = _fakes_module()
         self.hold = hold
         # The first request for a message containing ``block_marker`` hangs (a worker stuck
@@ -184,6 +186,15 @@ class Fakes:
         self.arrivals = arrivals
 
         class TimedBotAPI(FakeBotAPI):  # type: ignore[misc, valid-type]
+            async def _dispatch(self, request: Any) -> Any:
+                # A reminder takes ``slow_reminders`` seconds to send: two workers that both
+                # found it due are both sending it at once (what the reminder's claim prevents).
+                if slow_reminders and request.match_info.get("method", "").lower() == "sendmessage":
+                    params = await self._read_params(request)
+                    if str(params.get("text", "")).startswith("\u23f0"):
+                        await asyncio.sleep(slow_reminders)
+                return await super()._dispatch(request)
+
             def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
                 message = super()._send_message(params)
                 arrivals.append((int(message["chat"]["id"]), str(params.get("text")), time.time()))

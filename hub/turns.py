@@ -38,7 +38,7 @@ from scopehub.memory import (
     renew_claim,
 )
 
-__all__ = ["OWED_PREFIX", "QUEUE_HOLDER", "TURN_KEY", "Owed", "ScopeTurns", "is_transient"]
+__all__ = ["BOOKKEEPING_PREFIXES", "OWED_PREFIX", "QUEUE_HOLDER", "TURN_KEY", "Owed", "ScopeTurns", "is_bookkeeping", "is_transient"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,16 @@ class Owed:
         answer = not rest.endswith(_TAG_SUFFIX)
         number = rest if answer else rest[: -len(_TAG_SUFFIX)]
         return cls(int(number), answer) if number.isdigit() else None
+
+
+# Claims that are the hub's own bookkeeping, not work an agent should hear about in its
+# awareness block: the scope's turn, owed marks, a pending /forget all, a Maildir file taken.
+BOOKKEEPING_PREFIXES = (TURN_KEY, OWED_PREFIX, "forget-all:", "maildir:")
+
+
+def is_bookkeeping(key: str) -> bool:
+    """Whether a claim key is the hub's own bookkeeping (never shown to agents)."""
+    return key == TURN_KEY or key.startswith(BOOKKEEPING_PREFIXES[1:])
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -135,7 +145,8 @@ class ScopeTurns:
                     log.warning("cannot take the turn of %s (%s); its messages wait for a later turn", scope, exc)
                     return done
                 try:
-                    done += await self._drain(scope)
+                    worked, finished = await self._drain(scope)
+                    done += worked
                 finally:
                     try:
                         release_claim(self.store, scope, TURN_KEY, self.holder)
@@ -143,6 +154,8 @@ class ScopeTurns:
                         log.warning("turn of %s not released (%s); it runs out", scope, exc)
             finally:
                 self._working.discard(scope)
+            if not finished:
+                return done  # the database failed: the marks stay, and run out into the sweep
             try:
                 if not self.owed(scope):
                     return done
@@ -151,20 +164,21 @@ class ScopeTurns:
                 return done
             # Marked by another worker after our last look: ours to answer.
 
-    async def _drain(self, scope: str) -> int:
+    async def _drain(self, scope: str) -> tuple[int, bool]:
+        """Work the owed messages in order: ``(how many, whether the queue was emptied)``."""
         done = 0
         while True:
             try:
                 items = self.owed(scope)
                 if not items:
-                    return done
+                    return done, True
                 if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
                     log.warning("the turn of %s ran out while working it; leaving the rest to its new holder", scope)
-                    return done
+                    return done, False
                 self._renew_marks(scope, items)
             except Exception as exc:
                 log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
-                return done
+                return done, False
             item = items[0]
             try:
                 await self.work(scope, item)
@@ -173,14 +187,14 @@ class ScopeTurns:
             except Exception as exc:
                 if is_transient(exc):
                     log.warning("message %s of %s not answered yet (%s); it stays owed", item.message_id, scope, exc)
-                    return done
+                    return done, False
                 # A message that cannot be worked must not block the scope's queue for ever.
                 log.exception("message %s of %s could not be answered; dropping it from the queue", item.message_id, scope)
             try:
                 release_claim(self.store, scope, item.key, QUEUE_HOLDER)
             except Exception as exc:
                 log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
-                return done
+                return done, False
             done += 1
 
     async def sweep(self, *, limit: int = 200) -> int:

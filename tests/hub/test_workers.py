@@ -31,7 +31,7 @@ def cluster(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("workers")
     db = workdir / "hub.db"
     Store(db).close()  # migrated once, before two processes open it
-    with Fakes(0.05, block_marker=BLOCK) as fakes:
+    with Fakes(0.05, block_marker=BLOCK, slow_reminders=1.5) as fakes:
         pool = WorkerPool(workdir / "pool", worker_env(str(db), fakes, claim_ttl=TTL, maildir=workdir / "maildir"), 2)
         try:
             pool.start_all(timeout=240)
