@@ -43,6 +43,7 @@ from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
+from scopehub.hub.turns import is_bookkeeping
 from scopehub.memory import (
     CallRecord,
     DuplicateMessage,
@@ -299,8 +300,13 @@ class Hub:
                 if spec.collaborators
                 else []
             )
-            # Housekeeping (digest compaction, reflection) is not team work: not shown.
-            claims = [c for c in active_claims(self.store, scope, now=now) if c.key not in BACKGROUND_CLAIMS]
+            # Housekeeping (digest compaction, reflection) and the hub's bookkeeping (the
+            # scope's turn, owed messages, a pending /forget all) are not team work: not shown.
+            claims = [
+                c
+                for c in active_claims(self.store, scope, now=now)
+                if c.key not in BACKGROUND_CLAIMS and not is_bookkeeping(c.key)
+            ]
             unseen = unseen_channel_messages(
                 self.store, scope, agent, channels_of(agent, self.channels), limit=CHANNEL_DIGEST
             )

@@ -106,7 +106,7 @@ def test_a_reminder_fires_once_with_two_workers(cluster):
     for thread in threads:
         thread.join()
     for chat in chats:
-        got = wait_for(fakes, chat, 1, settle=0.0)
+        wait_for(fakes, chat, 1, settle=0.0)
     time.sleep(3.0)
     for chat in chats:
         assert replies(fakes, chat) == [f"{REMINDER_PREFIX}stretch {chat}"]

@@ -103,7 +103,6 @@ from scopehub.hub.transports.telegram.media import (
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
 from scopehub.hub.turns import Owed, ScopeTurns, is_transient
 from scopehub.memory import (
-    Store,
     acquire_claim,
     add_vault_item,
     get_claim,
@@ -742,9 +741,27 @@ class TelegramBot:
         if reply.kind == "agent" and reply.reply_id is not None and reply.scope:
             # Only the first chunk's id is kept; a reply to a later chunk is traced back to it
             # from the store (reply_target), so every worker resolves it alike.
-            _set_ext_id(self.hub.store, reply.reply_id, f"{chat_id}:{sent_ids[0]}")
+            await self._record_sent(reply.reply_id, f"{chat_id}:{sent_ids[0]}")
         self.hub.schedule_after_send(reply)
         return sent_ids
+
+    async def _record_sent(self, reply_id: int, ext_id: str) -> None:
+        """Record the Telegram id of a sent reply; it also says "sent" to every worker.
+
+        A reply stored without it is sent again by the next holder of the scope's turn (its
+        worker died before sending), so when the database is briefly away (a restart) this
+        tries again for up to half a claim TTL before giving up: the reply is out already.
+        """
+        deadline = asyncio.get_running_loop().time() + max(1.0, self.hub.settings.claim_ttl / 2)
+        while True:
+            try:
+                self.hub.store.set_ext_id(reply_id, ext_id)
+                return
+            except Exception as exc:
+                if not is_transient(exc) or asyncio.get_running_loop().time() > deadline:
+                    log.exception("could not record Telegram id %s on message %s", ext_id, reply_id)
+                    return
+                await asyncio.sleep(0.25)
 
     async def send_text(
         self,
@@ -882,14 +899,6 @@ def _mentions(message: Message, bot_id: int, username: str) -> bool:
 def _emoji(reaction: ReactionType) -> str:
     """The emoji of a reaction ("" for custom emoji and paid stars, which say nothing we can read)."""
     return reaction.emoji if isinstance(reaction, ReactionTypeEmoji) else ""
-
-
-def _set_ext_id(store: Store, message_id: int, ext_id: str) -> None:
-    """Record the Telegram id of a sent reply on the stored reply."""
-    try:
-        store.set_ext_id(message_id, ext_id)
-    except Exception:  # a lost ext id only weakens reply routing; the reply is out already
-        log.exception("could not record Telegram id %s on message %s", ext_id, message_id)
 
 
 # -- building and running -----------------------------------------------------------------
