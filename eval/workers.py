@@ -546,7 +546,7 @@ def bench_workers(
     hold: float = 0.5,
     db: str | None = None,
     workdir: Path,
-    claim_ttl: float = 30.0,
+    claim_ttl: float = 120.0,
     echo: Any = None,
 ) -> dict[str, Any]:
     """Run the bench; returns ``{"database": kind, "runs": [{workers, throughput, p50, p95, lost, ...}]}``."""
@@ -616,7 +616,7 @@ def format_bench(report: dict[str, Any]) -> str:
 @click.option("--messages", default=10, show_default=True, type=click.IntRange(1, 10_000), help="messages per chat")
 @click.option("--hold", default=0.5, show_default=True, type=click.FloatRange(0, 60), help="seconds the fake model holds each reply")
 @click.option("--db", default=None, help="postgresql:// URL (its user creates a database per run) or a SQLite path; default: an embedded PostgreSQL")
-@click.option("--claim-ttl", default=30.0, show_default=True, type=click.FloatRange(1, 3600), help="HUB_CLAIM_TTL of the workers")
+@click.option("--claim-ttl", default=120.0, show_default=True, type=click.FloatRange(1, 3600), help="HUB_CLAIM_TTL of the workers")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="keep the workers' logs here")
 def workers_bench_command(

@@ -196,6 +196,7 @@ class TelegramBot:
         typing_interval: float = 4.0,
         reminder_interval: float = 20.0,
         watch_maildir: bool = False,
+        max_turns: int = 32,
     ) -> None:
         self.hub = hub
         self.settings = settings
@@ -215,6 +216,10 @@ class TelegramBot:
         self.turns = ScopeTurns(hub.store, hub.holder, self._work_owed, ttl=hub.settings.claim_ttl, clock=hub.deps.clock)
         self._bot: Bot | None = None  # the application's bot, for answers worked off the update
         self._turn_tasks: set[asyncio.Task[Any]] = set()
+        # Chats answered at once by this worker's webhook: more would only slow each one
+        # down (one event loop) until a turn outlives its claim. A chat waiting for a slot
+        # has not taken its turn yet, so another worker's sweep may answer it meanwhile.
+        self._turn_slots = asyncio.Semaphore(max_turns)
         # Groups that became supergroups during this process: old scope -> new scope, and
         # new chat id -> old chat id (an allowlisted group stays allowed under its new id).
         self.moved_scopes: dict[str, str] = {}
@@ -444,9 +449,13 @@ class TelegramBot:
         """Work the scope's turn in the background (the webhook's request is answered already)."""
         if self.turns.busy(scope):
             return  # our task works it and looks again before it stops
-        task = asyncio.get_running_loop().create_task(self.turns.run(scope), name=f"turn:{scope}")
+        task = asyncio.get_running_loop().create_task(self._run_turn(scope), name=f"turn:{scope}")
         self._turn_tasks.add(task)
         task.add_done_callback(self._turn_tasks.discard)
+
+    async def _run_turn(self, scope: str) -> None:
+        async with self._turn_slots:
+            await self.turns.run(scope)
 
     async def finish_turns(self, timeout: float) -> None:
         """Let the turns in progress finish (shutdown); what is left stays owed for another worker."""
@@ -926,7 +935,13 @@ def build_application(
         raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
     base_url = base_url if base_url is not None else settings.telegram_base_url
     transport = TelegramBot(
-        hub, settings, retry=retry, typing_interval=typing_interval, reminder_interval=reminder_interval, watch_maildir=watch_maildir
+        hub,
+        settings,
+        retry=retry,
+        typing_interval=typing_interval,
+        reminder_interval=reminder_interval,
+        watch_maildir=watch_maildir,
+        max_turns=max_active,
     )
     builder = (
         ApplicationBuilder()
