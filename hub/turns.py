@@ -219,6 +219,6 @@ class ScopeTurns:
                 log.warning("cannot revive the mark %s of %s (%s)", claim.key, claim.scope, exc)
         done = 0
         for scope in scopes:
-            log.warning("answering the queue of %s: the worker answering it stopped", scope)
+            log.warning("answering the queue of %s: its marks ran out (its worker stopped, or waited too long)", scope)
             done += await self.run(scope)
         return done
