@@ -564,7 +564,8 @@ def bench_workers(
                 if echo:
                     echo(f"{count} worker(s): posting {chats * messages} updates ...")
                 asyncio.run(dispatcher.run(updates))
-                wait_replies(fakes, chats * messages, set(chat_ids))
+                # A reply may wait for the sweep (a TTL, then every TTL/2): quiet for longer means lost.
+                wait_replies(fakes, chats * messages, set(chat_ids), quiet=1.5 * claim_ttl + 30)
                 counted = tally(list(fakes.arrivals), dispatcher.posted, chat_ids, messages)
                 crashed = pool.errors()
             finally:

@@ -112,14 +112,21 @@ class ScopeTurns:
         acquire_claim(self.store, scope, item.key, QUEUE_HOLDER, note=note, ttl=self.ttl, now=self.clock())
 
     def owed(self, scope: str) -> list[Owed]:
-        """The scope's owed messages (live marks), in message order."""
-        items = (Owed.parse(c.key) for c in active_claims(self.store, scope, now=self.clock()))
+        """The scope's owed messages, in message order: every mark, also one whose TTL ran out.
+
+        A mark runs out when nobody worked the scope for a TTL (its worker died, or the
+        message waited that long for a free slot); it is still owed, and skipping it would
+        answer a later message first. ``now=0`` asks for every claim row of the scope.
+        """
+        items = (Owed.parse(c.key) for c in active_claims(self.store, scope, now=0.0))
         return sorted(item for item in items if item is not None)
 
     def _renew_marks(self, scope: str, items: list[Owed]) -> None:
+        # Acquire, not renew: it renews a live mark and takes back one that ran out alike.
         now = self.clock()
         for item in items:
-            renew_claim(self.store, scope, item.key, QUEUE_HOLDER, ttl=self.ttl, now=now)
+            note = f"hub: waiting to {'answer' if item.answer else 'tag'} message {item.message_id}"
+            acquire_claim(self.store, scope, item.key, QUEUE_HOLDER, note=note, ttl=self.ttl, now=now)
 
     # -- the turn ------------------------------------------------------------------------
     def busy(self, scope: str) -> bool:

@@ -100,3 +100,21 @@ def test_a_tag_only_mark_and_bookkeeping_keys():
     assert Owed.parse("owed:12") == Owed(12) and Owed.parse("owed:x") is None and Owed.parse("message:3") is None
     assert is_bookkeeping("turn") and is_bookkeeping("owed:3") and is_bookkeeping("forget-all:confirm")
     assert not is_bookkeeping("message:3") and not is_bookkeeping("turnip")
+
+
+def test_marks_that_ran_out_while_waiting_are_still_worked_first(tmp_path):
+    clock = Clock()
+    with Store(tmp_path / "hub.db") as store:
+        ids = stored(store, 3)
+        worked: list[int] = []
+
+        async def work(scope: str, item: Owed) -> None:
+            worked.append(item.message_id)
+
+        turns = ScopeTurns(store, "worker-a", work, ttl=10, clock=clock)
+        turns.owe(SCOPE, ids[0], "m0")
+        turns.owe(SCOPE, ids[1], "m1")
+        clock.now += 30  # they waited longer than a TTL for a free slot
+        turns.owe(SCOPE, ids[2], "m2")
+        asyncio.run(turns.run(SCOPE))
+        assert worked == ids
