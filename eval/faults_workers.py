@@ -45,7 +45,7 @@ def worker_kills(
     hold: float = 0.3,
     think: tuple[float, float] = (0.3, 1.5),
     reminders: int = 20,
-    claim_ttl: float = 4.0,
+    claim_ttl: float = 15.0,
     database: str = "postgresql",
     restart_database: bool = True,
     seed: int = 0,

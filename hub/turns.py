@@ -187,6 +187,7 @@ class ScopeTurns:
                 log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
                 return done, False
             item = items[0]
+            beat = asyncio.get_running_loop().create_task(self._heartbeat(scope, item))
             try:
                 await self.work(scope, item)
             except asyncio.CancelledError:
@@ -197,12 +198,27 @@ class ScopeTurns:
                     return done, False
                 # A message that cannot be worked must not block the scope's queue for ever.
                 log.exception("message %s of %s could not be answered; dropping it from the queue", item.message_id, scope)
+            finally:
+                beat.cancel()
             try:
                 release_claim(self.store, scope, item.key, QUEUE_HOLDER)
             except Exception as exc:
                 log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
                 return done, False
             done += 1
+
+    async def _heartbeat(self, scope: str, item: Owed) -> None:
+        """Renew the turn and the mark while one answer takes long: the TTL detects a dead
+        worker, it does not bound the work (a slow model, a busy host)."""
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
+                    log.warning("the turn of %s ran out during one answer; another worker may answer the rest", scope)
+                    return
+                self._renew_marks(scope, [item])
+            except Exception as exc:
+                log.warning("cannot renew the turn of %s (%s); trying again", scope, exc)
 
     async def sweep(self, *, limit: int = 200) -> int:
         """Work the scopes whose marks ran out (their worker died, or no turn was ever taken).

@@ -23,7 +23,12 @@ What it does with an update:
 * access: ``HUB_ALLOWED_USERS`` / ``HUB_ALLOWED_CHATS`` (both empty = everyone); a message
   passes when its sender *or* its chat is listed; anyone else gets one polite refusal
   per chat and process, and nothing of theirs is stored;
-* order: the updates of one scope are handled one after another (:mod:`.delivery`);
+* order and several workers: every message is stored and marked owed first; the answer
+  comes from whichever process holds the scope's turn, the scope's owed messages in
+  order (:mod:`scopehub.hub.turns`). With ``--webhook-url`` the worker's own server
+  (:mod:`.webhook`) says "received" only once the update is stored, so any number of
+  workers on one database can be killed and restarted without losing or repeating an
+  answer; polling handles one scope's updates one after another (:mod:`.delivery`);
 * replies: plain text, the agent's name on the first line, split under Telegram's limit,
   the typing action while the agent works, retried with a bound (:mod:`.delivery`);
 * reminders: delivered by the JobQueue at their due time (:mod:`.reminders`); a chat that
