@@ -43,6 +43,12 @@ small versions (``tests/test_faults.py``); the command runs the heavy ones:
 ``fail_open``
     search raising, the facts block raising, fact extraction raising: the agent still
     answers without that part of its context, and the failure is logged.
+``worker_kills``
+    three real webhook workers on one PostgreSQL database answer chats that keep writing,
+    behind a round-robin dispatcher that re-posts what a worker refused; one worker is
+    SIGKILLed 10 times (and restarted), PostgreSQL is restarted once mid-run, reminders
+    fall due throughout: no message lost, answered twice or out of order, no reminder
+    fired twice (:mod:`.faults_workers`; skipped, with the reason, without a server).
 
 Each scenario reports what it *verified*, in its own units (``verified``: unit -> count;
 a count says what was checked and found right, never what was planned): SIGKILLs
@@ -1944,6 +1950,55 @@ def two_processes(workdir: Path, *, chats: int = 10, per_chat: int = 20, reminde
     return out
 
 
+def worker_kills(
+    workdir: Path,
+    *,
+    workers: int = 3,
+    chats: int = 30,
+    kills: int = 10,
+    reminders: int = 20,
+    database: str = "postgresql",
+    seed: int = 0,
+) -> Outcome:
+    """Three webhook workers, one killed -9 ``kills`` times under load, PostgreSQL restarted once: nothing lost or twice."""
+    from .faults_workers import worker_kills as run
+
+    out = Outcome("worker_kills")
+    with _timed(out):
+        counts = run(workdir, workers=workers, chats=chats, kills=kills, reminders=reminders, database=database, seed=seed)
+    if "skipped" in counts:
+        out.note(f"skipped: {counts['skipped']}")
+        out.details = counts
+        return out
+    out.verify(KILLS_SURVIVED, counts["kills"])
+    out.verify("messages answered once, in order, by several workers", counts["answered"] - counts["answered_twice"] - counts["out_of_order"])
+    out.verify("reminders fired once by several workers", counts["reminders_fired"] - counts["reminders_fired_twice"])
+    if counts["lost"] or counts["undelivered"]:
+        out.fail("lost", "messages never answered (or never taken by any worker)", counts["lost"] + counts["undelivered"])
+    if counts["answered_twice"] or counts["stored_replies_twice"]:
+        out.fail("duplicated", "messages answered twice", max(counts["answered_twice"], counts["stored_replies_twice"]))
+    if counts["reminders_fired_twice"]:
+        out.fail("duplicated", "reminders fired twice", counts["reminders_fired_twice"])
+    if counts["reminders_fired"] < counts["reminders"]:
+        out.fail("lost", "reminders never fired", counts["reminders"] - counts["reminders_fired"])
+    if counts["out_of_order"]:
+        out.fail("crashed", "replies of one chat out of order", counts["out_of_order"])
+    if counts["worker_tracebacks"]:
+        out.fail("crashed", f"tracebacks in the workers' logs: {counts['traceback_lines']}", counts["worker_tracebacks"])
+    restart = (
+        f"PostgreSQL restarted once ({counts['database_restart_s']} s)" if counts["database_restarts"] else f"no database restart ({counts['database']})"
+    )
+    out.note(
+        f"{counts['workers']} workers on {counts['database']}, {counts['kills']} SIGKILLs, {restart}; "
+        f"{counts['messages']} messages: answered {counts['answered']}, lost {counts['lost']}, twice {counts['answered_twice']}, "
+        f"out of order {counts['out_of_order']}; {counts['reminders']} reminders: fired {counts['reminders_fired']}, twice "
+        f"{counts['reminders_fired_twice']}; latency p50 {counts['p50_s']} s, p95 {counts['p95_s']} s; "
+        f"{counts['post_retries']} deliveries retried"
+    )
+    out.details = counts
+    return out
+
+
 # -- the report ---------------------------------------------------------------------------------
 
 SCENARIOS = (
@@ -1958,6 +2013,7 @@ SCENARIOS = (
     "fail_open",
     "event_cursors",
     "two_processes",
+    "worker_kills",
 )
 
 _HEAVY: dict[str, dict[str, Any]] = {
@@ -1972,6 +2028,7 @@ _HEAVY: dict[str, dict[str, Any]] = {
     "fail_open": {},
     "event_cursors": {"emitters": 10, "per_emitter": 1000, "consumers": 3, "kills": 20},
     "two_processes": {"chats": 10, "per_chat": 20, "reminders": 50},
+    "worker_kills": {"workers": 3, "chats": 30, "kills": 10, "reminders": 20},
 }
 _QUICK: dict[str, dict[str, Any]] = {
     "crash_import": {"messages": 2000, "kills": 3, "batch": 50},
@@ -1985,6 +2042,7 @@ _QUICK: dict[str, dict[str, Any]] = {
     "fail_open": {},
     "event_cursors": {"emitters": 3, "per_emitter": 100, "consumers": 2, "kills": 4},
     "two_processes": {"chats": 3, "per_chat": 4, "reminders": 6},
+    "worker_kills": {"workers": 3, "chats": 5, "kills": 2, "reminders": 4},
 }
 _FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "crash_import": crash_import,
@@ -1998,6 +2056,7 @@ _FUNCTIONS: dict[str, Callable[..., Outcome]] = {
     "fail_open": fail_open,
     "event_cursors": event_cursors,
     "two_processes": two_processes,
+    "worker_kills": worker_kills,
 }
 
 # The Maildir scenarios (issue 17) live in faults_maildir.py.

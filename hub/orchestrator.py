@@ -51,6 +51,7 @@ from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
+from scopehub.hub.turns import is_bookkeeping
 from scopehub.memory import (
     CallRecord,
     DuplicateMessage,
@@ -338,8 +339,13 @@ class Hub:
                 if spec.collaborators
                 else []
             )
-            # Housekeeping (digest compaction, reflection) is not team work: not shown.
-            claims = [c for c in active_claims(self.store, scope, now=now) if c.key not in BACKGROUND_CLAIMS]
+            # Housekeeping (digest compaction, reflection) and the hub's bookkeeping (the
+            # scope's turn, owed messages, a pending /forget all) are not team work: not shown.
+            claims = [
+                c
+                for c in active_claims(self.store, scope, now=now)
+                if c.key not in BACKGROUND_CLAIMS and not is_bookkeeping(c.key)
+            ]
             unseen = unseen_channel_messages(
                 self.store, scope, agent, channels_of(agent, self.channels), limit=CHANNEL_DIGEST
             )
@@ -454,22 +460,29 @@ class Hub:
             self._resume_learning(scope)
 
     async def _handle(self, inbound: Inbound) -> Reply | None:
+        message = self.store_inbound(inbound)
+        if message is None:
+            return None
+        reply_to = self.store.find_ext(inbound.scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
+        return await self._answer_stored(inbound, message, reply_to)
+
+    def store_inbound(self, inbound: Inbound) -> Message | None:
+        """Commit the message (before any model call); None when this delivery needs nothing more.
+
+        A redelivery (transport retry, restart re-sending, a twin delivered to another
+        worker) is never stored twice. It is worth answering only if the first delivery
+        was stored but never answered (a crash in between); commands are not re-run, and
+        chatter that was not addressed is not tagged again.
+        """
         store = self.store
-        reply_to = store.find_ext(inbound.scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
-        message = store.find_ext(inbound.scope, inbound.ext_id) if inbound.ext_id is not None else None
-        if message is not None:
-            # A redelivery (transport retry, restart re-sending) is never stored twice. It is
-            # answered only if the first delivery was stored but never answered (a crash in
-            # between); commands are not re-run.
-            if message.via == "command" or not inbound.addressed or store.is_answered(message.id):
-                log.info("message %s of %s was already handled; ignoring the redelivery", inbound.ext_id, inbound.scope)
-                return None
-            log.info("message %s of %s was stored but never answered; answering it now", inbound.ext_id, inbound.scope)
-        else:
+        scope = validate_scope(inbound.scope)
+        message = store.find_ext(scope, inbound.ext_id) if inbound.ext_id is not None else None
+        if message is None:
+            reply_to = store.find_ext(scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
             try:
-                message = store.append(
+                return store.append(
                     NewMessage(
-                        scope=inbound.scope,
+                        scope=scope,
                         role="user",
                         text=inbound.text,
                         ts=inbound.ts if inbound.ts is not None else self.deps.clock(),
@@ -480,14 +493,59 @@ class Hub:
                     )
                 )
             except DuplicateMessage:
-                # Another process stored the same delivery a moment ago; it answers it.
-                log.info("message %s of %s is being handled elsewhere", inbound.ext_id, inbound.scope)
+                # Another process stored the same delivery a moment ago; it answers it (or, if it
+                # dies first, the transport's retry of this delivery finds it unanswered).
+                log.info("message %s of %s is being handled elsewhere", inbound.ext_id, scope)
                 return None
+        if message.via == "command" or not inbound.addressed or store.is_answered(message.id):
+            log.info("message %s of %s was already handled; ignoring the redelivery", inbound.ext_id, scope)
+            return None
+        log.info("message %s of %s was stored but not answered yet", inbound.ext_id, scope)
+        return message
+
+    async def answer_queued(self, message: Message, *, addressed: bool = True) -> Reply | None:
+        """Answer (or, not ``addressed``, only route and tag) a stored message of the scope's queue.
+
+        For a transport that holds the scope's turn (:mod:`scopehub.hub.turns`): the turn is
+        the exclusive right to answer the scope, so no per-message claim is taken. None when
+        there is nothing to send (answered already, a command already run, or not addressed).
+        """
+        scope = message.scope
+        self._pause_learning(scope)
+        try:
+            async with self.lock_for(scope):
+                current = self.store.get(scope, message.id)
+                if current is None or current.via == "command" or self.store.is_answered(current.id):
+                    return None
+                inbound = Inbound(
+                    scope=scope,
+                    text=current.text,
+                    chat=current.chat,
+                    sender=current.sender,
+                    ext_id=current.ext_id,
+                    ts=current.ts,
+                    addressed=addressed,
+                )
+                reply_to = self.store.get(scope, current.reply_to) if current.reply_to else None
+                return await self._answer_stored(inbound, current, reply_to, claim=False)
+        finally:
+            self._resume_learning(scope)
+
+    def stored_reply(self, message: Message) -> Message | None:
+        """The agent reply stored for ``message`` (None: not answered with a stored reply)."""
+        for later in self.store.messages(message.scope, after=message.id, limit=200):
+            if later.role == "agent" and later.reply_to == message.id:
+                return later
+        return None
+
+    async def _answer_stored(
+        self, inbound: Inbound, message: Message, reply_to: Message | None, *, claim: bool = True
+    ) -> Reply | None:
         # Commands act only when addressed to us: "/forget@other_bot all" in a group must not erase.
         command = self._command_of(inbound.text) if inbound.addressed else None
         if command is not None:
             name, argument = command
-            store.set_route(message.id, "hub", (), "command")
+            self.store.set_route(message.id, "hub", (), "command")
             if name not in self.commands:
                 text = UNKNOWN_COMMAND_REPLY.format(name=name)
             else:
@@ -498,9 +556,11 @@ class Hub:
                     text = f"/{name} failed; nothing was lost. Please try again."
             return Reply(text=text, kind="command", agent="hub", via="command", message_id=message.id, scope=inbound.scope)
 
-        return await self._route_and_answer(inbound, message, reply_to)
+        return await self._route_and_answer(inbound, message, reply_to, claim=claim)
 
-    async def _route_and_answer(self, inbound: Inbound, message: Message, reply_to: Message | None) -> Reply | None:
+    async def _route_and_answer(
+        self, inbound: Inbound, message: Message, reply_to: Message | None, *, claim: bool = True
+    ) -> Reply | None:
         store = self.store
         window = self.recent(inbound.scope, message.id)
         if inbound.agent is not None and inbound.agent in self.registry:
@@ -513,6 +573,8 @@ class Hub:
         if not inbound.addressed:
             return None
         self._note_correction(inbound, message, window)
+        if not claim:  # the caller holds the scope's turn: the exclusive right to answer it
+            return await self._answer(inbound, message, decision, window)
         # Claim the answer: with several processes on one database, one of them answers. The
         # claim's TTL is the only expiry; a process that dies mid-reply leaves the claim to
         # run out, and then answer_stalled() (or the message's redelivery) answers it.

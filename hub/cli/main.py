@@ -249,6 +249,7 @@ def eval_group() -> None:
         "search": "scopehub.eval.search:search_bench_command",
         "events": "scopehub.eval.events_bench:events_bench_command",
         "console": "scopehub.eval.console_bench:console_bench_command",
+        "workers": "scopehub.eval.workers:workers_bench_command",
     },
 )
 def bench_group() -> None:

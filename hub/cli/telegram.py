@@ -29,11 +29,27 @@ _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
     default=None,
     help="secret Telegram sends with every webhook request (env TELEGRAM_WEBHOOK_SECRET)",
 )
+@click.option(
+    "--no-set-webhook",
+    is_flag=True,
+    help="do not register --webhook-url with Telegram at start (another worker or a deploy step does)",
+)
 @click.pass_context
 def telegram_command(
-    ctx: click.Context, webhook_url: str | None, listen: str, port: int, url_path: str | None, secret_token: str | None
+    ctx: click.Context,
+    webhook_url: str | None,
+    listen: str,
+    port: int,
+    url_path: str | None,
+    secret_token: str | None,
+    no_set_webhook: bool,
 ) -> None:
-    """Run the Telegram bot (long polling, or a webhook with --webhook-url)."""
+    """Run the Telegram bot (long polling, or a webhook with --webhook-url).
+
+    With --webhook-url it is one stateless worker: run as many as you like, on one host or
+    several, behind a reverse proxy and on one PostgreSQL database (HUB_DB=postgresql://...).
+    Each update is answered once, each chat's messages in order, each reminder fired once.
+    """
     from scopehub.hub.app import build_hub
     from scopehub.hub.transports.telegram import ALLOWED_UPDATES, build_application
 
@@ -58,6 +74,16 @@ def telegram_command(
         return
     path = url_path if url_path is not None else urlparse(webhook_url).path.lstrip("/")
     log.info("starting the Telegram bot with a webhook on %s:%s/%s", listen, port, path)
-    application.run_webhook(
-        listen=listen, port=port, url_path=path, webhook_url=webhook_url, secret_token=secret_token, allowed_updates=updates
+    # Our own server, not PTB's: "received" only once the update is stored, so several
+    # workers behind a reverse proxy can be killed and restarted without losing one.
+    from scopehub.hub.transports.telegram.webhook import run_webhook
+
+    run_webhook(
+        application,
+        listen=listen,
+        port=port,
+        url_path=path,
+        webhook_url=None if no_set_webhook else webhook_url,
+        secret_token=secret_token,
+        allowed_updates=updates,
     )

@@ -79,7 +79,23 @@ def make_deliver(hub: Hub, sink: ReplySink | None = None) -> Callable[[Dispatch]
 
 def build_intake(hub: Hub, root: Path, *, sink: ReplySink | None = None) -> MaildirIntake:
     """An intake over ``root`` for the hub's agents, rate-limited and stale-checked per settings."""
+    from scopehub.memory import acquire_claim, release_claim
+
     settings = hub.settings
+
+    # Several workers may watch one Maildir (a shared volume): each file is taken under a
+    # claim of its scope, held until it is moved to cur/, so one of them delivers it.
+    def claim(dispatch: Dispatch) -> bool:
+        note = f"hub: taking the file {dispatch.name}"
+        key = f"maildir:{dispatch.ext_id}"
+        return acquire_claim(hub.store, dispatch.scope, key, hub.holder, note=note, ttl=settings.claim_ttl, now=hub.deps.clock()) is not None
+
+    def release(dispatch: Dispatch) -> None:
+        try:
+            release_claim(hub.store, dispatch.scope, f"maildir:{dispatch.ext_id}", hub.holder)
+        except Exception:
+            log.exception("claim on the file %s of %s not released; it runs out", dispatch.name, dispatch.scope)
+
     return MaildirIntake(
         root,
         agents=hub.registry.names,
@@ -89,6 +105,8 @@ def build_intake(hub: Hub, root: Path, *, sink: ReplySink | None = None) -> Mail
         # a file whose answer a killed process had claimed is answered once the claim runs out
         retry_after=min(30.0, settings.claim_ttl),
         clock=hub.deps.clock,
+        claim=claim,
+        release=release,
     )
 
 

@@ -222,6 +222,10 @@ class MaildirIntake:
     ``stale_after``: seconds after which a waiting file is logged as stale (once per inbox).
     ``retry_after``: seconds before a file whose delivery raised (or asked to
     :class:`RetryLater`) is tried again.
+    ``claim`` / ``release``: with several processes on one Maildir (webhook workers on a
+    shared volume), ``claim(dispatch)`` must say whether this process takes the file (a
+    claim on the database); a file another process took is left to it, and ``release``
+    is called once the file is settled.
     """
 
     def __init__(
@@ -236,8 +240,12 @@ class MaildirIntake:
         stale_after: float = 600.0,
         retry_after: float = 30.0,
         clock: Callable[[], float] = time.time,
+        claim: Callable[[Dispatch], bool] | None = None,
+        release: Callable[[Dispatch], None] | None = None,
     ) -> None:
         self.root = Path(root)
+        self.claim = claim
+        self.release = release
         self.agents = frozenset(agents)
         self.deliver = deliver
         self.scope_ok = scope_ok
@@ -341,6 +349,36 @@ class MaildirIntake:
         dispatch = await asyncio.to_thread(self._load, entry, scope, agent, report)
         if dispatch is None:
             return
+        if self.claim is not None:
+            try:
+                taken = self.claim(dispatch)
+            except Exception:
+                log.exception("maildir: cannot claim %s; it stays in new/ and is tried again", key)
+                taken = False
+            if not taken:
+                report.waiting += 1  # another process took it: it delivers, settles and moves it
+                return
+            if not os.path.lexists(entry.path):  # settled by the process that held it before us
+                if self.release is not None:
+                    self.release(dispatch)
+                return
+        try:
+            await self._deliver_and_settle(entry, dispatch, scope, agent, key, now, bucket, report)
+        finally:
+            if self.release is not None:
+                self.release(dispatch)
+
+    async def _deliver_and_settle(
+        self,
+        entry: _Entry,
+        dispatch: Dispatch,
+        scope: str,
+        agent: str | None,
+        key: str,
+        now: float,
+        bucket: TokenBucket | None,
+        report: DrainReport,
+    ) -> None:
         if bucket is not None:
             bucket.take(now)
         try:

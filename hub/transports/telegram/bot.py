@@ -23,7 +23,12 @@ What it does with an update:
 * access: ``HUB_ALLOWED_USERS`` / ``HUB_ALLOWED_CHATS`` (both empty = everyone); a message
   passes when its sender *or* its chat is listed; anyone else gets one polite refusal
   per chat and process, and nothing of theirs is stored;
-* order: the updates of one scope are handled one after another (:mod:`.delivery`);
+* order and several workers: every message is stored and marked owed first; the answer
+  comes from whichever process holds the scope's turn, the scope's owed messages in
+  order (:mod:`scopehub.hub.turns`). With ``--webhook-url`` the worker's own server
+  (:mod:`.webhook`) says "received" only once the update is stored, so any number of
+  workers on one database can be killed and restarted without losing or repeating an
+  answer; polling handles one scope's updates one after another (:mod:`.delivery`);
 * replies: plain text, the agent's name on the first line, split under Telegram's limit,
   the typing action while the agent works, retried with a bound (:mod:`.delivery`);
 * reminders: delivered by the JobQueue at their due time (:mod:`.reminders`); a chat that
@@ -40,9 +45,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import re
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from telegram import (
@@ -99,7 +106,15 @@ from scopehub.hub.transports.telegram.media import (
     read_text_document,
 )
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
-from scopehub.memory import Store, add_vault_item, pause_chat_reminders, resume_chat_reminders
+from scopehub.hub.turns import Owed, ScopeTurns, is_transient
+from scopehub.memory import (
+    acquire_claim,
+    add_vault_item,
+    get_claim,
+    pause_chat_reminders,
+    release_claim,
+    resume_chat_reminders,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +139,7 @@ CONFIRM_FORGET_ALL = (
     "Send /forget all again within 60 seconds to confirm."
 )
 FORGET_CONFIRM_SECONDS = 60.0
+FORGET_CONFIRM_KEY = "forget-all:confirm"  # the pending confirmation, a claim: every worker sees it
 REFLECT_FIRST_S = 60.0  # the first reflection check after start: scopes due since the last run
 
 
@@ -145,6 +161,22 @@ _COMMAND_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 _LEADING_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 _FORGET_ALL_RE = re.compile(r"^/forget(?:@\w+)?\s+all\s*$", re.IGNORECASE)
+
+
+@dataclass
+class Intake:
+    """What the webhook server learns from handling one update: whether it was kept.
+
+    ``kept`` False: storing it failed (the database is down), so the server answers with an
+    error and Telegram delivers the update again; nothing is lost.
+    """
+
+    kept: bool = True
+
+
+# Set by the webhook server around each update (None when polling): the handlers store the
+# message, mark it owed, and leave the answer to the scope's turn in the background.
+INTAKE: contextvars.ContextVar[Intake | None] = contextvars.ContextVar("telegram_intake", default=None)
 
 
 class _ReplyOwed(Exception):
@@ -169,6 +201,7 @@ class TelegramBot:
         typing_interval: float = 4.0,
         reminder_interval: float = 20.0,
         watch_maildir: bool = False,
+        max_turns: int = 32,
     ) -> None:
         self.hub = hub
         self.settings = settings
@@ -180,15 +213,22 @@ class TelegramBot:
         self._refused: set[int] = set()  # chats that got their one refusal
         self._forbidden: set[int] = set()  # chats that answered 403, logged once each
         self._conflict_logged = False  # "another process is polling" said once
-        # Telegram ids of the 2nd.. chunks of split replies -> the first chunk's id, so a
-        # reply to any chunk routes to the agent (bounded; lost on restart, then the router decides).
-        self._chunk_alias: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # Forum topics of messages this process accepted (message id -> thread id, bounded):
+        # the reply goes to the topic; a message accepted by another worker is answered as a
+        # reply to it, which Telegram puts in the same topic.
+        self._threads: OrderedDict[int, int] = OrderedDict()
+        # Answers: each scope's owed messages in order, by whichever worker holds its turn.
+        self.turns = ScopeTurns(hub.store, hub.holder, self._work_owed, ttl=hub.settings.claim_ttl, clock=hub.deps.clock)
+        self._bot: Bot | None = None  # the application's bot, for answers worked off the update
+        self._turn_tasks: set[asyncio.Task[Any]] = set()
+        # Chats answered at once by this worker's webhook: more would only slow each one
+        # down (one event loop) until a turn outlives its claim. A chat waiting for a slot
+        # has not taken its turn yet, so another worker's sweep may answer it meanwhile.
+        self._turn_slots = asyncio.Semaphore(max_turns)
         # Groups that became supergroups during this process: old scope -> new scope, and
         # new chat id -> old chat id (an allowlisted group stays allowed under its new id).
         self.moved_scopes: dict[str, str] = {}
         self._migrated_from: dict[int, int] = {}
-        # chat id -> (user id, when) of a /forget all waiting for its confirmation.
-        self._forget_pending: dict[int, tuple[int | None, float]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
     async def post_init(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
@@ -198,6 +238,7 @@ class TelegramBot:
         (importing litellm, loading the tokenizer's encoding) never blocks a chat.
         """
         await asyncio.to_thread(self.hub.warm_up)
+        self._bot = application.bot
         if self.reminders.cancel_scope not in self.hub.erase_hooks:
             self.hub.erase_hooks.append(self.reminders.cancel_scope)
         try:
@@ -209,7 +250,7 @@ class TelegramBot:
         assert application.job_queue is not None
         self.reminders.start(application.job_queue)
         # Answers claimed by a process that died mid-reply are answered once their claims run out.
-        interval = max(5.0, self.hub.settings.claim_ttl / 2)
+        interval = max(1.0, self.hub.settings.claim_ttl / 2)
         application.job_queue.run_repeating(self._answer_stalled_job, interval=interval, first=interval, name="answers:stalled")
         if self.watch_maildir:
             from scopehub.hub.settings import maildir_root
@@ -226,13 +267,16 @@ class TelegramBot:
 
             root = maildir_root(self.settings)
             self._maildir_watcher = start_watcher(self.hub, root, sink=to_chat)
-            application.job_queue.run_repeating(
-                lambda context: send_recurring(self.hub, root), interval=RECURRING_CHECK, first=1.0, name="maildir:recurring"
-            )
+            async def recurring(context: Any) -> None:  # the job queue awaits its callbacks
+                send_recurring(self.hub, root)
+
+            application.job_queue.run_repeating(recurring, interval=RECURRING_CHECK, first=1.0, name="maildir:recurring")
 
         self.start_reflection(application.job_queue)
 
     async def _answer_stalled_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
+        # Scopes whose turn holder died: their owed messages, in order, by this worker.
+        await self.turns.sweep()
         for reply in await self.hub.answer_stalled():
             if reply.scope is not None:
                 await self.deliver(context.bot, _chat_of(reply.scope), reply, reply_to=None, thread_id=None)
@@ -348,9 +392,11 @@ class TelegramBot:
         if origin is not None:
             body = f"forwarded from {origin}: {body}"
         reply_to_ext = None
-        if message.reply_to_message is not None:
-            reply_to_ext = f"{chat.id}:{message.reply_to_message.message_id}"
-            reply_to_ext = self._chunk_alias.get((scope, reply_to_ext), reply_to_ext)
+        parent = message.reply_to_message
+        if parent is not None:
+            from_bot = parent.from_user is not None and parent.from_user.id == bot.id
+            parent_text = parent.text if parent.text is not None else parent.caption
+            reply_to_ext = self.reply_target(scope, chat.id, parent.message_id, parent_text if from_bot else None)
         # Media without a caption is stored as its marker and never goes to an agent: what
         # it says is "this came", and the person is told what the bot made of it.
         answerable = bool(addressed) and bool(text)
@@ -364,15 +410,105 @@ class TelegramBot:
             addressed=answerable,
         )
         saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
-        stop_typing = asyncio.Event()
-        typing = self._start_typing(bot, chat.id, thread_id, stop_typing) if answerable else None
+        intake = INTAKE.get()
         try:
-            reply = await self.hub.handle(inbound)
+            stored = self.accept(inbound, thread_id)
         except Exception as exc:
+            if intake is not None:  # webhook: an error status, and Telegram delivers the update again
+                intake.kept = False
+                log.warning("update for %s in %s not stored (%s); Telegram will deliver it again", ext_id, scope, exc)
+                return
             if addressed:
-                saved = self.hub.store.find_ext(scope, ext_id) is not None
-                raise _ReplyOwed(chat.id, thread_id, saved) from exc
+                raise _ReplyOwed(chat.id, thread_id, False) from exc
             raise
+        reply_to = None if private else message.message_id
+        # A caption is answered as text; the note is for what has no words of its own, and
+        # for a kept document (the person should know where it went).
+        if media is not None and addressed and (not text or saved_document is not None):
+            note = _media_note(media, saved_document)
+            await self.send_text(bot, chat.id, note, reply_to=reply_to, thread_id=thread_id, what="media note")
+        if stored is None:
+            return  # a redelivery of something handled (or being handled) already
+        if intake is not None:
+            self.start_turn(scope)  # the webhook answers "received" now; the turn answers
+        else:
+            await self.turns.run(scope)
+
+    def accept(self, inbound: Inbound, thread_id: int | None = None) -> Any:
+        """Store the message and mark it owed (answer, or only tag); None when it needs nothing more.
+
+        This is all a webhook worker does before telling Telegram "received": a worker
+        killed afterwards loses nothing, the mark outlives it.
+        """
+        stored = self.hub.store_inbound(inbound)
+        if stored is None:
+            return None
+        self.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
+        if thread_id is not None:
+            self._threads[stored.id] = thread_id
+            while len(self._threads) > 10_000:
+                self._threads.popitem(last=False)
+        return stored
+
+    def start_turn(self, scope: str) -> None:
+        """Work the scope's turn in the background (the webhook's request is answered already)."""
+        if self.turns.busy(scope):
+            return  # our task works it and looks again before it stops
+        task = asyncio.get_running_loop().create_task(self._run_turn(scope), name=f"turn:{scope}")
+        self._turn_tasks.add(task)
+        task.add_done_callback(self._turn_tasks.discard)
+
+    async def _run_turn(self, scope: str) -> None:
+        async with self._turn_slots:
+            await self.turns.run(scope)
+
+    async def finish_turns(self, timeout: float) -> None:
+        """Let the turns in progress finish (shutdown); what is left stays owed for another worker."""
+        if not self._turn_tasks:
+            return
+        _, pending = await asyncio.wait(list(self._turn_tasks), timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    async def _work_owed(self, scope: str, item: Owed) -> None:
+        """Answer one owed message of the scope (this worker holds its turn) and send the reply.
+
+        A reply stored but never sent (its worker died in between) is sent, not answered
+        again. A failure that is not the database's is apologised for and logged; the
+        database's own (a restart) is raised, and the message stays owed.
+        """
+        bot = self._bot
+        if bot is None:
+            raise RuntimeError("the Telegram application is not initialised")
+        store = self.hub.store
+        message = store.get(scope, item.message_id)
+        if message is None:
+            return  # erased (/forget all) or moved with its group
+        chat_id = int(message.chat) if message.chat and message.chat.lstrip("-").isdigit() else _chat_of(scope)
+        private = scope.startswith("user:")
+        reply_to = None if private else _message_number(message.ext_id)
+        thread_id = self._threads.get(message.id)
+        if item.answer:
+            earlier = self.hub.stored_reply(message)
+            if earlier is not None:
+                if earlier.ext_id is None:  # answered, but the worker died before sending it
+                    log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
+                    again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
+                    await self.deliver(bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
+                return
+        stop_typing = asyncio.Event()
+        typing = self._start_typing(bot, chat_id, thread_id, stop_typing) if item.answer else None
+        try:
+            reply = await self.hub.answer_queued(message, addressed=item.answer)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            log.error("answering message %s of %s failed", message.id, scope, exc_info=exc)
+            if item.answer:
+                await self.send_text(bot, chat_id, APOLOGY_SAVED, reply_to=reply_to, thread_id=thread_id, what="apology")
+            return
         finally:
             if typing is not None:
                 # Let an action already on its way land first, or it would show "typing…"
@@ -381,17 +517,41 @@ class TelegramBot:
                 _, pending = await asyncio.wait([typing], timeout=1.0)
                 for task in pending:
                     task.cancel()
-        reply_to = None if private else message.message_id
-        # A caption is answered as text; the note is for what has no words of its own, and
-        # for a kept document (the person should know where it went).
-        if media is not None and addressed and (not text or saved_document is not None):
-            note = _media_note(media, saved_document)
-            await self.send_text(bot, chat.id, note, reply_to=reply_to, thread_id=thread_id, what="media note")
         if reply is None:
             return
-        await self.deliver(bot, chat.id, reply, reply_to=reply_to, thread_id=thread_id)
+        await self.deliver(bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id)
         if reply.kind == "agent":
             self.reminders.sweep()  # the answer may have set a reminder due before the next sweep
+
+    def reply_target(self, scope: str, chat_id: int, message_id: int, text: str | None, *, chunk_span: bool = False) -> str:
+        """The ext id a reply (or reaction) to Telegram message ``message_id`` points at.
+
+        A long reply goes out in chunks and only the first chunk's id is stored. A later
+        chunk is traced back to the newest stored reply sent before it, when the chunk's
+        text (``text``, as Telegram quotes it) is part of that reply, or, without text
+        (a reaction), when the id falls within that reply's chunks. Read from the store, so
+        every worker resolves it alike; otherwise the id stays as it is (the router decides).
+        """
+        ext_id = f"{chat_id}:{message_id}"
+        store = self.hub.store
+        if store.find_ext(scope, ext_id) is not None or (text is None and not chunk_span):
+            return ext_id
+        best: tuple[int, Any] | None = None
+        for stored in store.window(scope, 200):
+            if stored.role != "agent" or not stored.ext_id or not stored.ext_id.startswith(f"{chat_id}:"):
+                continue
+            number = _message_number(stored.ext_id)
+            if number is not None and number < message_id and (best is None or number > best[0]):
+                best = (number, stored)
+        if best is None:
+            return ext_id
+        number, stored = best
+        rendered = self.render(Reply(text=stored.text, agent=stored.agent))
+        if text is not None:
+            fits = " ".join(text.split())[:200] in " ".join(rendered.split())
+        else:
+            fits = message_id - number < len(split_message(rendered))
+        return stored.ext_id if fits else ext_id
 
     async def on_reaction(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A reaction on one of the bot's replies: feedback for the agent that wrote it, never answered."""
@@ -403,8 +563,7 @@ class TelegramBot:
         if not is_allowed(self.settings, user_id, chat.id):
             return  # silently: a reaction gets nothing back, not even the refusal
         scope = scope_for(chat.type, chat.id, user_id)
-        ext_id = f"{chat.id}:{reaction.message_id}"
-        ext_id = self._chunk_alias.get((scope, ext_id), ext_id)
+        ext_id = self.reply_target(scope, chat.id, reaction.message_id, None, chunk_span=True)
         message = self.hub.store.find_ext(scope, ext_id)
         if message is None or message.role != "agent":
             return  # a reaction on the person's own message, or on something we do not keep
@@ -487,8 +646,6 @@ class TelegramBot:
             moved = await asyncio.to_thread(
                 self.hub.store.move_scope, old_scope, new_scope, old_chat=str(old_chat), new_chat=str(new_chat)
             )
-        for key in [key for key in self._chunk_alias if key[0] == old_scope]:
-            self._chunk_alias[(new_scope, key[1])] = self._chunk_alias.pop(key)
         self.reminders.scope_moved(old_scope, new_scope)
         if moved:
             log.info("group %s became supergroup %s; its memory moved: %s", old_chat, new_chat, moved)
@@ -537,12 +694,18 @@ class TelegramBot:
         if not admin:
             log.info("non-admin %s asked to erase group %s; refused", user.id if user else "?", chat.id)
             return NOT_ADMIN
-        who = user.id if user else None
-        now = self.hub.deps.clock()
-        pending = self._forget_pending.pop(chat.id, None)
-        if pending is not None and pending[0] == who and now - pending[1] <= FORGET_CONFIRM_SECONDS:
+        # The pending confirmation is a claim of the group (its TTL is the 60 s window), so
+        # the second /forget all confirms whichever worker each one reaches.
+        who = f"forget-all:{user.id if user else 'anonymous'}"
+        scope, now = f"group:{chat.id}", self.hub.deps.clock()
+        pending = get_claim(self.hub.store, scope, FORGET_CONFIRM_KEY, now=now)
+        if pending is not None and pending.holder == who:
+            release_claim(self.hub.store, scope, FORGET_CONFIRM_KEY, who)
             return None
-        self._forget_pending[chat.id] = (who, now)
+        if pending is not None:  # another administrator's request: this one replaces it
+            release_claim(self.hub.store, scope, FORGET_CONFIRM_KEY, pending.holder)
+        note = "hub: waiting for /forget all to be confirmed"
+        acquire_claim(self.hub.store, scope, FORGET_CONFIRM_KEY, who, note=note, ttl=FORGET_CONFIRM_SECONDS, now=now)
         return CONFIRM_FORGET_ALL
 
     async def _is_admin(self, bot: Bot, chat: Chat, user: User | None, message: Message) -> bool | None:
@@ -590,15 +753,29 @@ class TelegramBot:
         if not sent_ids:
             return sent_ids
         if reply.kind == "agent" and reply.reply_id is not None and reply.scope:
-            scope = self.moved_scopes.get(reply.scope, reply.scope)
-            first = f"{chat_id}:{sent_ids[0]}"
-            _set_ext_id(self.hub.store, reply.reply_id, first)
-            for other in sent_ids[1:]:
-                self._chunk_alias[(scope, f"{chat_id}:{other}")] = first
-            while len(self._chunk_alias) > 10_000:
-                self._chunk_alias.popitem(last=False)
+            # Only the first chunk's id is kept; a reply to a later chunk is traced back to it
+            # from the store (reply_target), so every worker resolves it alike.
+            await self._record_sent(reply.reply_id, f"{chat_id}:{sent_ids[0]}")
         self.hub.schedule_after_send(reply)
         return sent_ids
+
+    async def _record_sent(self, reply_id: int, ext_id: str) -> None:
+        """Record the Telegram id of a sent reply; it also says "sent" to every worker.
+
+        A reply stored without it is sent again by the next holder of the scope's turn (its
+        worker died before sending), so when the database is briefly away (a restart) this
+        tries again for up to half a claim TTL before giving up: the reply is out already.
+        """
+        deadline = asyncio.get_running_loop().time() + max(1.0, self.hub.settings.claim_ttl / 2)
+        while True:
+            try:
+                self.hub.store.set_ext_id(reply_id, ext_id)
+                return
+            except Exception as exc:
+                if not is_transient(exc) or asyncio.get_running_loop().time() > deadline:
+                    log.exception("could not record Telegram id %s on message %s", ext_id, reply_id)
+                    return
+                await asyncio.sleep(0.25)
 
     async def send_text(
         self,
@@ -738,14 +915,6 @@ def _emoji(reaction: ReactionType) -> str:
     return reaction.emoji if isinstance(reaction, ReactionTypeEmoji) else ""
 
 
-def _set_ext_id(store: Store, message_id: int, ext_id: str) -> None:
-    """Record the Telegram id of a sent reply on the stored reply."""
-    try:
-        store.set_ext_id(message_id, ext_id)
-    except Exception:  # a lost ext id only weakens reply routing; the reply is out already
-        log.exception("could not record Telegram id %s on message %s", ext_id, message_id)
-
-
 # -- building and running -----------------------------------------------------------------
 
 
@@ -771,7 +940,13 @@ def build_application(
         raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
     base_url = base_url if base_url is not None else settings.telegram_base_url
     transport = TelegramBot(
-        hub, settings, retry=retry, typing_interval=typing_interval, reminder_interval=reminder_interval, watch_maildir=watch_maildir
+        hub,
+        settings,
+        retry=retry,
+        typing_interval=typing_interval,
+        reminder_interval=reminder_interval,
+        watch_maildir=watch_maildir,
+        max_turns=max_active,
     )
     builder = (
         ApplicationBuilder()
@@ -793,6 +968,14 @@ def build_application(
     application.add_handler(MessageReactionHandler(transport.on_reaction))
     application.add_error_handler(transport.on_error)
     return application
+
+
+def _message_number(ext_id: str | None) -> int | None:
+    """The Telegram message id in an ext id ``"<chat id>:<message id>"`` (None for another form)."""
+    if not ext_id or ":" not in ext_id:
+        return None
+    number = ext_id.rsplit(":", 1)[1]
+    return int(number) if number.isdigit() else None
 
 
 def _chat_of(scope: str) -> int:

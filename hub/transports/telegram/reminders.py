@@ -13,17 +13,13 @@ from telegram.ext import (
     JobQueue,
 )
 
-from scopehub.agents.reminders import record_delivery
-from scopehub.hub.reminders import CLAIM_TTL
+from scopehub.hub.reminders import CLAIM_TTL, Fired, Sent, fire_reminder, is_due
 from scopehub.memory import (
     Reminder,
     Store,
-    acquire_claim,
     due_reminders,
     get_reminder,
     mark_reminder_sent,
-    note_reminder_failure,
-    release_claim,
 )
 
 if TYPE_CHECKING:
@@ -138,59 +134,48 @@ class ReminderScheduler:
         await self.deliver(context.bot, scope, rid)
 
     async def deliver(self, bot: Bot, scope: str, rid: int) -> bool:
-        """Send one reminder if it is still active, unpaused and due; True when it was sent."""
+        """Send one reminder if it is still active, unpaused and due; True when it was sent.
+
+        Once across processes: :func:`~scopehub.hub.reminders.fire_reminder` claims it, reads
+        it again, and records the delivery; here only the sending, and what it came to.
+        """
         reminder = get_reminder(self.store, scope, rid)
         now = self._now()
         # Erased, cancelled, paused, or already moved to its next time since the job was made.
-        if (
-            reminder is None
-            or not reminder.active
-            or reminder.paused is not None
-            or max(reminder.due, reminder.retry_at or 0.0) > now + 0.5
-            or (scope, rid) in self._inflight
-        ):
+        if not is_due(reminder, now) or (scope, rid) in self._inflight:
             return False
+        assert reminder is not None
         chat_id = _reminder_chat(reminder.chat, reminder.scope)
         if chat_id is None:
             log.error("reminder %s of %s has no chat to go to; dropping it", rid, reminder.scope)
             mark_reminder_sent(self.store, scope, rid, now)
             return False
-        # Under a claim: with several processes on one database, each reminder goes out once.
-        # Read it again once claimed: another process may have sent it a moment ago.
-        key = f"reminder:{rid}"
-        note = f"reminders: sending a reminder: {reminder.text[:60]}"
-        if acquire_claim(self.store, scope, key, self.holder, note=note, ttl=CLAIM_TTL, now=now) is None:
-            return False
-        claimed_scope = scope
-        try:
-            again = get_reminder(self.store, scope, rid)
-            if again is None or not again.active or again.paused is not None or again.due > now + 0.5:
-                return False
-            return await self._send_claimed(bot, scope, rid, reminder, chat_id)
-        finally:
-            release_claim(self.store, claimed_scope, key, self.holder)
-            release_claim(self.store, self.transport.moved_scopes.get(claimed_scope, claimed_scope), key, self.holder)
 
-    async def _send_claimed(self, bot: Bot, scope: str, rid: int, reminder: Reminder, chat_id: int) -> bool:
-        self._inflight.add((scope, rid))
-        try:
-            sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + reminder.text, what=f"reminder {rid} of {scope}")
-        finally:
-            self._inflight.discard((scope, rid))
-            moved = self.transport.moved_scopes.get(scope, scope)  # the group became a supergroup meanwhile
-            self._inflight.discard((moved, rid))
-        scope = moved
-        after = get_reminder(self.store, scope, rid)
-        if sent is None:
-            if after is None or after.paused is not None:
-                return False  # the chat refused it (403): paused until the chat writes again
-            failures = after.failures + 1
-            delay = min(3600.0, self.interval * 2 ** (failures - 1))
-            note_reminder_failure(self.store, scope, rid, self._now() + delay)
-            log.warning("reminder %s of %s not delivered (attempt %d); retrying in about %.0fs", rid, scope, failures, delay)
-            return False
-        record_delivery(self.store, scope, rid, self._now())  # marked sent, with its reminder.fired event
-        return True
+        async def send(claimed: Reminder) -> Sent:
+            self._inflight.add((scope, rid))
+            try:
+                sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + claimed.text, what=f"reminder {rid} of {scope}")
+            finally:
+                self._inflight.discard((scope, rid))
+                moved = self.transport.moved_scopes.get(scope, scope)  # the group became a supergroup meanwhile
+                self._inflight.discard((moved, rid))
+            if sent is not None:
+                return Sent(delivered=True, scope=moved)
+            after = get_reminder(self.store, moved, rid)
+            # None or paused: the chat refused it (403) and chat_refused paused it until it writes again.
+            return Sent(delivered=False, paused=after is None or after.paused is not None, scope=moved)
+
+        fired = await fire_reminder(
+            self.store,
+            scope,
+            rid,
+            send=send,
+            holder=self.holder,
+            clock=self._now,
+            ttl=CLAIM_TTL,
+            retry_delay=lambda failures: min(3600.0, self.interval * 2 ** (failures - 1)),
+        )
+        return fired == Fired.SENT
 
 
 def _reminder_chat(chat: str | None, scope: str) -> int | None:
@@ -200,5 +185,3 @@ def _reminder_chat(chat: str | None, scope: str) -> int | None:
             return int(candidate)
     return None
 
-
-# -- the transport ------------------------------------------------------------------------

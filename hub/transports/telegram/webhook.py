@@ -1,0 +1,199 @@
+"""The webhook server of one worker: "received" only once the update is stored.
+
+python-telegram-bot's own webhook server answers Telegram 200 as soon as the update is
+in its in-memory queue, so a worker killed right after loses the update (Telegram
+never sends it again). Here the handler stores the message and marks it owed first
+(:meth:`TelegramBot.accept`), and only then answers 200; the answer itself is worked
+by whichever worker holds the scope's turn (:mod:`scopehub.hub.turns`), in the
+background. When storing fails (the database restarts) the answer is 503, and Telegram
+delivers the update again later: nothing is lost, and the retry is deduplicated by the
+message's unique ``(scope, ext_id)``.
+
+Routes: ``POST /<url path>`` (Telegram's updates: JSON, with the secret token header
+when one is set) and ``GET /healthz`` (200 when the database answers, for the reverse
+proxy and the orchestrator's health checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import re
+import signal
+from http import HTTPStatus
+from typing import Any
+
+import tornado.web
+from telegram import Update
+from telegram.error import TelegramError
+from telegram.ext import Application
+from tornado.httpserver import HTTPServer
+
+from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY, INTAKE, Intake, TelegramBot
+from scopehub.hub.transports.telegram.delivery import call_with_retry
+
+__all__ = ["WebhookServer", "run_webhook", "serve_webhook"]
+
+log = logging.getLogger(__name__)
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+SHUTDOWN_GRACE = 10.0  # seconds turns in progress get to finish on SIGTERM; the rest stays owed
+
+
+class _UpdateHandler(tornado.web.RequestHandler):
+    def initialize(self, telegram: Application[Any, Any, Any, Any, Any, Any], secret_token: str | None) -> None:
+        self.application_ = telegram
+        self.secret_token = secret_token
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+
+    async def post(self) -> None:
+        if self.secret_token is not None:
+            given = self.request.headers.get(SECRET_HEADER, "")
+            if not hmac.compare_digest(given.encode(), self.secret_token.encode()):
+                log.warning("webhook request without the right secret token from %s; refused", self.request.remote_ip)
+                raise tornado.web.HTTPError(HTTPStatus.FORBIDDEN)
+        content_type = self.request.headers.get("Content-Type", "").split(";", 1)[0].strip()
+        if content_type != "application/json":
+            raise tornado.web.HTTPError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
+        try:
+            data = json.loads(self.request.body)
+            update = Update.de_json(data, self.application_.bot)
+        except Exception:
+            log.warning("webhook body is not a Telegram update; refused", exc_info=True)
+            raise tornado.web.HTTPError(HTTPStatus.BAD_REQUEST) from None
+        intake = Intake()
+        token = INTAKE.set(intake)
+        try:
+            # The handlers run in this task: the message is stored and marked owed before we
+            # answer; its answer is started in the background.
+            await self.application_.process_update(update)
+        finally:
+            INTAKE.reset(token)
+        if not intake.kept:
+            self.set_header("Retry-After", "5")
+            self.set_status(HTTPStatus.SERVICE_UNAVAILABLE)
+            self.finish(json.dumps({"ok": False, "description": "not stored; send it again"}))
+            return
+        self.set_status(HTTPStatus.OK)
+        self.finish(json.dumps({"ok": True}))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, tornado.web.HTTPError):
+            return  # refused requests are logged above, once, without a traceback
+        super().log_exception(typ, value, tb)
+
+
+class _HealthHandler(tornado.web.RequestHandler):
+    def initialize(self, transport: TelegramBot) -> None:
+        self.transport = transport
+
+    def get(self) -> None:
+        try:
+            self.transport.hub.store.query("SELECT 1")
+        except Exception as exc:
+            self.set_status(HTTPStatus.SERVICE_UNAVAILABLE)
+            self.finish(f"database unavailable: {type(exc).__name__}\n")
+            return
+        self.finish("ok\n")
+
+
+class _QuietApp(tornado.web.Application):
+    def log_request(self, handler: tornado.web.RequestHandler) -> None:
+        # Every update would be a line; failures are logged by the handlers.
+        if handler.get_status() >= 500:
+            log.warning("webhook answered %s to %s", handler.get_status(), handler.request.path)
+
+
+class WebhookServer:
+    """A tornado HTTP server for one worker's webhook (``start`` / ``stop``)."""
+
+    def __init__(
+        self,
+        application: Application[Any, Any, Any, Any, Any, Any],
+        *,
+        listen: str = "0.0.0.0",
+        port: int = 8443,
+        url_path: str = "",
+        secret_token: str | None = None,
+    ) -> None:
+        transport = application.bot_data[BOT_DATA_KEY]
+        path = "/" + url_path.strip("/")
+        pattern = re.escape(path) + ("/?" if path != "/" else "")
+        routes: list[Any] = [
+            (r"/healthz", _HealthHandler, {"transport": transport}),
+            (pattern, _UpdateHandler, {"telegram": application, "secret_token": secret_token}),
+        ]
+        self.app = _QuietApp(routes)
+        self.listen = listen
+        self.port = port
+        self._server: HTTPServer | None = None
+
+    def start(self) -> None:
+        self._server = HTTPServer(self.app, xheaders=True)
+        self._server.listen(self.port, address=self.listen)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()  # no new connections; requests in progress finish
+            await self._server.close_all_connections()
+            self._server = None
+
+
+async def serve_webhook(
+    application: Application[Any, Any, Any, Any, Any, Any],
+    *,
+    listen: str,
+    port: int,
+    url_path: str,
+    webhook_url: str | None,
+    secret_token: str | None,
+    allowed_updates: list[str],
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the worker until ``stop`` is set (or SIGTERM / SIGINT): the Application, its jobs, the server.
+
+    Every worker registers the same webhook (``setWebhook`` is idempotent); pass
+    ``webhook_url=None`` to leave the registration to someone else.
+    """
+    transport: TelegramBot = application.bot_data[BOT_DATA_KEY]
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread, or not Unix
+            loop.add_signal_handler(sig, stop.set)
+    await application.initialize()
+    if application.post_init is not None:
+        await application.post_init(application)
+    if webhook_url:
+        try:
+            await call_with_retry(
+                lambda: application.bot.set_webhook(url=webhook_url, allowed_updates=allowed_updates, secret_token=secret_token),
+                transport.retry,
+                "setWebhook",
+            )
+        except TelegramError as exc:
+            log.error("could not register the webhook %s: %s (updates arrive once it is registered)", webhook_url, exc)
+    await application.start()
+    server = WebhookServer(application, listen=listen, port=port, url_path=url_path, secret_token=secret_token)
+    server.start()
+    log.info("webhook worker %s listening on %s:%s", transport.hub.holder, listen, port)
+    try:
+        await stop.wait()
+    finally:
+        log.info("webhook worker %s stopping", transport.hub.holder)
+        await server.stop()
+        await transport.finish_turns(SHUTDOWN_GRACE)
+        await application.stop()
+        if application.post_stop is not None:
+            await application.post_stop(application)
+        await application.shutdown()
+
+
+def run_webhook(application: Application[Any, Any, Any, Any, Any, Any], **options: Any) -> None:
+    """Blocking :func:`serve_webhook` (the ``agents-hub telegram --webhook-url`` command)."""
+    asyncio.run(serve_webhook(application, **options))

@@ -1,0 +1,247 @@
+"""Scope turns: several workers on one database answer each scope's messages once, in order.
+
+Every webhook worker stores what it receives (the store's unique ``(scope, ext_id)``
+refuses a second copy, whichever worker it reaches) and marks it *owed* with a claim
+``owed:<message id>`` before it tells the sender "received". Answering is a separate
+step that needs the scope's *turn*, the claim ``turn`` of the scope:
+
+* the worker that gets the turn answers the scope's owed messages one after another in
+  message order, sending each reply before it clears the mark, and renews the turn
+  before each one; then it releases the turn and looks again, because a message marked
+  by another worker between its last look and the release is its to answer;
+* a worker that finds the turn taken returns at once: the holder looks again after
+  releasing the turn, so the message it just marked is answered.
+
+The claims' TTL is the only expiry. A worker killed mid-reply leaves its turn and its
+marks to run out; :meth:`ScopeTurns.sweep`, which every worker runs every so often,
+finds marks whose TTL ran out (nobody worked the scope for a whole TTL), takes the
+scope's turn and answers them. The holder renews the marks it sees while it works, so
+a long queue never looks abandoned.
+
+Within one process only one task works a scope's turn (a claim's holder names the
+process, and re-acquiring one's own claim would only renew it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from scopehub.memory import (
+    acquire_claim,
+    active_claims,
+    expired_claims,
+    release_claim,
+    renew_claim,
+)
+
+__all__ = ["BOOKKEEPING_PREFIXES", "OWED_PREFIX", "QUEUE_HOLDER", "TURN_KEY", "Owed", "ScopeTurns", "is_bookkeeping", "is_transient"]
+
+log = logging.getLogger(__name__)
+
+TURN_KEY = "turn"
+OWED_PREFIX = "owed:"  # owed:<message id> (answer it) or owed:<message id>:tag (only route and tag it)
+QUEUE_HOLDER = "queue"  # the holder of marks: any turn holder may renew and clear them
+_TAG_SUFFIX = ":tag"
+
+
+@dataclass(frozen=True, order=True)
+class Owed:
+    """A stored message of the scope's queue: to answer, or (``answer=False``) only to route and tag."""
+
+    message_id: int
+    answer: bool = True
+
+    @property
+    def key(self) -> str:
+        return f"{OWED_PREFIX}{self.message_id}{'' if self.answer else _TAG_SUFFIX}"
+
+    @classmethod
+    def parse(cls, key: str) -> Owed | None:
+        if not key.startswith(OWED_PREFIX):
+            return None
+        rest = key[len(OWED_PREFIX) :]
+        answer = not rest.endswith(_TAG_SUFFIX)
+        number = rest if answer else rest[: -len(_TAG_SUFFIX)]
+        return cls(int(number), answer) if number.isdigit() else None
+
+
+# Claims that are the hub's own bookkeeping, not work an agent should hear about in its
+# awareness block: the scope's turn, owed marks, a pending /forget all, a Maildir file taken.
+BOOKKEEPING_PREFIXES = (TURN_KEY, OWED_PREFIX, "forget-all:", "maildir:")
+
+
+def is_bookkeeping(key: str) -> bool:
+    """Whether a claim key is the hub's own bookkeeping (never shown to agents)."""
+    return key == TURN_KEY or key.startswith(BOOKKEEPING_PREFIXES[1:])
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure of the database connection (a restart, a lock), worth trying again later."""
+    import sqlite3
+
+    if isinstance(exc, sqlite3.OperationalError):
+        return True
+    return any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__)
+
+
+# What a transport does with one owed message: answer it (or resend a stored reply that
+# never went out) and send the reply. Raising leaves the mark for a later turn.
+Work = Callable[[str, Owed], Awaitable[None]]
+
+
+class ScopeTurns:
+    """The owed marks and the turn loop over one store, for one process."""
+
+    def __init__(self, store, holder: str, work: Work, *, ttl: float, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.holder = holder
+        self.work = work
+        self.ttl = ttl
+        self.clock = clock
+        self._working: set[str] = set()  # scopes whose turn a task of this process works now
+
+    # -- marks ---------------------------------------------------------------------------
+    def owe(self, scope: str, message_id: int, text: str = "", *, answer: bool = True) -> None:
+        """Mark a stored message owed (idempotent: a redelivery renews the same mark)."""
+        item = Owed(message_id, answer)
+        note = f"hub: waiting to {'answer' if answer else 'tag'} {' '.join(text.split())[:60]!r}"
+        acquire_claim(self.store, scope, item.key, QUEUE_HOLDER, note=note, ttl=self.ttl, now=self.clock())
+
+    def owed(self, scope: str) -> list[Owed]:
+        """The scope's owed messages, in message order: every mark, also one whose TTL ran out.
+
+        A mark runs out when nobody worked the scope for a TTL (its worker died, or the
+        message waited that long for a free slot); it is still owed, and skipping it would
+        answer a later message first. ``now=0`` asks for every claim row of the scope.
+        """
+        items = (Owed.parse(c.key) for c in active_claims(self.store, scope, now=0.0))
+        return sorted(item for item in items if item is not None)
+
+    def _renew_marks(self, scope: str, items: list[Owed]) -> None:
+        # Acquire, not renew: it renews a live mark and takes back one that ran out alike.
+        now = self.clock()
+        for item in items:
+            note = f"hub: waiting to {'answer' if item.answer else 'tag'} message {item.message_id}"
+            acquire_claim(self.store, scope, item.key, QUEUE_HOLDER, note=note, ttl=self.ttl, now=now)
+
+    # -- the turn ------------------------------------------------------------------------
+    def busy(self, scope: str) -> bool:
+        """Whether a task of this process works the scope's turn now."""
+        return scope in self._working
+
+    async def run(self, scope: str) -> int:
+        """Work the scope's queue if its turn is free; returns how many owed messages this call worked.
+
+        Never raises for a database failure: the marks stay and a later turn (or the
+        sweep) works them.
+        """
+        done = 0
+        while True:
+            if scope in self._working:
+                return done  # our own task works it and looks again before it stops
+            self._working.add(scope)
+            try:
+                try:
+                    if acquire_claim(self.store, scope, TURN_KEY, self.holder, note="hub: answering this chat's messages in order", ttl=self.ttl, now=self.clock()) is None:
+                        return done  # another worker's turn: it looks again after releasing it
+                except Exception as exc:
+                    log.warning("cannot take the turn of %s (%s); its messages wait for a later turn", scope, exc)
+                    return done
+                try:
+                    worked, finished = await self._drain(scope)
+                    done += worked
+                finally:
+                    try:
+                        release_claim(self.store, scope, TURN_KEY, self.holder)
+                    except Exception as exc:
+                        log.warning("turn of %s not released (%s); it runs out", scope, exc)
+            finally:
+                self._working.discard(scope)
+            if not finished:
+                return done  # the database failed: the marks stay, and run out into the sweep
+            try:
+                if not self.owed(scope):
+                    return done
+            except Exception as exc:
+                log.warning("cannot look at the queue of %s (%s); the sweep will", scope, exc)
+                return done
+            # Marked by another worker after our last look: ours to answer.
+
+    async def _drain(self, scope: str) -> tuple[int, bool]:
+        """Work the owed messages in order: ``(how many, whether the queue was emptied)``."""
+        done = 0
+        while True:
+            try:
+                items = self.owed(scope)
+                if not items:
+                    return done, True
+                if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
+                    log.warning("the turn of %s ran out while working it; leaving the rest to its new holder", scope)
+                    return done, False
+                self._renew_marks(scope, items)
+            except Exception as exc:
+                log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
+                return done, False
+            item = items[0]
+            beat = asyncio.get_running_loop().create_task(self._heartbeat(scope, item))
+            try:
+                await self.work(scope, item)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if is_transient(exc):
+                    log.warning("message %s of %s not answered yet (%s); it stays owed", item.message_id, scope, exc)
+                    return done, False
+                # A message that cannot be worked must not block the scope's queue for ever.
+                log.exception("message %s of %s could not be answered; dropping it from the queue", item.message_id, scope)
+            finally:
+                beat.cancel()
+            try:
+                release_claim(self.store, scope, item.key, QUEUE_HOLDER)
+            except Exception as exc:
+                log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
+                return done, False
+            done += 1
+
+    async def _heartbeat(self, scope: str, item: Owed) -> None:
+        """Renew the turn and the mark while one answer takes long: the TTL detects a dead
+        worker, it does not bound the work (a slow model, a busy host)."""
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
+                    log.warning("the turn of %s ran out during one answer; another worker may answer the rest", scope)
+                    return
+                self._renew_marks(scope, [item])
+            except Exception as exc:
+                log.warning("cannot renew the turn of %s (%s); trying again", scope, exc)
+
+    async def sweep(self, *, limit: int = 200) -> int:
+        """Work the scopes whose marks ran out (their worker died, or no turn was ever taken).
+
+        Revives each expired mark (so the turn sees it), then runs each scope's turn.
+        Returns how many owed messages were worked. Never raises.
+        """
+        try:
+            stale = expired_claims(self.store, prefix=OWED_PREFIX, now=self.clock(), limit=limit)
+        except Exception as exc:
+            log.warning("cannot look for abandoned messages (%s); trying again at the next sweep", exc)
+            return 0
+        scopes: dict[str, None] = {}
+        for claim in stale:
+            if Owed.parse(claim.key) is None:
+                continue
+            try:
+                if acquire_claim(self.store, claim.scope, claim.key, QUEUE_HOLDER, note=claim.note, ttl=self.ttl, now=self.clock()):
+                    scopes.setdefault(claim.scope)
+            except Exception as exc:
+                log.warning("cannot revive the mark %s of %s (%s)", claim.key, claim.scope, exc)
+        done = 0
+        for scope in scopes:
+            log.warning("answering the queue of %s: its marks ran out (its worker stopped, or waited too long)", scope)
+            done += await self.run(scope)
+        return done

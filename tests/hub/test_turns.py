@@ -1,0 +1,120 @@
+"""Scope turns in one process, with a clock we move: order, one holder, the recheck, the sweep."""
+
+from __future__ import annotations
+
+import asyncio
+
+from scopehub.hub.turns import TURN_KEY, Owed, ScopeTurns, is_bookkeeping
+from scopehub.memory import NewMessage, Store, get_claim
+
+SCOPE = "user:7"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stored(store: Store, n: int) -> list[int]:
+    return [store.append(NewMessage(scope=SCOPE, role="user", text=f"m{i}", ts=1.0, ext_id=f"7:{i}")).id for i in range(n)]
+
+
+def test_the_turn_holder_works_every_owed_message_in_order_including_those_marked_meanwhile(tmp_path):
+    clock = Clock()
+    with Store(tmp_path / "hub.db") as store:
+        ids = stored(store, 4)
+        worked: list[int] = []
+        other = ScopeTurns(store, "worker-b", lambda scope, item: asyncio.sleep(0), ttl=10, clock=clock)
+
+        async def work(scope: str, item: Owed) -> None:
+            worked.append(item.message_id)
+            if item.message_id == ids[1]:
+                # Another worker marks a message while we hold the turn: it cannot take the turn...
+                other.owe(SCOPE, ids[3], "m3")
+                assert await other.run(SCOPE) == 0
+            await asyncio.sleep(0)
+
+        turns = ScopeTurns(store, "worker-a", work, ttl=10, clock=clock)
+        for message_id in ids[2::-1]:  # marked newest first: worked in message order
+            turns.owe(SCOPE, message_id, "m")
+            clock.now += 0.5
+        assert asyncio.run(turns.run(SCOPE)) == 4
+        assert worked == ids  # ...and we answer it before we stop
+        assert turns.owed(SCOPE) == [] and get_claim(store, SCOPE, TURN_KEY, now=clock.now) is None
+
+
+def test_a_message_marked_after_the_holders_last_look_is_answered_by_the_holder(tmp_path):
+    clock = Clock()
+    with Store(tmp_path / "hub.db") as store:
+        first, late = stored(store, 2)
+        worked: list[int] = []
+        marked: list[int] = []
+        other = ScopeTurns(store, "worker-b", lambda scope, item: asyncio.sleep(0), ttl=10, clock=clock)
+
+        class Holder(ScopeTurns):
+            async def _drain(self, scope: str) -> tuple[int, bool]:
+                result = await super()._drain(scope)
+                if late not in marked:
+                    # The window: our last look found nothing, the turn is not released yet.
+                    marked.append(late)
+                    other.owe(SCOPE, late, "late")
+                    assert await other.run(SCOPE) == 0  # the turn is ours: the other worker returns
+                return result
+
+        async def work(scope: str, item: Owed) -> None:
+            worked.append(item.message_id)
+
+        holder = Holder(store, "worker-a", work, ttl=10, clock=clock)
+        holder.owe(SCOPE, first, "first")
+        asyncio.run(holder.run(SCOPE))
+        assert worked == [first, late]  # looked again after releasing the turn
+
+
+def test_a_dead_holders_marks_run_out_and_the_sweep_works_them(tmp_path):
+    clock = Clock()
+    with Store(tmp_path / "hub.db") as store:
+        ids = stored(store, 2)
+        dead = ScopeTurns(store, "worker-dead", lambda scope, item: asyncio.sleep(0), ttl=10, clock=clock)
+        for message_id in ids:
+            dead.owe(SCOPE, message_id, "m")
+        from scopehub.memory import acquire_claim
+
+        acquire_claim(store, SCOPE, TURN_KEY, "worker-dead", note="answering", ttl=10, now=clock.now)  # then killed
+        worked: list[int] = []
+
+        async def work(scope: str, item: Owed) -> None:
+            worked.append(item.message_id)
+
+        alive = ScopeTurns(store, "worker-alive", work, ttl=10, clock=clock)
+        assert asyncio.run(alive.run(SCOPE)) == 0 and asyncio.run(alive.sweep()) == 0  # still held, still live
+        clock.now += 10.5
+        assert asyncio.run(alive.sweep()) == 2
+        assert worked == ids and alive.owed(SCOPE) == []
+
+
+def test_a_tag_only_mark_and_bookkeeping_keys():
+    assert Owed.parse(Owed(5, answer=False).key) == Owed(5, answer=False)
+    assert Owed.parse("owed:12") == Owed(12) and Owed.parse("owed:x") is None and Owed.parse("message:3") is None
+    assert is_bookkeeping("turn") and is_bookkeeping("owed:3") and is_bookkeeping("forget-all:confirm")
+    assert not is_bookkeeping("message:3") and not is_bookkeeping("turnip")
+
+
+def test_marks_that_ran_out_while_waiting_are_still_worked_first(tmp_path):
+    clock = Clock()
+    with Store(tmp_path / "hub.db") as store:
+        ids = stored(store, 3)
+        worked: list[int] = []
+
+        async def work(scope: str, item: Owed) -> None:
+            worked.append(item.message_id)
+
+        turns = ScopeTurns(store, "worker-a", work, ttl=10, clock=clock)
+        turns.owe(SCOPE, ids[0], "m0")
+        turns.owe(SCOPE, ids[1], "m1")
+        clock.now += 30  # they waited longer than a TTL for a free slot
+        turns.owe(SCOPE, ids[2], "m2")
+        asyncio.run(turns.run(SCOPE))
+        assert worked == ids
