@@ -104,7 +104,9 @@ def forget_fact_command(ctx: click.Context, scope: str, target: tuple[str, ...],
 @click.pass_context
 def forget_command(ctx: click.Context, scope: str, yes: bool, as_json: bool) -> None:
     """Erase everything of a scope: messages, routes, facts and their history, vault,
-    tasks, reminders, search index rows and token records, and scrub them from the file.
+    tasks, reminders, events, channels, agent memory, digest, search index rows, token
+    records and Maildir files; then scrub them from disk (SQLite: secure delete and a
+    checkpoint; PostgreSQL: VACUUM, or VACUUM FULL with HUB_PG_ERASE_VACUUM=full).
     """
     store = store_of(ctx)
     if not yes:
