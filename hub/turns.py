@@ -79,11 +79,18 @@ def is_bookkeeping(key: str) -> bool:
     return key == TURN_KEY or key.startswith(BOOKKEEPING_PREFIXES[1:])
 
 
+class DeliveryDeferred(Exception):
+    """A reply is stored but could not be sent for now (the chat service unreachable or
+    rate-limiting past the retries): its message stays owed, and a later turn (or the
+    sweep, once the mark runs out) sends the stored reply instead of dropping it."""
+
+
 def is_transient(exc: BaseException) -> bool:
-    """A failure of the database connection (a restart, a lock), worth trying again later."""
+    """A failure worth trying again later: the database connection (a restart, a lock),
+    or a reply that could not be sent yet."""
     import sqlite3
 
-    if isinstance(exc, sqlite3.OperationalError):
+    if isinstance(exc, (sqlite3.OperationalError, DeliveryDeferred)):
         return True
     return any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__)
 

@@ -261,6 +261,27 @@ def test_reminder_set_during_a_conversation_is_scheduled_at_once(tmp_path):
     bot_run(tmp_path, scenario, hub=hub, reminder_interval=60.0)
 
 
+def test_a_reply_telegram_could_not_take_is_sent_later_once_not_dropped(tmp_path):
+    # Every attempt of the first delivery fails (Telegram unreachable): the reply is stored,
+    # its message stays owed, and the sweep sends the stored reply once the mark runs out,
+    # without asking the model again.
+    model = FunctionModel(echo)
+    hub = make_hub(tmp_path / "hub.db", model, claim_ttl=1.0)
+
+    async def scenario(hub, tg, bot):
+        tg.fail_next("sendMessage", 500, times=FAST.attempts)
+        tg.push_message(42, "add buy milk to my tasks")
+        sent = await tg.await_sent(1, chat_id=42, timeout=8)
+        assert sent[0]["text"] == "[tasks]\nok: add buy milk to my tasks"
+        await asyncio.sleep(1.5)  # a second sweep must not send it again
+        assert len(tg.sent(42)) == 1
+
+    bot_run(tmp_path, scenario, hub=hub)
+    assert len(model.calls) == 1  # answered once, sent later
+    agent_rows = [row for row in rows(tmp_path / "hub.db", "user:42") if row[0] == "agent"]
+    assert len(agent_rows) == 1 and agent_rows[0][3] is not None  # the reply's Telegram id is recorded
+
+
 def test_failed_reminder_delivery_is_retried_later(tmp_path):
     hub = make_hub(tmp_path / "hub.db")
     reminder = add_reminder(hub.store, "user:42", "water the plants", time.time() - 1, chat="42")

@@ -71,6 +71,7 @@ from telegram.error import (
     Conflict,
     Forbidden,
     NetworkError,
+    RetryAfter,
     TelegramError,
 )
 from telegram.ext import (
@@ -106,7 +107,7 @@ from scopehub.hub.transports.telegram.media import (
     read_text_document,
 )
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
-from scopehub.hub.turns import Owed, ScopeTurns, is_transient
+from scopehub.hub.turns import DeliveryDeferred, Owed, ScopeTurns, is_transient
 from scopehub.memory import (
     acquire_claim,
     add_vault_item,
@@ -496,7 +497,7 @@ class TelegramBot:
                 if earlier.ext_id is None:  # answered, but the worker died before sending it
                     log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
                     again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
-                    await self.deliver(bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
+                    await self.deliver(bot, chat_id, again, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
                 return
         stop_typing = asyncio.Event()
         typing = self._start_typing(bot, chat_id, thread_id, stop_typing) if item.answer else None
@@ -519,7 +520,7 @@ class TelegramBot:
                     task.cancel()
         if reply is None:
             return
-        await self.deliver(bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id)
+        await self.deliver(bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
         if reply.kind == "agent":
             self.reminders.sweep()  # the answer may have set a reminder due before the next sweep
 
@@ -736,16 +737,28 @@ class TelegramBot:
             return f"[{reply.agent}]\n{reply.text}"
         return reply.text
 
-    async def deliver(self, bot: Bot, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None) -> list[int]:
+    async def deliver(
+        self, bot: Bot, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None, defer_unsent: bool = False
+    ) -> list[int]:
         """Send a reply in as many messages as it needs; returns the sent message ids.
 
         Each chunk is sent on its own, so one that fails never loses the rest. The first
         sent id becomes the stored reply's ext_id (a reply to it routes to this agent).
+        ``defer_unsent`` (a stored reply, sent from a scope's turn): when Telegram cannot
+        be reached for the first chunk even after the retries, raise
+        :class:`DeliveryDeferred` so the message stays owed and the stored reply is sent
+        later, rather than dropped.
         """
         sent_ids: list[int] = []
         for chunk in split_message(self.render(reply)) or ["(empty reply)"]:
             sent = await self.send_text(
-                bot, chat_id, chunk, reply_to=reply_to if not sent_ids else None, thread_id=thread_id, what="reply"
+                bot,
+                chat_id,
+                chunk,
+                reply_to=reply_to if not sent_ids else None,
+                thread_id=thread_id,
+                what="reply",
+                defer=defer_unsent and not sent_ids and reply.reply_id is not None,
             )
             if sent is not None:
                 sent_ids.append(sent.message_id)
@@ -786,8 +799,10 @@ class TelegramBot:
         reply_to: int | None = None,
         thread_id: int | None = None,
         what: str = "message",
+        defer: bool = False,
     ) -> Message | None:
-        """Send plain text with bounded retries; None when Telegram would not take it.
+        """Send plain text with bounded retries; None when Telegram would not take it
+        (``defer``: raise :class:`DeliveryDeferred` instead when it could not be reached).
 
         A BadRequest (too long by Telegram's count, a vanished thread...) gets one trimmed
         fallback without reply or thread; ChatMigrated (a group became a supergroup) moves
@@ -819,6 +834,10 @@ class TelegramBot:
             self.chat_refused(chat_id, exc)
             return None
         except TelegramError as exc:
+            # BadRequest is a NetworkError in PTB, but sending it again cannot help.
+            if defer and isinstance(exc, (NetworkError, RetryAfter)) and not isinstance(exc, BadRequest):
+                log.warning("sending %s to %s failed after retries (%s); it is sent again later", what, chat_id, exc)
+                raise DeliveryDeferred(f"{what} to {chat_id} not sent: {exc}") from exc
             log.error("sending %s to %s failed after retries: %s", what, chat_id, exc)
             return None
 
