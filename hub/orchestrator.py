@@ -517,19 +517,25 @@ class Hub:
                 current = self.store.get(scope, message.id)
                 if current is None or current.via == "command" or self.store.is_answered(current.id):
                     return None
-                inbound = Inbound(
-                    scope=scope,
-                    text=current.text,
-                    chat=current.chat,
-                    sender=current.sender,
-                    ext_id=current.ext_id,
-                    ts=current.ts,
-                    addressed=addressed,
-                )
-                reply_to = self.store.get(scope, current.reply_to) if current.reply_to else None
+                inbound, reply_to = self._inbound_of(current, addressed=addressed)
                 return await self._answer_stored(inbound, current, reply_to, claim=False)
         finally:
             self._resume_learning(scope)
+
+    def _inbound_of(self, message: Message, *, addressed: bool = True) -> tuple[Inbound, Message | None]:
+        """A stored message as it came in, and the message it replies to: for answering it
+        later (from a scope's queue, or after the process answering it stopped)."""
+        inbound = Inbound(
+            scope=message.scope,
+            text=message.text,
+            chat=message.chat,
+            sender=message.sender,
+            ext_id=message.ext_id,
+            ts=message.ts,
+            addressed=addressed,
+        )
+        reply_to = self.store.get(message.scope, message.reply_to) if message.reply_to else None
+        return inbound, reply_to
 
     def stored_reply(self, message: Message) -> Message | None:
         """The agent reply stored for ``message`` (None: not answered with a stored reply)."""
@@ -608,15 +614,7 @@ class Hub:
                     drop_expired_claim(self.store, claim.scope, claim.key, now=self.deps.clock())
                     continue
                 log.warning("answering message %s of %s: the process answering it stopped", message_id, claim.scope)
-                inbound = Inbound(
-                    scope=message.scope,
-                    text=message.text,
-                    chat=message.chat,
-                    sender=message.sender,
-                    ext_id=message.ext_id,
-                    ts=message.ts,
-                )
-                reply_to = self.store.get(claim.scope, message.reply_to) if message.reply_to else None
+                inbound, reply_to = self._inbound_of(message)
                 reply = await self._route_and_answer(inbound, message, reply_to)
             if reply is not None:
                 replies.append(reply)
