@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from .files import publish, render
 from .layout import (
@@ -25,6 +26,31 @@ def _check_priority(priority: str) -> str:
     if priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}, not {priority!r}")
     return priority
+
+
+def _front_matter(
+    sender: str,
+    to: str,
+    scope: str | None,
+    priority: str,
+    created: float,
+    subject: str,
+    thread: str | None,
+    reply_to: str | None,
+    kind: str | None,
+) -> dict[str, Any]:
+    """The front matter every dispatch carries, in and out, in this order."""
+    return {
+        "from": sender,
+        "to": to,
+        "scope": scope,
+        "priority": priority,
+        "created": iso(created),
+        "subject": " ".join(subject.split()),
+        "thread": thread,
+        "reply_to": reply_to,
+        "kind": kind,
+    }
 
 
 def _encode(meta: dict, body: str) -> bytes:
@@ -79,18 +105,8 @@ def send_dispatch(
     check_name(sender, "from")
     _check_priority(priority)
     created = time.time() if created is None else created
-    meta = {
-        "from": sender,
-        "to": to,
-        "scope": scope,
-        "priority": priority,
-        "created": iso(created),
-        "subject": " ".join(subject.split()),
-        "thread": thread,
-        "reply_to": reply_to,
-        "kind": kind,
-        "reply": bool(reply),
-    }
+    meta = _front_matter(sender, to, scope, priority, created, subject, thread, reply_to, kind)
+    meta["reply"] = bool(reply)
     data = _encode(meta, body)
     name = dispatch_name(created, priority, sender, slug or subject)
     return publish(
@@ -138,18 +154,7 @@ def dispatch_out(
             except FileNotFoundError:
                 pass
     created = time.time()
-    meta = {
-        "from": sender,
-        "to": team,
-        "scope": scope,
-        "priority": priority,
-        "created": iso(created),
-        "subject": " ".join(subject.split()),
-        "thread": thread,
-        "reply_to": reply_to,
-        "kind": kind,
-    }
-    data = _encode(meta, body)
+    data = _encode(_front_matter(sender, team, scope, priority, created, subject, thread, reply_to, kind), body)
     name = dispatch_name(created, priority, sender, subject, suffix=key)
     return publish(box, name, data, taken=lambda candidate: _outbox_taken(box, candidate))
 
