@@ -282,6 +282,33 @@ def test_a_reply_telegram_could_not_take_is_sent_later_once_not_dropped(tmp_path
     assert len(agent_rows) == 1 and agent_rows[0][3] is not None  # the reply's Telegram id is recorded
 
 
+def test_a_sent_reply_is_recorded_while_the_event_loop_is_busy(tmp_path):
+    # Telegram has no idempotency key: a reply it took whose id is not recorded yet is sent
+    # again by the next worker if this one dies right then. The id is recorded on the reply
+    # sender's own thread as soon as Telegram answers, so a busy event loop (other chats'
+    # store calls block it) does not hold the reply in that window.
+    from scopehub.hub.orchestrator import Reply
+    from scopehub.memory import NewMessage
+
+    async def scenario(hub, tg, bot):
+        store = hub.store
+        asked = store.append(NewMessage(scope="user:42", role="user", text="what is on my list", chat="42", ext_id="42:500"))
+        stored = store.append(NewMessage(scope="user:42", role="agent", text="milk, eggs", agent="tasks", reply_to=asked.id))
+        reply = Reply(text=stored.text, agent="tasks", message_id=asked.id, reply_id=stored.id, scope="user:42")
+        delivering = asyncio.create_task(bot.deliver(bot._bot, 42, reply, reply_to=None, thread_id=None, defer_unsent=True))
+        await asyncio.sleep(0)  # the send is handed over; from here on this loop is blocked
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and store.get("user:42", stored.id).ext_id is None:
+            time.sleep(0.01)  # blocking on purpose: the loop cannot run the delivery's own steps
+        recorded = store.get("user:42", stored.id).ext_id
+        assert tg.sent(42)[0]["text"] == "[tasks]\nmilk, eggs"
+        assert recorded == f"42:{tg.sent(42)[0]['message_id']}"
+        assert await delivering == [tg.sent(42)[0]["message_id"]]
+        assert store.get("user:42", stored.id).ext_id == recorded  # recorded once, the same id
+
+    bot_run(tmp_path, scenario)
+
+
 def test_failed_reminder_delivery_is_retried_later(tmp_path):
     hub = make_hub(tmp_path / "hub.db")
     reminder = add_reminder(hub.store, "user:42", "water the plants", time.time() - 1, chat="42")

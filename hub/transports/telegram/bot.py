@@ -49,6 +49,7 @@ import contextvars
 import logging
 import re
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,7 @@ from scopehub.hub.transports.telegram.media import (
     read_text_document,
 )
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
+from scopehub.hub.transports.telegram.sender import RecordingSender
 from scopehub.hub.turns import DeliveryDeferred, Owed, ScopeTurns, is_transient
 from scopehub.memory import (
     acquire_claim,
@@ -221,6 +223,10 @@ class TelegramBot:
         # Answers: each scope's owed messages in order, by whichever worker holds its turn.
         self.turns = ScopeTurns(hub.store, hub.holder, self._work_owed, ttl=hub.settings.claim_ttl, clock=hub.deps.clock)
         self._bot: Bot | None = None  # the application's bot, for answers worked off the update
+        # Replies of the turns are sent and their Telegram ids recorded on a thread of its own
+        # (sender.py: a worker killed between the two sends the reply twice).
+        self._sender: RecordingSender | None = None
+        self.bot_urls: tuple[str, str] | None = None  # (base_url, base_file_url) when not Telegram's
         self._turn_tasks: set[asyncio.Task[Any]] = set()
         # Chats answered at once by this worker's webhook: more would only slow each one
         # down (one event loop) until a turn outlives its claim. A chat waiting for a slot
@@ -240,6 +246,7 @@ class TelegramBot:
         """
         await asyncio.to_thread(self.hub.warm_up)
         self._bot = application.bot
+        self._sender = await self._start_sender(application.bot)
         if self.reminders.cancel_scope not in self.hub.erase_hooks:
             self.hub.erase_hooks.append(self.reminders.cancel_scope)
         try:
@@ -296,8 +303,27 @@ class TelegramBot:
         # several workers on one database only one reflects a scope. Never raises.
         await self.hub.reflect_due()
 
+    async def _start_sender(self, bot: Bot) -> RecordingSender | None:
+        """The reply sender, with a Bot like the application's; None (replies sent from the
+        main loop, as every other message) when it cannot start."""
+        urls = self.bot_urls
+
+        def make_bot() -> Bot:
+            return Bot(bot.token, base_url=urls[0], base_file_url=urls[1]) if urls else Bot(bot.token)
+
+        sender = RecordingSender(make_bot, self.hub.store.set_ext_id)
+        try:
+            await asyncio.to_thread(sender.start)
+        except Exception as exc:  # the main loop can send replies too
+            log.warning("the reply sender did not start (%s); replies are sent from the main loop", exc)
+            return None
+        return sender
+
     async def post_stop(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
         """Unhook from the hub (the hub may outlive this Application); stop the Maildir watcher."""
+        if self._sender is not None:
+            await self._sender.stop()
+            self._sender = None
         if self._maildir_watcher is not None:
             await self._maildir_watcher.stop()
             self._maildir_watcher = None
@@ -759,15 +785,18 @@ class TelegramBot:
                 thread_id=thread_id,
                 what="reply",
                 defer=defer_unsent and not sent_ids and reply.reply_id is not None,
+                record_as=reply.reply_id if not sent_ids and reply.kind == "agent" and reply.scope else None,
             )
             if sent is not None:
                 sent_ids.append(sent.message_id)
                 chat_id = sent.chat_id  # a migrated group answers from its new id
         if not sent_ids:
             return sent_ids
-        if reply.kind == "agent" and reply.reply_id is not None and reply.scope:
-            # Only the first chunk's id is kept; a reply to a later chunk is traced back to it
-            # from the store (reply_target), so every worker resolves it alike.
+        # Only the first chunk's id is kept; a reply to a later chunk is traced back to it from
+        # the store (reply_target), so every worker resolves it alike. The reply sender has
+        # recorded it already unless the database was away for a moment.
+        recorded = self._sender is not None and reply.reply_id is not None and self._sender.take_recorded(reply.reply_id)
+        if reply.kind == "agent" and reply.reply_id is not None and reply.scope and not recorded:
             await self._record_sent(reply.reply_id, f"{chat_id}:{sent_ids[0]}")
         self.hub.schedule_after_send(reply)
         return sent_ids
@@ -800,6 +829,7 @@ class TelegramBot:
         thread_id: int | None = None,
         what: str = "message",
         defer: bool = False,
+        record_as: int | None = None,
     ) -> Message | None:
         """Send plain text with bounded retries; None when Telegram would not take it
         (``defer``: raise :class:`DeliveryDeferred` instead when it could not be reached).
@@ -807,15 +837,20 @@ class TelegramBot:
         A BadRequest (too long by Telegram's count, a vanished thread...) gets one trimmed
         fallback without reply or thread; ChatMigrated (a group became a supergroup) moves
         the group's memory and is followed once; Forbidden (blocked, removed) pauses the
-        chat's reminders.
+        chat's reminders. ``record_as``: the stored reply this sends, whose Telegram id the
+        reply sender records as soon as Telegram answers (when it runs and ``bot`` is the
+        application's).
         """
         reply_parameters = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+        sender = self._sender if bot is self._bot else None
+
+        def send() -> Awaitable[Message]:
+            if sender is not None and record_as is not None:
+                return sender.send(record_as, chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id)
+            return bot.send_message(chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id)
+
         try:
-            return await call_with_retry(
-                lambda: bot.send_message(chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id),
-                self.retry,
-                f"sending {what} to {chat_id}",
-            )
+            return await call_with_retry(send, self.retry, f"sending {what} to {chat_id}")
         except ChatMigrated as exc:
             new_chat = int(exc.new_chat_id)
             log.info("chat %s migrated to %s", chat_id, new_chat)
@@ -976,6 +1011,7 @@ def build_application(
     )
     if base_url:
         builder = builder.base_url(bot_url(base_url)).base_file_url(file_url(base_url))
+        transport.bot_urls = (bot_url(base_url), file_url(base_url))
     application = builder.build()
     if application.job_queue is None:
         raise ConfigError("reminders need python-telegram-bot's job queue: pip install 'python-telegram-bot[job-queue]'")
