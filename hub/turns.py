@@ -227,7 +227,7 @@ class ScopeTurns:
             except Exception as exc:
                 log.warning("cannot renew the turn of %s (%s); trying again", scope, exc)
 
-    async def sweep(self, *, limit: int = 200) -> int:
+    async def sweep(self, *, limit: int = 200, concurrency: int = 16) -> int:
         """Work the scopes whose marks ran out (their worker died, or no turn was ever taken).
 
         Revives each expired mark (so the turn sees it), then runs each scope's turn.
@@ -247,8 +247,14 @@ class ScopeTurns:
                     scopes.setdefault(claim.scope)
             except Exception as exc:
                 log.warning("cannot revive the mark %s of %s (%s)", claim.key, claim.scope, exc)
-        done = 0
-        for scope in scopes:
-            log.warning("answering the queue of %s: its marks ran out (its worker stopped, or waited too long)", scope)
-            done += await self.run(scope)
-        return done
+        # The scopes side by side (a bounded few at a time), as their webhooks would have
+        # answered them: one after another, a dead worker's ten chats waited for each
+        # other's whole queues, and the sweep outlived its own interval.
+        slots = asyncio.Semaphore(concurrency)
+
+        async def answer(scope: str) -> int:
+            async with slots:
+                log.warning("answering the queue of %s: its marks ran out (its worker stopped, or waited too long)", scope)
+                return await self.run(scope)
+
+        return sum(await asyncio.gather(*(answer(scope) for scope in scopes)))

@@ -118,3 +118,31 @@ def test_marks_that_ran_out_while_waiting_are_still_worked_first(tmp_path):
         turns.owe(SCOPE, ids[2], "m2")
         asyncio.run(turns.run(SCOPE))
         assert worked == ids
+
+
+def test_the_sweep_works_a_dead_workers_chats_side_by_side(tmp_path):
+    # A dead worker leaves several chats owed; one slow answer must not hold up the others'
+    # recovery. Each chat's answer here needs the other's to have begun.
+    clock = Clock()
+    scopes = ("user:1", "user:2")
+    with Store(tmp_path / "hub.db") as store:
+        dead = ScopeTurns(store, "worker-dead", lambda scope, item: asyncio.sleep(0), ttl=10, clock=clock)
+        for scope in scopes:
+            message = store.append(NewMessage(scope=scope, role="user", text="where is my order", ts=1.0, ext_id=f"{scope}:1"))
+            dead.owe(scope, message.id, message.text)
+        clock.now += 11  # the dead worker's marks ran out
+        answered: list[str] = []
+
+        async def sweep() -> int:
+            begun = {scope: asyncio.Event() for scope in scopes}
+
+            async def work(scope: str, item: Owed) -> None:
+                begun[scope].set()
+                other = next(s for s in scopes if s != scope)
+                await asyncio.wait_for(begun[other].wait(), 3)
+                answered.append(scope)
+
+            return await ScopeTurns(store, "worker-alive", work, ttl=10, clock=clock).sweep()
+
+        assert asyncio.run(sweep()) == 2
+        assert sorted(answered) == list(scopes)
