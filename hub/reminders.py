@@ -57,12 +57,14 @@ class Sent:
 
     ``delivered``: the chat got it. ``paused``: the chat refused it (blocked, removed) and
     its reminders are paused. ``scope``: where the reminder lives now when it moved while
-    sending (a group that became a supergroup); None: where it was.
+    sending (a group that became a supergroup); None: where it was. ``recorded``: the
+    transport recorded the delivery itself, as soon as the chat service took it.
     """
 
     delivered: bool
     paused: bool = False
     scope: str | None = None
+    recorded: bool = False
 
 
 Send = Callable[[Reminder], Awaitable["bool | Sent"]]
@@ -113,7 +115,8 @@ async def fire_reminder(
         sent = outcome if isinstance(outcome, Sent) else Sent(delivered=bool(outcome))
         where = sent.scope or scope
         if sent.delivered:
-            record_delivery(store, where, reminder_id, clock())  # marked sent, with its reminder.fired event
+            if not sent.recorded:
+                record_delivery(store, where, reminder_id, clock())  # marked sent, with its reminder.fired event
             return Fired.SENT
         if sent.paused:
             return Fired.PAUSED

@@ -309,6 +309,26 @@ def test_a_sent_reply_is_recorded_while_the_event_loop_is_busy(tmp_path):
     bot_run(tmp_path, scenario)
 
 
+def test_a_sent_reminder_is_marked_sent_while_the_event_loop_is_busy(tmp_path):
+    # The same window for reminders: taken by Telegram but still due in the store, another
+    # worker would send it again. Its delivery is recorded on the reply sender's thread.
+    async def scenario(hub, tg, bot):
+        store = hub.store
+        reminder = add_reminder(store, "user:42", "call mom", time.time() - 1, chat="42")
+        delivering = asyncio.create_task(bot.reminders.deliver(bot._bot, "user:42", reminder.id))
+        await asyncio.sleep(0)  # the send is handed over; from here on this loop is blocked
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and get_reminder(store, "user:42", reminder.id).last_sent is None:
+            time.sleep(0.01)  # blocking on purpose
+        assert get_reminder(store, "user:42", reminder.id).last_sent is not None
+        assert [sent["text"] for sent in tg.sent(42)] == [REMINDER_PREFIX + "call mom"]
+        assert await delivering is True
+        fired = store.query("SELECT count(*) FROM events WHERE scope = ? AND type = 'reminder.fired'", ("user:42",))
+        assert fired == [(1,)]  # recorded once, not again by the turn
+
+    bot_run(tmp_path, scenario)
+
+
 def test_failed_reminder_delivery_is_retried_later(tmp_path):
     hub = make_hub(tmp_path / "hub.db")
     reminder = add_reminder(hub.store, "user:42", "water the plants", time.time() - 1, chat="42")

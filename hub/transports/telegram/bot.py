@@ -108,7 +108,7 @@ from scopehub.hub.transports.telegram.media import (
     read_text_document,
 )
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
-from scopehub.hub.transports.telegram.sender import RecordingSender
+from scopehub.hub.transports.telegram.sender import Record, RecordingSender
 from scopehub.hub.turns import DeliveryDeferred, Owed, ScopeTurns, is_transient
 from scopehub.memory import (
     acquire_claim,
@@ -311,7 +311,7 @@ class TelegramBot:
         def make_bot() -> Bot:
             return Bot(bot.token, base_url=urls[0], base_file_url=urls[1]) if urls else Bot(bot.token)
 
-        sender = RecordingSender(make_bot, self.hub.store.set_ext_id)
+        sender = RecordingSender(make_bot)
         try:
             await asyncio.to_thread(sender.start)
         except Exception as exc:  # the main loop can send replies too
@@ -785,7 +785,7 @@ class TelegramBot:
                 thread_id=thread_id,
                 what="reply",
                 defer=defer_unsent and not sent_ids and reply.reply_id is not None,
-                record_as=reply.reply_id if not sent_ids and reply.kind == "agent" and reply.scope else None,
+                record=self._reply_record(reply) if not sent_ids else None,
             )
             if sent is not None:
                 sent_ids.append(sent.message_id)
@@ -795,11 +795,22 @@ class TelegramBot:
         # Only the first chunk's id is kept; a reply to a later chunk is traced back to it from
         # the store (reply_target), so every worker resolves it alike. The reply sender has
         # recorded it already unless the database was away for a moment.
-        recorded = self._sender is not None and reply.reply_id is not None and self._sender.take_recorded(reply.reply_id)
-        if reply.kind == "agent" and reply.reply_id is not None and reply.scope and not recorded:
+        if reply.kind == "agent" and reply.reply_id is not None and reply.scope and not self.took_recorded(("reply", reply.reply_id)):
             await self._record_sent(reply.reply_id, f"{chat_id}:{sent_ids[0]}")
         self.hub.schedule_after_send(reply)
         return sent_ids
+
+    def _reply_record(self, reply: Reply) -> Record | None:
+        """A stored agent reply records its Telegram id (the first chunk's)."""
+        reply_id = reply.reply_id
+        if reply.kind != "agent" or reply_id is None or not reply.scope:
+            return None
+        store = self.hub.store
+        return Record(("reply", reply_id), lambda sent: store.set_ext_id(reply_id, f"{sent.chat_id}:{sent.message_id}"))
+
+    def took_recorded(self, key: Any) -> bool:
+        """Whether the reply sender already wrote the record ``key`` of a message it sent."""
+        return self._sender is not None and self._sender.take_recorded(key)
 
     async def _record_sent(self, reply_id: int, ext_id: str) -> None:
         """Record the Telegram id of a sent reply; it also says "sent" to every worker.
@@ -829,7 +840,7 @@ class TelegramBot:
         thread_id: int | None = None,
         what: str = "message",
         defer: bool = False,
-        record_as: int | None = None,
+        record: Record | None = None,
     ) -> Message | None:
         """Send plain text with bounded retries; None when Telegram would not take it
         (``defer``: raise :class:`DeliveryDeferred` instead when it could not be reached).
@@ -837,16 +848,15 @@ class TelegramBot:
         A BadRequest (too long by Telegram's count, a vanished thread...) gets one trimmed
         fallback without reply or thread; ChatMigrated (a group became a supergroup) moves
         the group's memory and is followed once; Forbidden (blocked, removed) pauses the
-        chat's reminders. ``record_as``: the stored reply this sends, whose Telegram id the
-        reply sender records as soon as Telegram answers (when it runs and ``bot`` is the
-        application's).
+        chat's reminders. ``record``: what the reply sender writes as soon as Telegram took
+        the message (when it runs and ``bot`` is the application's; see :meth:`took_recorded`).
         """
         reply_parameters = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
         sender = self._sender if bot is self._bot else None
 
         def send() -> Awaitable[Message]:
-            if sender is not None and record_as is not None:
-                return sender.send(record_as, chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id)
+            if sender is not None and record is not None:
+                return sender.send(record, chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id)
             return bot.send_message(chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id)
 
         try:

@@ -13,7 +13,9 @@ from telegram.ext import (
     JobQueue,
 )
 
+from scopehub.agents.reminders import record_delivery
 from scopehub.hub.reminders import CLAIM_TTL, Fired, Sent, fire_reminder, is_due
+from scopehub.hub.transports.telegram.sender import Record
 from scopehub.memory import (
     Reminder,
     Store,
@@ -151,16 +153,23 @@ class ReminderScheduler:
             mark_reminder_sent(self.store, scope, rid, now)
             return False
 
+        # Delivery is recorded on the reply sender's thread as soon as Telegram took it: a
+        # worker killed in between would leave the reminder due, and another would send it again.
+        key = ("reminder", scope, rid)
+        record = Record(key, lambda _sent: record_delivery(self.store, scope, rid, self._now()))
+
         async def send(claimed: Reminder) -> Sent:
             self._inflight.add((scope, rid))
             try:
-                sent = await self.transport.send_text(bot, chat_id, REMINDER_PREFIX + claimed.text, what=f"reminder {rid} of {scope}")
+                sent = await self.transport.send_text(
+                    bot, chat_id, REMINDER_PREFIX + claimed.text, what=f"reminder {rid} of {scope}", record=record
+                )
             finally:
                 self._inflight.discard((scope, rid))
                 moved = self.transport.moved_scopes.get(scope, scope)  # the group became a supergroup meanwhile
                 self._inflight.discard((moved, rid))
             if sent is not None:
-                return Sent(delivered=True, scope=moved)
+                return Sent(delivered=True, scope=moved, recorded=self.transport.took_recorded(key))
             after = get_reminder(self.store, moved, rid)
             # None or paused: the chat refused it (403) and chat_refused paused it until it writes again.
             return Sent(delivered=False, paused=after is None or after.paused is not None, scope=moved)

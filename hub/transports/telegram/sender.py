@@ -11,7 +11,9 @@ run on a small event loop of their own thread, so the window is the HTTP round t
 one database write, whatever the main loop is doing.
 
 Only the send and the record move; retries, ChatMigrated, Forbidden and the rest are
-still handled by the caller on the main loop, as for every other Bot API call.
+still handled by the caller on the main loop, as for every other Bot API call. Replies
+record their Telegram id; reminders record their delivery (a recurring one moves to its
+next time), the same window for the same reason.
 """
 
 from __future__ import annotations
@@ -19,32 +21,41 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from telegram import Bot, Message
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RecordingSender"]
+__all__ = ["Record", "RecordingSender"]
+
+
+@dataclass(frozen=True)
+class Record:
+    """What to write once Telegram took a message: ``write(sent)``, run on the sender's thread
+    right after the answer; ``key`` names it for :meth:`RecordingSender.take_recorded`."""
+
+    key: Hashable
+    write: Callable[[Message], None]
 
 
 class RecordingSender:
-    """A Bot of its own on a thread of its own: ``send`` a message, then at once record its id.
+    """A Bot of its own on a thread of its own: ``send`` a message, then at once write its record.
 
-    ``record(message_id_in_store, ext_id)`` is the store write; the reply ids it recorded
-    are kept in :attr:`recorded` until the caller takes them (:meth:`take_recorded`), so
-    the caller records only what this could not (the database away for a moment).
+    The keys of the records written are kept until the caller takes them
+    (:meth:`take_recorded`), so the caller writes only what this could not (the database
+    away for a moment).
     """
 
-    def __init__(self, make_bot: Callable[[], Bot], record: Callable[[int, str], None]) -> None:
+    def __init__(self, make_bot: Callable[[], Bot]) -> None:
         self._make_bot = make_bot
-        self._record = record
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._bot: Bot | None = None
-        self._recorded: set[int] = set()
+        self._recorded: set[Hashable] = set()
 
     @property
     def running(self) -> bool:
@@ -93,28 +104,28 @@ class RecordingSender:
         loop.call_soon_threadsafe(loop.stop)
         await asyncio.to_thread(thread.join, 10)
 
-    async def send(self, record_as: int, chat_id: int, text: str, **kwargs: Any) -> Message:
-        """``sendMessage`` on the sender's thread; the stored message ``record_as`` gets the
-        sent id there, right after Telegram answers. Raises what the Bot API call raised."""
+    async def send(self, record: Record, chat_id: int, text: str, **kwargs: Any) -> Message:
+        """``sendMessage`` on the sender's thread, then ``record.write`` there, right after
+        Telegram answers. Raises what the Bot API call raised."""
         loop = self._loop
         if loop is None:
             raise RuntimeError("the reply sender is not running")
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._send(record_as, chat_id, text, kwargs), loop))
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._send(record, chat_id, text, kwargs), loop))
 
-    async def _send(self, record_as: int, chat_id: int, text: str, kwargs: dict[str, Any]) -> Message:
+    async def _send(self, record: Record, chat_id: int, text: str, kwargs: dict[str, Any]) -> Message:
         assert self._bot is not None
         sent = await self._bot.send_message(chat_id, text, **kwargs)
         try:
-            self._record(record_as, f"{sent.chat_id}:{sent.message_id}")
-        except Exception as exc:  # the caller records it again, with retries
-            log.warning("sent reply %s not recorded yet (%s); trying again from the turn", record_as, exc)
+            record.write(sent)
+        except Exception as exc:  # the caller writes it again, with retries
+            log.warning("sent %s not recorded yet (%s); the caller tries again", record.key, exc)
         else:
-            self._recorded.add(record_as)
+            self._recorded.add(record.key)
         return sent
 
-    def take_recorded(self, record_as: int) -> bool:
-        """Whether ``send`` already recorded ``record_as`` (forgotten afterwards)."""
-        if record_as in self._recorded:
-            self._recorded.discard(record_as)
+    def take_recorded(self, key: Hashable) -> bool:
+        """Whether ``send`` already wrote the record ``key`` (forgotten afterwards)."""
+        if key in self._recorded:
+            self._recorded.discard(key)
             return True
         return False
