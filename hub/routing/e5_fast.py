@@ -22,6 +22,7 @@ Measured on this 2-core machine, one thread, a CLINC150 message (15 tokens): see
 from __future__ import annotations
 
 import struct
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,13 @@ class E5Tokenizer:
             if end > start and index != model.unk:
                 self._pieces.setdefault(blob[start:end].decode("utf-8", "surrogateescape"), index)
         self._scores = scores.tolist()
+        # The longest piece (in characters) beginning with each pair of characters: the
+        # search tries no longer span from there (the engine stops at its longest piece
+        # in bytes; a span longer than every piece it could be is no piece either way).
+        self._longest: dict[str, int] = {}
+        for piece in self._pieces:
+            if len(piece) > 1 and len(piece) > self._longest.get(piece[:2], 0):
+                self._longest[piece[:2]] = len(piece)
         self._normalise = str.maketrans(model.normalisation)
 
     def content_ids(self, text: str) -> list[int]:
@@ -154,30 +162,29 @@ class E5Tokenizer:
             chars = " " + chars
         chars = chars.replace(" ", _META)
         n = len(chars)
-        widths = [len(ch.encode("utf-8", "surrogatepass")) for ch in chars]
-        f32 = np.float32
-        best: list[Any] = [None] * (n + 1)
-        best[0] = f32(0.0)
+        # Sums rounded to float32 as the engine's are (ties keep the first split found):
+        # a float stored into an array("f") is rounded on the way in.
+        rounded = array("f", [0.0])
+        best: list[float | None] = [None] * (n + 1)
+        best[0] = 0.0
         back: list[tuple[int, int]] = [(0, 0)] * (n + 1)
-        pieces, scores = self._pieces, self._scores
-        limit = self.max_piece_bytes
-        unk_score = f32(self.unk_score)
+        pieces, scores, longest = self._pieces, self._scores, self._longest
+        unk_score = self.unk_score
         for start in range(n):
             here = best[start]
             if here is None:
                 continue
-            length = 0
-            for end in range(start + 1, n + 1):
-                length += widths[end - 1]
-                if length > limit:
-                    break
+            stop = min(n, start + max(1, longest.get(chars[start : start + 2], 1)))
+            for end in range(start + 1, stop + 1):
                 found = pieces.get(chars[start:end])
                 if found is not None:
-                    score = here + f32(scores[found])
+                    rounded[0] = here + scores[found]
+                    score = rounded[0]
                     if best[end] is None or score > best[end]:
                         best[end] = score
                         back[end] = (found, start)
-            score = here + unk_score
+            rounded[0] = here + unk_score
+            score = rounded[0]
             if best[start + 1] is None or score > best[start + 1]:
                 best[start + 1] = score
                 back[start + 1] = (self.unk, start)
@@ -294,13 +301,25 @@ def _model_proto(model: PackedE5, *, ranges: dict[str, np.ndarray] | None = None
         weights.append(_tensor(name, np.asarray(model.floats(name) if array is None else array, np.float32)))
         return name
 
-    def linear(name: str, parts: list[str], source: str, rows: int, columns: int, layer: str) -> str:
-        blocks = [model.blocks(f"{layer}.{part}.w", rows) for part in parts]
-        bias = np.concatenate([model.floats(f"{layer}.{part}.b") for part in parts])
+    def unpacked(layer: str, parts: list[str], rows: int) -> tuple[np.ndarray, np.ndarray]:
+        w = np.concatenate([unpack_blocks(model.blocks(f"{layer}.{part}.w", rows)) for part in parts])
+        return w, np.concatenate([model.floats(f"{layer}.{part}.b") for part in parts])  # (outputs, inputs), (outputs,)
+
+    def smoothing(name: str, w: np.ndarray) -> np.ndarray:
+        """SmoothQuant's per-channel factor: the input is divided by it, the weights times it."""
+        assert ranges is not None
+        reach = np.maximum(np.abs(w).max(axis=0), 1e-8)
+        return np.asarray(np.maximum(ranges[name], 1e-5) ** SMOOTHING / reach ** (1 - SMOOTHING), np.float32)
+
+    def linear(name: str, parts: list[str], source: str, rows: int, columns: int, layer: str, *, output_factor: np.ndarray | None = None, input_folded: bool = False) -> str:
+        """``source`` times the layer's ``parts`` (stacked), plus their bias. ``output_factor``
+        divides some outputs (the next product's smoothing, folded in here);
+        ``input_folded``: ``source`` comes already divided by this product's smoothing."""
         if taps:
             nodes.append(_node("Identity", [source], [f"{name}.in"]))
             outputs.append(_value_info(12, f"{name}.in", ["batch", "length", columns]))
         if ranges is None:
+            blocks = [model.blocks(f"{layer}.{part}.w", rows) for part in parts]
             packed, scales = zip(*(_nbits(b) for b in blocks), strict=True)
             weights.append(_tensor(f"{name}.w", np.concatenate(packed)))
             weights.append(_tensor(f"{name}.s", np.concatenate(scales)))
@@ -308,22 +327,30 @@ def _model_proto(model: PackedE5, *, ranges: dict[str, np.ndarray] | None = None
                 _node("MatMulNBits", [source, f"{name}.w", f"{name}.s"], [f"{name}.mm"], "com.microsoft",
                       K=columns, N=rows * len(parts), bits=4, block_size=_QK, accuracy_level=4)
             )
-        else:
-            w = np.concatenate([unpack_blocks(b) for b in blocks])  # (outputs, inputs)
-            reach = np.maximum(np.abs(w).max(axis=0), 1e-8)
-            factor = np.maximum(ranges[name], 1e-5) ** SMOOTHING / reach ** (1 - SMOOTHING)
-            w = w * factor[None, :]
-            scale = np.maximum(np.abs(w).max(axis=1), 1e-12) / 127.0
-            q = np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8)
-            weights.append(_int8_tensor(f"{name}.w", np.ascontiguousarray(q.T)))
-            weights.append(_tensor(f"{name}.s", scale.astype(np.float32)))
-            nodes.append(_node("Mul", [source, floats(f"{name}.f", 1.0 / factor)], [f"{name}.sm"]))
-            nodes.append(_node("Abs", [f"{name}.sm"], [f"{name}.abs"]))
-            nodes.append(_node("ReduceMax", [f"{name}.abs", "last_axis"], [f"{name}.max"], keepdims=1))
-            nodes.append(_node("Add", [f"{name}.max", "tiny"], [f"{name}.peak"]))  # a row of zeros stays zeros
-            nodes.append(_node("Div", [f"{name}.sm", f"{name}.peak"], [f"{name}.n"]))
-            nodes.append(_node("DynamicQuantizeMatMul", [f"{name}.n", f"{name}.w", f"{name}.s"], [f"{name}.mmn"], "com.microsoft"))
-            nodes.append(_node("Mul", [f"{name}.mmn", f"{name}.peak"], [f"{name}.mm"]))
+            nodes.append(_node("Add", [f"{name}.mm", floats(f"{name}.b", np.concatenate([model.floats(f"{layer}.{part}.b") for part in parts]))], [f"{name}.y"]))
+            return f"{name}.y"
+        w, bias = unpacked(layer, parts, rows)
+        factor = smoothing(name, w)
+        w = w * factor[None, :]
+        if output_factor is not None:
+            w = w / output_factor[:, None]
+            bias = bias / output_factor
+        scale = np.maximum(np.abs(w).max(axis=1), 1e-12) / 127.0
+        q = np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8)
+        weights.append(_int8_tensor(f"{name}.w", np.ascontiguousarray(q.T)))
+        weights.append(_tensor(f"{name}.s", scale.astype(np.float32)))
+        smoothed = source
+        if not input_folded:
+            smoothed = f"{name}.sm"
+            nodes.append(_node("Mul", [source, floats(f"{name}.f", 1.0 / factor)], [smoothed]))
+        # Each token divided by its largest value, so that one token's range (the first
+        # token's is often far wider) does not coarsen the others' quantisation.
+        nodes.append(_node("Abs", [smoothed], [f"{name}.abs"]))
+        nodes.append(_node("ReduceMax", [f"{name}.abs", "last_axis"], [f"{name}.max"], keepdims=1))
+        nodes.append(_node("Add", [f"{name}.max", "tiny"], [f"{name}.peak"]))  # a row of zeros stays zeros
+        nodes.append(_node("Div", [smoothed, f"{name}.peak"], [f"{name}.n"]))
+        nodes.append(_node("DynamicQuantizeMatMul", [f"{name}.n", f"{name}.w", f"{name}.s"], [f"{name}.mmn"], "com.microsoft"))
+        nodes.append(_node("Mul", [f"{name}.mmn", f"{name}.peak"], [f"{name}.mm"]))
         nodes.append(_node("Add", [f"{name}.mm", floats(f"{name}.b", bias)], [f"{name}.y"]))
         return f"{name}.y"
 
@@ -334,12 +361,18 @@ def _model_proto(model: PackedE5, *, ranges: dict[str, np.ndarray] | None = None
     x = norm("emb.out", "x", "emb.ln")
     for layer in range(model.layers):
         p = f"l{layer}"
-        qkv = linear(f"{p}.qkv", ["q", "k", "v"], x, hidden, hidden, p)
+        # The attention output's smoothing is folded into V's rows: the context is a mix
+        # of V's rows, so dividing V's channels divides the context's.
+        fold = None
+        if ranges is not None:
+            ones = np.ones(2 * hidden, np.float32)
+            fold = np.concatenate([ones, smoothing(f"{p}.ao", unpacked(p, ["ao"], hidden)[0])])
+        qkv = linear(f"{p}.qkv", ["q", "k", "v"], x, hidden, hidden, p, output_factor=fold)
         nodes.append(_node("Split", [qkv], [f"{p}.q", f"{p}.k", f"{p}.v"], axis=-1, num_outputs=3))
         nodes.append(
             _node("MultiHeadAttention", [f"{p}.q", f"{p}.k", f"{p}.v", "", "mask"], [f"{p}.ctx"], "com.microsoft", num_heads=heads)
         )
-        attended = linear(f"{p}.ao", ["ao"], f"{p}.ctx", hidden, hidden, p)
+        attended = linear(f"{p}.ao", ["ao"], f"{p}.ctx", hidden, hidden, p, input_folded=True)
         nodes.append(_node("Add", [x, attended], [f"{p}.res1"]))
         x = norm(f"{p}.x1", f"{p}.res1", f"{p}.aln")
         inner = linear(f"{p}.fi", ["fi"], x, model.ffn, hidden, p)
