@@ -365,3 +365,23 @@ def test_auto_embeds_when_installed_and_only_what_the_words_cannot_decide(monkey
     assert len(embedder.calls) == built
     hub.classifier.evidence("Füge Milch zu meiner Liste hinzu")  # another language: embedded
     assert len(embedder.calls) == built + 1
+
+
+def test_a_routed_message_embeds_at_most_itself(monkeypatch):
+    # "ok" has no content word: it stays with the thread without its evidence being needed.
+    # When a later message's evidence is weighed with the thread's, "ok" must not be
+    # embedded then too: each message pays for one embedding at most (the p95 is one).
+    from scopehub.hub.routing import cascade
+
+    embedder = ConceptEmbedder()
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, embedder))
+    weighed = []
+    real = cascade._thread_choice
+    monkeypatch.setattr(cascade, "_thread_choice", lambda *args: weighed.append(args[-1]) or real(*args))
+    window = [msg(1, "restaurant", "book a table for two tonight"), msg(2, "restaurant", "Booked.", role="agent")]
+    for number, text in enumerate(["ok", "cab to dinner"], start=3):
+        before = len(embedder.calls)
+        decision = route(text, classifier=blended, window=window)
+        assert len(embedder.calls) - before <= 1, text
+        window += [msg(number * 2, decision.agent, text), msg(number * 2 + 1, decision.agent, "Done.", role="agent")]
+    assert weighed == ["cab to dinner"]  # the premise: the thread was weighed, "ok" with it
