@@ -47,7 +47,7 @@ from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel, price_call
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
-from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
+from scopehub.hub.routing.classifier import SEMANTIC_GATE
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
@@ -221,6 +221,7 @@ class Hub:
         for ``auto``, when the ``semantic`` extra is installed)."""
         lexical = LocalClassifier(self.profiles)
         from scopehub.hub.routing.semantic import (
+            auto_gate,
             build_semantic_scorer,
             make_embedder,
             resolve_embedder,
@@ -237,8 +238,8 @@ class Hub:
             log.warning("embedding cache unavailable (%s); embedding the agents' examples afresh", exc)
             cache = None
         scorer = build_semantic_scorer(self.profiles, embedder, lexical=lexical, cache=cache)
-        # auto: on because it is installed, so it must cost English messages nothing.
-        gate = LATENCY_GATE if self.deps.settings.router_embedder == "auto" else SEMANTIC_GATE
+        # auto: on because it is installed, so it must keep the p95 (see auto_gate).
+        gate = auto_gate(embedder) if self.deps.settings.router_embedder == "auto" else SEMANTIC_GATE
         return LocalClassifier(self.profiles, semantic=scorer, semantic_gate=gate)
 
     def warm_up(self) -> None:

@@ -99,6 +99,10 @@ def route(
     if current is not None and readable(text) and not classifier.has_content(text):
         # No content words (or none we know) in a language the lexicon reads: a follow-up
         # never switches. Text in another language is left to the scores and the margin.
+        # Its evidence is weighed with the thread's if a later message turns (see
+        # _thread_choice): scored now, a later message never pays for several embeddings.
+        if classifier.semantic is not None:
+            classifier.evidence(text)
         return finish(current, "sticky", 0.0)
     evidence = classifier.evidence(text)
     if not evidence:

