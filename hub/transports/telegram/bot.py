@@ -83,6 +83,7 @@ from telegram.ext import (
     MessageReactionHandler,
     filters,
 )
+from telegram.request import HTTPXRequest
 
 from scopehub.hub.commands import plural
 from scopehub.hub.errors import ConfigError
@@ -120,6 +121,8 @@ from scopehub.memory import (
 )
 
 log = logging.getLogger(__name__)
+
+SENDER_READ_TIMEOUT = 30.0  # seconds the reply sender waits for Telegram's answer (PTB's default: 5)
 
 
 BOT_DATA_KEY = "agents_hub"  # application.bot_data[BOT_DATA_KEY] is the TelegramBot
@@ -309,7 +312,13 @@ class TelegramBot:
         urls = self.bot_urls
 
         def make_bot() -> Bot:
-            return Bot(bot.token, base_url=urls[0], base_file_url=urls[1]) if urls else Bot(bot.token)
+            # A read that times out after Telegram took the message is sent again by the
+            # retry (at-least-once): wait long for the answer before calling it lost. Nothing
+            # else waits on this thread, and the turn's heartbeat keeps the claims meanwhile.
+            request = HTTPXRequest(connection_pool_size=16, read_timeout=SENDER_READ_TIMEOUT)
+            if urls:
+                return Bot(bot.token, base_url=urls[0], base_file_url=urls[1], request=request)
+            return Bot(bot.token, request=request)
 
         sender = RecordingSender(make_bot)
         try:
