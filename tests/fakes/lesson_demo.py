@@ -93,7 +93,7 @@ def main(workdir: Path) -> None:
         )
         try:
             tg.push_message(CHAT, "what's on my list?")
-            (first,) = wait(lambda: tg.sent(CHAT)[:1])
+            (first,) = wait(lambda: tg.sent(CHAT)[:1], timeout=120)  # the start: the router's embedder may load first
             print(f"person : what's on my list?\nbot    : {first['text']!r}")
             tg.push_reaction(CHAT, first["message_id"], "👎")
             print("person : 👎 (a reaction on that reply; the bot answers nothing)")
