@@ -16,7 +16,10 @@ The claims' TTL is the only expiry. A worker killed mid-reply leaves its turn an
 marks to run out; :meth:`ScopeTurns.sweep`, which every worker runs every so often,
 finds marks whose TTL ran out (nobody worked the scope for a whole TTL), takes the
 scope's turn and answers them. The holder renews the marks it sees while it works, so
-a long queue never looks abandoned.
+a long queue never looks abandoned, and while one answer takes long a thread of the
+process renews the turn and that message's mark (:class:`Leases`): the TTL detects a
+dead process, not an event loop kept busy by other chats. A live worker whose turn ran
+out would answer beside the new holder, which sends a reply the first is still sending.
 
 Within one process only one task works a scope's turn (a claim's holder names the
 process, and re-acquiring one's own claim would only renew it).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -100,6 +104,89 @@ def is_transient(exc: BaseException) -> bool:
 Work = Callable[[str, Owed], Awaitable[None]]
 
 
+# A loop that has not run a callback for this many TTLs is stuck, not busy: its leases are
+# left to run out so that another worker takes its chats over.
+LOOP_STALL_TTLS = 4.0
+
+
+class Leases:
+    """The turns this process is answering in, renewed from a thread of its own.
+
+    Every TTL/3 the thread renews each held turn and the mark of the message being
+    answered. It renews only while the process's event loop still runs callbacks (it asks
+    the loop to note the time on each round): a loop stuck for :data:`LOOP_STALL_TTLS`
+    TTLs lets its leases run out, as a dead process's do. A turn that could not be
+    renewed (it ran out and was taken) is dropped, and the answer's worker learns it at
+    its next step.
+    """
+
+    def __init__(self, store, holder: str, *, ttl: float, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.holder = holder
+        self.ttl = ttl
+        self.clock = clock
+        self._held: dict[str, Owed] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_seen = time.monotonic()
+
+    def hold(self, scope: str, item: Owed) -> None:
+        """Keep the scope's turn and ``item``'s mark until :meth:`drop` (call from the event loop)."""
+        with self._lock:
+            self._held[scope] = item
+            self._loop = asyncio.get_running_loop()
+            if self._thread is None or not self._thread.is_alive():
+                self._loop_seen = time.monotonic()
+                self._thread = threading.Thread(target=self._run, name="turn-leases", daemon=True)
+                self._thread.start()
+
+    def drop(self, scope: str) -> None:
+        with self._lock:
+            self._held.pop(scope, None)
+
+    def _seen(self) -> None:
+        self._loop_seen = time.monotonic()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.ttl / 3)
+            with self._lock:
+                held, loop = dict(self._held), self._loop
+                if not held:
+                    self._thread = None  # nothing to keep: the next hold starts a thread again
+                    return
+            if loop is None or loop.is_closed():
+                continue
+            try:
+                loop.call_soon_threadsafe(self._seen)
+            except RuntimeError:  # the loop closed meanwhile
+                continue
+            if time.monotonic() - self._loop_seen > LOOP_STALL_TTLS * self.ttl:
+                log.warning("the event loop has been stuck for %.0fs; leaving %d turns to run out", time.monotonic() - self._loop_seen, len(held))
+                continue
+            self.renew(held)
+
+    def renew(self, held: dict[str, Owed] | None = None) -> None:
+        """One round of renewals (the thread's; callable directly)."""
+        if held is None:
+            with self._lock:
+                held = dict(self._held)
+        now = self.clock()
+        for scope, item in held.items():
+            try:
+                if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=now):
+                    log.warning("the turn of %s ran out during one answer; another worker may answer the rest", scope)
+                    with self._lock:
+                        if self._held.get(scope) == item:
+                            del self._held[scope]
+                    continue
+                note = f"hub: waiting to {'answer' if item.answer else 'tag'} message {item.message_id}"
+                acquire_claim(self.store, scope, item.key, QUEUE_HOLDER, note=note, ttl=self.ttl, now=now)
+            except Exception as exc:
+                log.warning("cannot renew the turn of %s (%s); trying again", scope, exc)
+
+
 class ScopeTurns:
     """The owed marks and the turn loop over one store, for one process."""
 
@@ -110,6 +197,7 @@ class ScopeTurns:
         self.ttl = ttl
         self.clock = clock
         self._working: set[str] = set()  # scopes whose turn a task of this process works now
+        self.leases = Leases(store, holder, ttl=ttl, clock=clock)
 
     # -- marks ---------------------------------------------------------------------------
     def owe(self, scope: str, message_id: int, text: str = "", *, answer: bool = True) -> None:
@@ -194,7 +282,7 @@ class ScopeTurns:
                 log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
                 return done, False
             item = items[0]
-            beat = asyncio.get_running_loop().create_task(self._heartbeat(scope, item))
+            self.leases.hold(scope, item)
             try:
                 await self.work(scope, item)
             except asyncio.CancelledError:
@@ -206,26 +294,13 @@ class ScopeTurns:
                 # A message that cannot be worked must not block the scope's queue for ever.
                 log.exception("message %s of %s could not be answered; dropping it from the queue", item.message_id, scope)
             finally:
-                beat.cancel()
+                self.leases.drop(scope)
             try:
                 release_claim(self.store, scope, item.key, QUEUE_HOLDER)
             except Exception as exc:
                 log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
                 return done, False
             done += 1
-
-    async def _heartbeat(self, scope: str, item: Owed) -> None:
-        """Renew the turn and the mark while one answer takes long: the TTL detects a dead
-        worker, it does not bound the work (a slow model, a busy host)."""
-        while True:
-            await asyncio.sleep(self.ttl / 3)
-            try:
-                if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
-                    log.warning("the turn of %s ran out during one answer; another worker may answer the rest", scope)
-                    return
-                self._renew_marks(scope, [item])
-            except Exception as exc:
-                log.warning("cannot renew the turn of %s (%s); trying again", scope, exc)
 
     async def sweep(self, *, limit: int = 200, concurrency: int = 16) -> int:
         """Work the scopes whose marks ran out (their worker died, or no turn was ever taken).

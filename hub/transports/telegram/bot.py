@@ -314,7 +314,7 @@ class TelegramBot:
         def make_bot() -> Bot:
             # A read that times out after Telegram took the message is sent again by the
             # retry (at-least-once): wait long for the answer before calling it lost. Nothing
-            # else waits on this thread, and the turn's heartbeat keeps the claims meanwhile.
+            # else waits on this thread, and the turn's leases keep the claims meanwhile.
             request = HTTPXRequest(connection_pool_size=16, read_timeout=SENDER_READ_TIMEOUT)
             if urls:
                 return Bot(bot.token, base_url=urls[0], base_file_url=urls[1], request=request)
