@@ -724,3 +724,22 @@ def test_a_date_matching_no_message_changes_nothing() -> None:
             add(store, "user:1", f"Store note {n}.", ts=NOW + n)
         plain = ids(store.search("user:1", "store", now=NOW))
         assert ids(store.search("user:1", "store on 28 March, 1999", now=NOW)) == plain
+
+
+@pytest.mark.parametrize("days", [-20, 3, 30])
+def test_messages_outside_the_dates_window_get_no_lift(days: int) -> None:
+    feb_1 = 1_675_209_600.0  # 1 February 2023, 00:00 UTC
+    with Store(":memory:") as store:
+        scope = "group:1"
+        rows = [(feb_1 + 15 * 3600, "Signed the lease for the store today!")]
+        rows += [(feb_1 + 16 * 3600 + n, "Busy day, nothing new.") for n in range(4)]
+        # Lexically the better answer, but written days away from the date asked.
+        rows.append((feb_1 + days * DAY, "Did you find the store lease? Find that lease!"))
+        rows += [(feb_1 + 35 * DAY + n, "Quiet evening, nothing new.") for n in range(4)]
+        written = {text: add_from(store, scope, "Gina", text, ts) for ts, text in sorted(rows)}
+        that_day, other = written[rows[0][1]], written[rows[5][1]]
+        question = "What lease did Gina find for the store"
+        now = feb_1 + 40 * DAY
+        assert ids(store.search(scope, question + "?", now=now))[0] == other
+        order = ids(store.search(scope, question + " on 1 February, 2023?", now=now))
+        assert order[0] == that_day and other in order
