@@ -18,6 +18,10 @@ Each message is indexed with the text of the two messages before it in the same 
 The FTS table stores its own copy of ``body`` and ``ctx``, so a delete never has to
 reproduce the neighbouring text that was indexed (which may be gone by then).
 
+Two signals beyond the words, found by the LoCoMo folds: a query word naming a message's
+sender counts as met by that message (coverage), and a date in the query ("on 8 May, 2023",
+"in July 2023") adds a ranked list of the BM25 matches written in that window.
+
 Queries are built here from regex tokens, each quoted, OR-ed: user text is never FTS5
 syntax. Terms are Porter-stemmed in Python exactly as FTS5's ``porter`` tokenizer does,
 for vocabulary look-ups, typo expansion and coverage.
