@@ -191,6 +191,7 @@ def evaluate_locomo(
     if folds > 1:
         from scopehub.eval.routing import spread
 
+        result["fold_questions"] = [fold_questions[fold] for fold in sorted(by_fold) if fold_questions[fold]]
         result["folds"] = {
             method: {
                 name: spread([by_fold[fold][method][name] / fold_questions[fold] for fold in sorted(by_fold) if fold_questions[fold]])
@@ -492,6 +493,11 @@ _DB_HELP = (
 )
 @click.option("--folds", default=0, show_default=True, help="K folds of the conversations: mean ± sd and min–max of each figure")
 @click.option(
+    "--nested",
+    is_flag=True,
+    help="With --folds K: choose the search settings (eval/search_cv.py's grid) on K-1 folds, score the held-out one (SQLite, hybrid).",
+)
+@click.option(
     "--db",
     "dbs",
     multiple=True,
@@ -505,9 +511,24 @@ def search_eval_command(
     embed_model: str | None,
     embed_api_base: str | None,
     folds: int,
+    nested: bool,
     dbs: tuple[str, ...],
 ) -> None:
     """Recall of LoCoMo evidence turns by archive search, per method (recall@k, hit@k, latency)."""
+    if nested:
+        from scopehub.eval.search_cv import format_nested, nested_locomo
+
+        if dbs or methods or embed_model:
+            raise click.UsageError("--nested runs hybrid on a SQLite store in memory: drop --db, --method, --embed-model")
+        try:
+            found = nested_locomo(path, folds=folds)
+        except (ValueError, OSError, StoreError) as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(format_nested(found))
+        if json_out is not None:
+            json_out.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
+            click.echo(f"wrote {json_out}")
+        return
     embedder = _embedder_from(embed_model, embed_api_base)
     if not methods:
         methods = ("bm25", "fuzzy", "hybrid") + (

@@ -245,3 +245,31 @@ def test_bench_loads_postgresql_with_copy_and_refuses_a_scope_with_messages(post
         assert store.search("group:bench", "alpha topic", 3)[0].text.startswith("message about topic alpha")
     with pytest.raises(ValueError, match="already has messages"):
         bench_search(10, texts=texts, queries=1, db_path=postgres_url)
+
+
+def test_nested_folds_choose_on_the_others_and_leave_the_search_as_it_was(tmp_path: Path) -> None:
+    from scopehub.eval.search_cv import nested_locomo
+    from scopehub.memory import _search
+
+    path = locomo_file(tmp_path)
+    one = json.loads(path.read_text())[0]
+    # The second conversation also asks what no turn answers: its folds score lower.
+    unanswerable = {"question": "What colour is the sky?", "answer": "", "evidence": ["D1:5"], "category": 1}
+    path.write_text(json.dumps([one, {**one, "sample_id": "conv-b", "qa": [*QUESTIONS, unanswerable]}]))
+    before = (_search._SENDER_CREDIT, _search.STOPWORDS)
+    grid = {"_SENDER_CREDIT": (1.0, 0.0), "framing_stopwords": (True, False)}  # shipped values first
+    result = nested_locomo(path, folds=2, grid=grid)
+    assert before == (_search._SENDER_CREDIT, _search.STOPWORDS)
+    assert len(result["runs"]) == 4 and result["nested"]["folds"] == 2
+    by_label = {run["label"]: run for run in result["runs"]}
+    # Each held-out figure is the chosen setting's own figure on that fold.
+    for fold, label in enumerate(result["chosen"]):
+        assert result["nested"]["values"][fold] == by_label[label]["folds"][fold]
+    assert result["nested"]["values"][0] > result["nested"]["values"][1]
+
+
+def test_nested_refuses_other_databases(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        search_eval_command, [str(locomo_file(tmp_path)), "--folds", "2", "--nested", "--db", str(tmp_path / "x.db")]
+    )
+    assert result.exit_code != 0 and "--nested runs hybrid" in result.output
