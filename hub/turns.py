@@ -104,6 +104,14 @@ def is_transient(exc: BaseException) -> bool:
 Work = Callable[[str, Owed], Awaitable[None]]
 
 
+def _renew_marks(store, scope: str, items: list[Owed], *, ttl: float, now: float) -> None:
+    """Renew owed marks. Acquire, not renew: it renews a live mark and takes back one that
+    ran out alike."""
+    for item in items:
+        note = f"hub: waiting to {'answer' if item.answer else 'tag'} message {item.message_id}"
+        acquire_claim(store, scope, item.key, QUEUE_HOLDER, note=note, ttl=ttl, now=now)
+
+
 # A loop that has not run a callback for this many TTLs is stuck, not busy: its leases are
 # left to run out so that another worker takes its chats over.
 LOOP_STALL_TTLS = 4.0
@@ -165,13 +173,9 @@ class Leases:
             if time.monotonic() - self._loop_seen > LOOP_STALL_TTLS * self.ttl:
                 log.warning("the event loop has been stuck for %.0fs; leaving %d turns to run out", time.monotonic() - self._loop_seen, len(held))
                 continue
-            self.renew(held)
+            self._renew(held)
 
-    def renew(self, held: dict[str, Owed] | None = None) -> None:
-        """One round of renewals (the thread's; callable directly)."""
-        if held is None:
-            with self._lock:
-                held = dict(self._held)
+    def _renew(self, held: dict[str, Owed]) -> None:
         now = self.clock()
         for scope, item in held.items():
             try:
@@ -181,8 +185,7 @@ class Leases:
                         if self._held.get(scope) == item:
                             del self._held[scope]
                     continue
-                note = f"hub: waiting to {'answer' if item.answer else 'tag'} message {item.message_id}"
-                acquire_claim(self.store, scope, item.key, QUEUE_HOLDER, note=note, ttl=self.ttl, now=now)
+                _renew_marks(self.store, scope, [item], ttl=self.ttl, now=now)
             except Exception as exc:
                 log.warning("cannot renew the turn of %s (%s); trying again", scope, exc)
 
@@ -215,13 +218,6 @@ class ScopeTurns:
         """
         items = (Owed.parse(c.key) for c in active_claims(self.store, scope, now=0.0))
         return sorted(item for item in items if item is not None)
-
-    def _renew_marks(self, scope: str, items: list[Owed]) -> None:
-        # Acquire, not renew: it renews a live mark and takes back one that ran out alike.
-        now = self.clock()
-        for item in items:
-            note = f"hub: waiting to {'answer' if item.answer else 'tag'} message {item.message_id}"
-            acquire_claim(self.store, scope, item.key, QUEUE_HOLDER, note=note, ttl=self.ttl, now=now)
 
     # -- the turn ------------------------------------------------------------------------
     def busy(self, scope: str) -> bool:
@@ -277,7 +273,7 @@ class ScopeTurns:
                 if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
                     log.warning("the turn of %s ran out while working it; leaving the rest to its new holder", scope)
                     return done, False
-                self._renew_marks(scope, items)
+                _renew_marks(self.store, scope, items, ttl=self.ttl, now=self.clock())
             except Exception as exc:
                 log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
                 return done, False

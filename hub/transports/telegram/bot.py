@@ -785,6 +785,7 @@ class TelegramBot:
         later, rather than dropped.
         """
         sent_ids: list[int] = []
+        record = self._reply_record(reply)
         for chunk in split_message(self.render(reply)) or ["(empty reply)"]:
             sent = await self.send_text(
                 bot,
@@ -794,7 +795,7 @@ class TelegramBot:
                 thread_id=thread_id,
                 what="reply",
                 defer=defer_unsent and not sent_ids and reply.reply_id is not None,
-                record=self._reply_record(reply) if not sent_ids else None,
+                record=record if not sent_ids else None,
             )
             if sent is not None:
                 sent_ids.append(sent.message_id)
@@ -804,13 +805,13 @@ class TelegramBot:
         # Only the first chunk's id is kept; a reply to a later chunk is traced back to it from
         # the store (reply_target), so every worker resolves it alike. The reply sender has
         # recorded it already unless the database was away for a moment.
-        if reply.kind == "agent" and reply.reply_id is not None and reply.scope and not self.took_recorded(("reply", reply.reply_id)):
+        if record is not None and reply.reply_id is not None and not self.took_recorded(record.key):
             await self._record_sent(reply.reply_id, f"{chat_id}:{sent_ids[0]}")
         self.hub.schedule_after_send(reply)
         return sent_ids
 
     def _reply_record(self, reply: Reply) -> Record | None:
-        """A stored agent reply records its Telegram id (the first chunk's)."""
+        """A stored agent reply records its Telegram id (the first chunk's); None for other replies."""
         reply_id = reply.reply_id
         if reply.kind != "agent" or reply_id is None or not reply.scope:
             return None
