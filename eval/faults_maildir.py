@@ -366,21 +366,23 @@ def _answered(
     return out, texts
 
 
+# What each count of _Answered means when it is not 0: (field, failure kind, what went wrong).
+_ANSWER_FAILURES = (
+    ("not_stored", "lost", "files never stored as a message"),
+    ("answered_0", "lost", "files answered 0 times (no agent reply stored)"),
+    ("outbox_0", "lost", "files with no reply file in the sender's outbox"),
+    ("not_moved", "lost", "files not in cur/ at the end"),
+    ("stored_twice", "duplicated", "files stored as more than one message"),
+    ("answered_twice", "duplicated", "files answered more than once"),
+    ("outbox_twice", "duplicated", "files with more than one reply file"),
+)
+
+
 def _report_answered(out: Outcome, counts: _Answered) -> None:
-    if counts.not_stored:
-        out.fail("lost", f"{counts.not_stored} files never stored as a message", counts.not_stored)
-    if counts.answered_0:
-        out.fail("lost", f"{counts.answered_0} files answered 0 times (no agent reply stored)", counts.answered_0)
-    if counts.outbox_0:
-        out.fail("lost", f"{counts.outbox_0} files with no reply file in the sender's outbox", counts.outbox_0)
-    if counts.not_moved:
-        out.fail("lost", f"{counts.not_moved} files not in cur/ at the end", counts.not_moved)
-    if counts.stored_twice:
-        out.fail("duplicated", f"{counts.stored_twice} files stored as more than one message", counts.stored_twice)
-    if counts.answered_twice:
-        out.fail("duplicated", f"{counts.answered_twice} files answered more than once", counts.answered_twice)
-    if counts.outbox_twice:
-        out.fail("duplicated", f"{counts.outbox_twice} files with more than one reply file", counts.outbox_twice)
+    for field, kind, what in _ANSWER_FAILURES:
+        n = getattr(counts, field)
+        if n:
+            out.fail(kind, f"{n} {what}", n)
 
 
 # -- kill -9 while ingesting ----------------------------------------------------------------------
