@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["reach_postgres", "start_embedded_postgres"]
+__all__ = ["given_or_embedded_postgres", "reach_postgres", "start_embedded_postgres"]
 
 
 def reach_postgres(url: str) -> str | None:
@@ -29,6 +29,17 @@ def reach_postgres(url: str) -> str | None:
     except psycopg.Error as exc:
         return str(exc).strip()
     return None
+
+
+def given_or_embedded_postgres(
+    url: str | None, unreachable: str, prefix: str, settings: Mapping[str, str] = {}, *, restart: bool = False, missing: str = ""
+) -> tuple[str, Any, str | None] | str:
+    """The server at ``url`` when one is given (``(url, None, None)``, or ``unreachable``
+    followed by why it cannot be reached), else a throwaway one (:func:`start_embedded_postgres`)."""
+    if url:
+        problem = reach_postgres(url)
+        return f"{unreachable}: {problem}" if problem is not None else (url, None, None)
+    return start_embedded_postgres(prefix, settings, restart=restart, missing=missing)
 
 
 def start_embedded_postgres(

