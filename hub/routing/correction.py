@@ -5,8 +5,8 @@ that, the other one", "wrong, it's on Friday". The router sees the message and t
 window before it; when the message starts with one of these openings and the message
 just before it is an agent's reply, that reply was a mistake worth a lesson.
 
-Only the opening counts: "no milk this week, add bread", "not now" or "no, thanks" are
-answers, not corrections, so "no" needs a comma, colon or dash and then what was meant
+Only the opening counts: "no milk this week, add bread", "not now", "no, thanks" or
+"no, it's enough thanks" are answers, not corrections, so "no" needs a comma, colon or dash and then what was meant
 ("no, I meant ...", "no, the work list", "no, it's Friday"), or "I meant" right after it.
 """
 
@@ -19,9 +19,12 @@ from scopehub.memory import Message
 
 __all__ = ["corrected_reply", "detect_correction", "is_correction"]
 
+# What a polite "no" goes on with: "no, it's enough thanks", "no, that's fine", "no, all good".
+_DECLINED = r"(?:enough|fine|ok|okay|alright|all\s+(?:right|good|set)|good|great|perfect|plenty)"
+
 _OPENINGS = re.compile(
     r"""^\s*(?:
-        (?:no|nope|nah)\s*[,:;.!–—-]+\s*(?:i\s+(?:meant|mean|said|asked|wanted)\b|that'?s\s+not\b|not\b|wrong\b
+        (?:no|nope|nah)\s*[,:;.!–—-]+\s*(?!(?:(?:it|that)(?:'?s|\s+is)|i'?m)?\s*(?:just\s+)?_DECLINED\b)(?:i\s+(?:meant|mean|said|asked|wanted)\b|that'?s\s+not\b|not\b|wrong\b
             |it'?s\b|it\s+(?:is|was)\b|the\b|my\b)
       | (?:no|nope)\s+i\s+(?:meant|mean|said|asked|wanted)\b
       | i\s+(?:meant|said|asked\s+for)\b
@@ -29,7 +32,7 @@ _OPENINGS = re.compile(
       | (?:that'?s|that\s+is|this\s+is)\s+(?:wrong|not\s+(?:right|it|what\s+i\s+(?:meant|asked|said|wanted)))\b
       | wrong\b\s*[,:;.!–—-]?
       | (?:incorrect|actually\s*,\s*i\s+meant)\b
-    )""",
+    )""".replace("_DECLINED", _DECLINED),
     re.IGNORECASE | re.VERBOSE,
 )
 

@@ -137,11 +137,14 @@ def test_a_correction_in_the_next_message_is_feedback_on_the_reply_before_it() -
     assert lesson.text == LESSON
     prompt = next(c for c in model.calls if is_lesson_call(c.messages)).messages[1]["content"]
     assert "correcting the reply" in prompt and "Shopping list: milk." in prompt
-    # Answers that only look like one ("no, thanks"), or a correction with no reply before it, teach nothing.
+    # Answers that only look like one ("no, thanks", a polite "no, it's enough"), or a
+    # correction with no reply before it, teach nothing.
     hub2 = make_hub(model=teaching_model())
     say(hub2, "no, I meant the work list")
     say(hub2, "what is on my todo list")
     say(hub2, "no, thanks")
+    say(hub2, "No, it's enough thanks")
+    say(hub2, "no, it is fine")
     assert lessons_of(hub2.store, SCOPE, "tasks") == []
 
 
