@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -793,7 +793,11 @@ def _query_dates(query: str) -> list[tuple[float, float]]:
     return windows[:_MAX_DATES]
 
 
-def _first_id_from(conn: sqlite3.Connection, scope: str, lo: int, hi: int, ts: float) -> int | None:
+# The first message (id, ts) of the scope with an id in lo..hi, by id; None if there is none.
+FirstMessage = Callable[[int, int], "tuple[int, float] | None"]
+
+
+def _first_id_from(first_message: FirstMessage, lo: int, hi: int, ts: float) -> int | None:
     """The smallest message id in ``lo..hi`` of the scope whose ``ts`` is at least ``ts``.
 
     Bisection over ids, one indexed probe each: messages are stored in time order, so ids
@@ -802,10 +806,7 @@ def _first_id_from(conn: sqlite3.Connection, scope: str, lo: int, hi: int, ts: f
     found = None
     while lo <= hi:
         mid = (lo + hi) // 2
-        row = conn.execute(
-            "SELECT id, ts FROM messages WHERE scope = ? AND id >= ? AND id <= ? ORDER BY id LIMIT 1",
-            (scope, mid, hi),
-        ).fetchone()
+        row = first_message(mid, hi)
         if row is None:
             hi = mid - 1
         elif row[1] >= ts:
@@ -813,6 +814,20 @@ def _first_id_from(conn: sqlite3.Connection, scope: str, lo: int, hi: int, ts: f
         else:
             lo = int(row[0]) + 1
     return found
+
+
+def dated_window(
+    first_message: FirstMessage, least: int, most: int, start: float, end: float
+) -> tuple[int, int] | None:
+    """The first and last ids, within ``least..most``, of the messages written in
+    ``[start, end)``; None if there are none. Backend-independent: ``first_message``
+    asks the backend's index (SQLite and PostgreSQL search share it)."""
+    first = _first_id_from(first_message, least, most, start)
+    if first is None:
+        return None
+    after = _first_id_from(first_message, first, most, end)
+    last = most if after is None else after - 1
+    return (first, last) if last >= first else None
 
 
 def _date_ranges(
@@ -832,14 +847,17 @@ def _date_ranges(
     most = conn.execute(
         "SELECT max(id) FROM messages WHERE scope = ? AND id BETWEEN ? AND ?", (scope, lo_id, hi_id)
     ).fetchone()[0]
-    first = _first_id_from(conn, scope, int(least), int(most), start)
-    if first is None:
+
+    def first_message(lo: int, hi: int) -> tuple[int, float] | None:
+        return conn.execute(
+            "SELECT id, ts FROM messages WHERE scope = ? AND id >= ? AND id <= ? ORDER BY id LIMIT 1",
+            (scope, lo, hi),
+        ).fetchone()
+
+    window = dated_window(first_message, int(least), int(most), start, end)
+    if window is None:
         return None
-    after = _first_id_from(conn, scope, first, int(most), end)
-    last = int(most) if after is None else after - 1
-    if last < first:
-        return None
-    return _Ranges(ranges.base, ((ranges.base + first, ranges.base + last),))
+    return _Ranges(ranges.base, ((ranges.base + window[0], ranges.base + window[1]),))
 
 
 def _recency(ts: float, now: float, half_life_days: float | None) -> float:

@@ -2,7 +2,8 @@
 
 The same pipeline as ``memory/_search.py`` (read its docstring first), with PostgreSQL
 doing the matching and the same Python doing the rest (:func:`fuse_ranked_lists`,
-:func:`rank_documents`: reciprocal rank fusion, query coverage, recency, importance).
+:func:`rank_documents`: reciprocal rank fusion, query coverage with the sender credit,
+recency, importance; :func:`dated_window`: the date list's bisection over message ids).
 
 Tables (maintained by triggers on ``messages`` and ``vault``, never written by the store):
 
@@ -41,8 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from rapidfuzz.distance import OSA
 
+from .. import _search as shared
 from .._search import (
     _CONTEXT_TURNS,
+    _DATE_DEPTH,
     _FUZZY_PER_TERM,
     _FUZZY_RARE,
     _KNOWLEDGE,
@@ -53,10 +56,12 @@ from .._search import (
     SearchError,
     SearchHit,
     _Doc,
+    _query_dates,
     _query_symbols,
     _query_terms,
     _Term,
     check_method,
+    dated_window,
     fuse_ranked_lists,
     rank_documents,
 )
@@ -493,6 +498,29 @@ def _symbol_matches(conn: psycopg.Connection, where: _Scope, symbol: str, limit:
     return keys
 
 
+def _date_windows(conn: psycopg.Connection, where: _Scope, query: str) -> list[tuple[int, int]]:
+    """The first and last ids of the scope's messages written on each date the query
+    names (SQLite's date list: :func:`dated_window`'s bisection over the (scope, id) index)."""
+    dates = _query_dates(query)
+    if not dates:
+        return []
+    least, most = conn.execute(
+        "SELECT min(id), max(id) FROM messages WHERE scope = %s AND id < %s",
+        (where.scope, where.before_id if where.before_id is not None else _VAULT_OFFSET),
+    ).fetchone()
+    if least is None:
+        return []
+
+    def first_message(lo: int, hi: int) -> tuple[int, float] | None:
+        return conn.execute(
+            "SELECT id, ts FROM messages WHERE scope = %s AND id BETWEEN %s AND %s ORDER BY id LIMIT 1",
+            (where.scope, lo, hi),
+        ).fetchone()
+
+    found = (dated_window(first_message, int(least), int(most), start, end) for start, end in dates)
+    return [window for window in found if window is not None]
+
+
 def _predecessors(conn: psycopg.Connection, scope: str, keys: Sequence[int]) -> list[int]:
     """The key of the message before each message key (vault keys are skipped)."""
     ids = [key for key in keys if key < _VAULT_OFFSET]
@@ -513,15 +541,15 @@ def _load_docs(conn: psycopg.Connection, scope: str, keys: Sequence[int]) -> dic
     if message_ids:
         # The neighbouring turns as indexed (for coverage). Chat commands (/search ...)
         # are talk to the hub, never results.
-        for mid, text, agent, ts, ctx in conn.execute(
-            "SELECT m.id, m.text, m.agent, m.ts,"
+        for mid, text, agent, ts, sender, ctx in conn.execute(
+            "SELECT m.id, m.text, m.agent, m.ts, m.sender,"
             " (SELECT string_agg(p.text, ' ' ORDER BY p.id DESC) FROM (SELECT n.id, n.text FROM messages n"
             f"   WHERE n.scope = m.scope AND n.id < m.id ORDER BY n.id DESC LIMIT {_CONTEXT_TURNS}) p)"
             " FROM messages m WHERE m.scope = %s AND m.id = ANY(%s::bigint[])"
             " AND (m.via IS NULL OR m.via <> 'command')",
             (scope, message_ids),
         ).fetchall():
-            docs[int(mid)] = _Doc(int(mid), "message", int(mid), text, ctx or "", agent, float(ts))
+            docs[int(mid)] = _Doc(int(mid), "message", int(mid), text, ctx or "", agent, float(ts), sender=sender)
     if vault_ids:
         for vid, kind, title, body, meta, agent, updated in conn.execute(
             "SELECT id, kind, title, body, meta, agent, updated FROM vault WHERE scope = %s AND id = ANY(%s::bigint[])",
@@ -581,8 +609,12 @@ def search_archive(
         docs, dfs, lexemes = _frequencies(conn, scope, [t.word for t in terms]) if terms else (0, {}, {})
         typed: list[_Word] = [(_CONFIG, t.word) for t in terms]
         lists: list[list[int]] = []
+        windows = _date_windows(conn, where, query) if method == "hybrid" and shared._DATE_WEIGHT > 0 else []
+        deep: list[int] = []
         if method in ("bm25", "hybrid"):
-            lists.append(_ranked(conn, where, typed, dfs, docs, pool))
+            # With a date, deeper: the window's own ranking is this list's order within it.
+            deep = _ranked(conn, where, typed, dfs, docs, _DATE_DEPTH if windows else pool)
+            lists.append(deep[:pool])
         if method in ("fuzzy", "hybrid"):
             _expand_typos(conn, scope, terms, dfs, lexemes)
             alts: list[_Word] = [(_LEXEME_CONFIG, a) for t in terms for a in t.alts]
@@ -592,6 +624,9 @@ def search_archive(
                 lists.append(_ranked(conn, where, alts, dfs, docs, pool))
         lists.extend(_symbol_matches(conn, where, symbol, pool) for symbol in symbols)
         weights = [1.0] * len(lists)
+        for first, last in windows:  # message keys are their ids; vault keys lie above
+            lists.append([key for key in deep if first <= key <= last][:pool])
+            weights.append(shared._DATE_WEIGHT)
         if method == "hybrid" and lists and lists[0]:
             lists.append(_predecessors(conn, scope, lists[0][:pool]))
             weights.append(_NEIGHBOUR_WEIGHT)

@@ -685,61 +685,59 @@ def add_from(store: Store, scope: str, sender: str, text: str, ts: float) -> int
     return store.append(NewMessage(scope=scope, role="user", text=text, ts=ts, sender=sender)).id
 
 
-def test_a_question_naming_a_person_finds_what_that_person_said() -> None:
-    # SQLite only: PostgreSQL's search does not load the sender yet (no credit there).
-    with Store(":memory:") as store:
-        scope = "group:1"
-        add_from(store, scope, "Caroline", "Hey Melanie, long time no see! How are you?", NOW - 9 * DAY)
-        for n in range(3):
-            add_from(store, scope, "Caroline", f"Busy week at work, meeting number {n}.", NOW - 8 * DAY)
-        said = add_from(store, scope, "Melanie", "I painted a lake sunrise last weekend.", NOW - 7 * DAY)
-        for n in range(3):
-            add_from(store, scope, "Caroline", f"Groceries and errands, list {n}.", NOW - 6 * DAY)
-        add_from(store, scope, "Caroline", "I painted my bedroom wall blue.", NOW - DAY)
-        # "Melanie" is in no text she wrote: she is the sender. The greeting that names
-        # her and the newer painting by Caroline each meet only half the question.
-        assert ids(store.search(scope, "What did Melanie paint?", k=3, now=NOW))[0] == said
+@on_both_backends
+def test_a_question_naming_a_person_finds_what_that_person_said(store: Store) -> None:
+    scope = "group:1"
+    add_from(store, scope, "Caroline", "Hey Melanie, long time no see! How are you?", NOW - 9 * DAY)
+    for n in range(3):
+        add_from(store, scope, "Caroline", f"Busy week at work, meeting number {n}.", NOW - 8 * DAY)
+    said = add_from(store, scope, "Melanie", "I painted a lake sunrise last weekend.", NOW - 7 * DAY)
+    for n in range(3):
+        add_from(store, scope, "Caroline", f"Groceries and errands, list {n}.", NOW - 6 * DAY)
+    add_from(store, scope, "Caroline", "I painted my bedroom wall blue.", NOW - DAY)
+    # "Melanie" is in no text she wrote: she is the sender. The greeting that names
+    # her and the newer painting by Caroline each meet only half the question.
+    assert ids(store.search(scope, "What did Melanie paint?", k=3, now=NOW))[0] == said
 
 
 @pytest.mark.parametrize(
     "when",
     ["on 1 February, 2023", "on February 1st, 2023", "on 1st of Feb 2023", "in February 2023"],
 )
-def test_a_question_with_a_date_finds_what_was_written_that_day(when: str) -> None:
-    # SQLite only: PostgreSQL's search does not rank by the date in a question yet.
+@on_both_backends
+def test_a_question_with_a_date_finds_what_was_written_that_day(store: Store, when: str) -> None:
     feb_1 = 1_675_209_600.0  # 1 February 2023, 00:00 UTC
-    with Store(":memory:") as store:
-        scope = "group:1"
-        add_from(store, scope, "Gina", "Ordering fabric samples for the store.", feb_1 - 20 * DAY)
-        that_day = add_from(store, scope, "Gina", "Found a lovely space for the store today!", feb_1 + 15 * 3600)
-        for n in range(6):  # newer and as wordy: recency alone would put these first
-            add_from(store, scope, "Gina", f"The store had {n + 3} customers this afternoon.", feb_1 + (40 + n) * DAY)
-        hits = store.search(scope, f"What did Gina find for the store {when}?", k=3, now=feb_1 + 50 * DAY)
-        assert ids(hits)[0] == that_day
+    scope = "group:1"
+    add_from(store, scope, "Gina", "Ordering fabric samples for the store.", feb_1 - 20 * DAY)
+    that_day = add_from(store, scope, "Gina", "Found a lovely space for the store today!", feb_1 + 15 * 3600)
+    for n in range(6):  # newer and as wordy: recency alone would put these first
+        add_from(store, scope, "Gina", f"The store had {n + 3} customers this afternoon.", feb_1 + (40 + n) * DAY)
+    hits = store.search(scope, f"What did Gina find for the store {when}?", k=3, now=feb_1 + 50 * DAY)
+    assert ids(hits)[0] == that_day
 
 
-def test_a_date_matching_no_message_changes_nothing() -> None:
-    with Store(":memory:") as store:
-        for n in range(4):
-            add(store, "user:1", f"Store note {n}.", ts=NOW + n)
-        plain = ids(store.search("user:1", "store", now=NOW))
-        assert ids(store.search("user:1", "store on 28 March, 1999", now=NOW)) == plain
+@on_both_backends
+def test_a_date_matching_no_message_changes_nothing(store: Store) -> None:
+    for n in range(4):
+        add(store, "user:1", f"Store note {n}.", ts=NOW + n)
+    plain = ids(store.search("user:1", "store", now=NOW))
+    assert ids(store.search("user:1", "store on 28 March, 1999", now=NOW)) == plain
 
 
 @pytest.mark.parametrize("days", [-20, 3, 30])
-def test_messages_outside_the_dates_window_get_no_lift(days: int) -> None:
+@on_both_backends
+def test_messages_outside_the_dates_window_get_no_lift(store: Store, days: int) -> None:
     feb_1 = 1_675_209_600.0  # 1 February 2023, 00:00 UTC
-    with Store(":memory:") as store:
-        scope = "group:1"
-        rows = [(feb_1 + 15 * 3600, "Signed the lease for the store today!")]
-        rows += [(feb_1 + 16 * 3600 + n, "Busy day, nothing new.") for n in range(4)]
-        # Lexically the better answer, but written days away from the date asked.
-        rows.append((feb_1 + days * DAY, "Did you find the store lease? Find that lease!"))
-        rows += [(feb_1 + 35 * DAY + n, "Quiet evening, nothing new.") for n in range(4)]
-        written = {text: add_from(store, scope, "Gina", text, ts) for ts, text in sorted(rows)}
-        that_day, other = written[rows[0][1]], written[rows[5][1]]
-        question = "What lease did Gina find for the store"
-        now = feb_1 + 40 * DAY
-        assert ids(store.search(scope, question + "?", now=now))[0] == other
-        order = ids(store.search(scope, question + " on 1 February, 2023?", now=now))
-        assert order[0] == that_day and other in order
+    scope = "group:1"
+    rows = [(feb_1 + 15 * 3600, "Signed the lease for the store today!")]
+    rows += [(feb_1 + 16 * 3600 + n, "Busy day, nothing new.") for n in range(4)]
+    # Lexically the better answer, but written days away from the date asked.
+    rows.append((feb_1 + days * DAY, "Did you find the store lease? Find that lease!"))
+    rows += [(feb_1 + 35 * DAY + n, "Quiet evening, nothing new.") for n in range(4)]
+    written = {text: add_from(store, scope, "Gina", text, ts) for ts, text in sorted(rows)}
+    that_day, other = written[rows[0][1]], written[rows[5][1]]
+    question = "What lease did Gina find for the store"
+    now = feb_1 + 40 * DAY
+    assert ids(store.search(scope, question + "?", now=now))[0] == other
+    order = ids(store.search(scope, question + " on 1 February, 2023?", now=now))
+    assert order[0] == that_day and other in order
