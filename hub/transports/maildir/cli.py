@@ -118,7 +118,8 @@ def send_command(
 @root_option
 @json_option
 def status_command(root: Path, as_json: bool) -> None:
-    """What waits in each inbox and team outbox (count, age of the oldest), and the dlq count."""
+    """What waits in each inbox and team outbox (count, age of the oldest, files abandoned in
+    tmp/ for over an hour), and the dlq count."""
     rows = backlog(root)
     dead = dlq_count(root)
     if as_json:
@@ -130,7 +131,8 @@ def status_command(root: Path, as_json: bool) -> None:
         width = max(len(row.box) for row in rows)
         click.echo(f"{'inbox'.ljust(width)}  {'waiting':>7}  oldest")
         for row in rows:
-            click.echo(f"{row.box.ljust(width)}  {row.waiting:>7}  {_age(row.oldest_age)}")
+            left = f"  ({row.abandoned} abandoned in tmp/: a writer died mid-write)" if row.abandoned else ""
+            click.echo(f"{row.box.ljust(width)}  {row.waiting:>7}  {_age(row.oldest_age)}{left}")
     click.echo(f"dlq: {dead} file(s)")
 
 

@@ -44,7 +44,7 @@ from .layout import (
     stored_name,
 )
 from .send import dispatch_out
-from .status import InboxBacklog, backlog, inboxes
+from .status import InboxBacklog, backlog, inboxes, remove_abandoned
 
 __all__ = [
     "Deliver",
@@ -561,6 +561,10 @@ class MaildirIntake:
                     self.stale_after,
                 )
         self._warned = {row.box for row in stale}
+        removed = remove_abandoned(self.root, now=self.clock())
+        if removed:
+            log.warning("maildir: removed %d file(s) left in tmp/ for over 36 hours by writers that died mid-write: %s",
+                        len(removed), ", ".join(removed[:5]))
         return stale
 
 

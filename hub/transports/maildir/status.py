@@ -1,4 +1,7 @@
-"""What is waiting: per inbox, how many files and how old the oldest is; the dlq count."""
+"""What is waiting: per inbox, how many files and how old the oldest is; the dlq count;
+and what writers left behind in ``tmp/`` (a write takes milliseconds, so a file there for
+an hour was left by a writer that died mid-write; Maildir's rule lets a reader delete
+one untouched for 36 hours, which the intake does: :func:`remove_abandoned`)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,10 @@ from pathlib import Path
 
 from .layout import RESERVED, scope_from_folder
 
-__all__ = ["InboxBacklog", "backlog", "dlq_count", "inboxes"]
+__all__ = ["ABANDONED_AFTER", "TMP_EXPIRY", "InboxBacklog", "backlog", "dlq_count", "inboxes", "remove_abandoned"]
+
+ABANDONED_AFTER = 3600.0  # seconds in tmp/ after which a file counts as abandoned
+TMP_EXPIRY = 36 * 3600.0  # Maildir's rule: a tmp/ file untouched this long may be deleted
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +29,7 @@ class InboxBacklog:
     inbox: str  # the agent, "hub", or the team
     waiting: int
     oldest_age: float | None  # seconds since the oldest waiting file arrived; None when empty
+    abandoned: int = 0  # files in tmp/ untouched for ABANDONED_AFTER: writers that died mid-write
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -75,12 +82,47 @@ def backlog(root: Path, *, now: float | None = None, outbox: bool = True) -> lis
         except ValueError:
             scope = None
         waiting, age = _count(new, now)
-        rows.append(InboxBacklog(f"{folder}/{inbox}", "in", scope, inbox, waiting, age))
+        left = len(_tmp_files(os.path.dirname(new), now, ABANDONED_AFTER))
+        rows.append(InboxBacklog(f"{folder}/{inbox}", "in", scope, inbox, waiting, age, left))
     if outbox:
         for team in subdirs(os.path.join(root, "outbox")):
             waiting, age = _count(os.path.join(team.path, "new"), now)
-            rows.append(InboxBacklog(f"outbox/{team.name}", "out", None, team.name, waiting, age))
+            left = len(_tmp_files(team.path, now, ABANDONED_AFTER))
+            rows.append(InboxBacklog(f"outbox/{team.name}", "out", None, team.name, waiting, age, left))
     return rows
+
+
+def _tmp_files(box: str, now: float, older_than: float) -> list[str]:
+    """The paths of the files in ``box``'s tmp/ untouched (mtime) for more than ``older_than`` seconds."""
+    found: list[str] = []
+    try:
+        with os.scandir(os.path.join(box, "tmp")) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > older_than:
+                        found.append(entry.path)
+                except FileNotFoundError:
+                    continue
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return found
+
+
+def remove_abandoned(root: Path, *, now: float | None = None, older_than: float = TMP_EXPIRY) -> list[str]:
+    """Delete the files left in the inboxes' and outboxes' tmp/ for more than ``older_than``
+    seconds (Maildir's 36 hours by default); the paths removed."""
+    now = time.time() if now is None else now
+    boxes = [os.path.dirname(new) for _, _, new in inboxes(root)]
+    boxes += [team.path for team in subdirs(os.path.join(root, "outbox"))]
+    removed: list[str] = []
+    for box in boxes:
+        for path in _tmp_files(box, now, older_than):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            removed.append(path)
+    return removed
 
 
 def dlq_count(root: Path) -> int:

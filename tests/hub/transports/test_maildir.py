@@ -330,6 +330,25 @@ def test_backlog_and_one_stale_warning_per_inbox(root: Path, hub: StoreHub, capl
     assert sum("stale after" in r.getMessage() for r in caplog.records) == 1  # warned again: new backlog
 
 
+def test_files_left_in_tmp_for_36_hours_are_removed_and_nothing_else(root: Path, hub: StoreHub, caplog) -> None:
+    waiting = send_dispatch(root, "user:1", "notes", sender="cron", body="x")
+    now = waiting.stat().st_mtime
+    tmp = root / "user-1" / "notes" / "tmp"
+    tmp.mkdir(exist_ok=True)
+    (root / "outbox" / "cron" / "tmp").mkdir(parents=True, exist_ok=True)
+    ages = {tmp / "dead.writer": 37, tmp / "slow.writer": 30, root / "outbox" / "cron" / "tmp" / "dead.out": 40}
+    for path, hours in ages.items():
+        path.write_text("partial")
+        os.utime(path, (now - hours * 3600, now - hours * 3600))
+    os.utime(waiting, (now - 40 * 3600, now - 40 * 3600))  # waiting in new/: never removed, however old
+    intake = intake_for(root, hub, stale_after=600, clock=lambda: now)
+    assert {row.box: row.abandoned for row in backlog(root, now=now)} == {"user-1/notes": 2, "outbox/cron": 1}
+    with caplog.at_level("WARNING"):
+        intake.check_stale()
+    assert sorted(p.name for p in ages if p.exists()) == ["slow.writer"]
+    assert waiting.exists() and "removed 2 file(s) left in tmp/" in caplog.text
+
+
 # -- erasure --------------------------------------------------------------------------
 
 

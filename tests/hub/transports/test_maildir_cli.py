@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,18 @@ def test_status_counts_the_dlq(root: Path, hub: StoreHub) -> None:
     asyncio.run(MaildirIntake(root, agents=AGENTS, deliver=hub.deliver).drain_once())
     assert "dlq: 1 file(s)" in run("status", "--root", str(root)).output
     assert json.loads(run("status", "--root", str(root), "--json").output)["dlq"] == 1
+
+
+def test_status_shows_files_a_dead_writer_left_in_tmp(root: Path) -> None:
+    run("send", "--root", str(root), "--scope", "user:1", "--to", "notes", "--from", "cron", "-", input="ok\n")
+    tmp = root / "user-1" / "notes" / "tmp"
+    tmp.mkdir(exist_ok=True)
+    left, writing = tmp / "1700000000.M1P9.host", tmp / "1700000001.M2P9.host"
+    left.write_text("half a dispatch")
+    writing.write_text("being written now")
+    hour_ago = left.stat().st_mtime - 2 * 3600
+    os.utime(left, (hour_ago, hour_ago))
+
+    [row] = json.loads(run("status", "--root", str(root), "--json").output)["inboxes"]
+    assert (row["box"], row["waiting"], row["abandoned"]) == ("user-1/notes", 1, 1)  # the fresh write is not counted
+    assert "1 abandoned in tmp/" in run("status", "--root", str(root)).output
