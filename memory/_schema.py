@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlite_utils
 
-from ._search import create_search_schema
+from ._search import count_search_documents, create_search_schema
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_scope", "lock_scope", "migrate"]
 
@@ -387,6 +387,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v5_numbers_and_delivery,
     _v6_team,
     _v7_digest,
+    count_search_documents,
 ]
 
 

@@ -426,6 +426,23 @@ def test_no_neighbour_context_leaks_across_scopes(store: Store) -> None:
     assert store.search("user:1", "swordfish launch code") == []
 
 
+@on_both_backends
+def test_another_scopes_words_never_change_this_scopes_order(store: Store) -> None:
+    # In user:1 "kayak" is the rare word, so the kayak message ranks first. Another
+    # scope full of kayaks must not make "lake" look the rarer word here.
+    kayak = add(store, "user:1", "we took the kayak out", ts=NOW - 5)
+    for n in range(3):
+        add(store, "user:1", f"the lake was calm, day {n}", ts=NOW - 4 + n)
+    for n in range(6):
+        add(store, "user:1", f"nothing much happened, note {n}", ts=NOW - 10 - n)
+    alone = {m: ids(store.search("user:1", "kayak lake", method=m, now=NOW)) for m in ("bm25", "hybrid")}
+    assert alone["bm25"][0] == kayak
+    for n in range(300):
+        add(store, "user:2", f"kayak kayak rental number {n}", ts=NOW - 20)
+    for method, order in alone.items():
+        assert ids(store.search("user:1", "kayak lake", method=method, now=NOW)) == order, method
+
+
 # -- index sync -------------------------------------------------------------------------------
 
 
@@ -539,6 +556,46 @@ def test_existing_database_is_indexed_by_the_migration(tmp_path: Path) -> None:
         assert {h.kind for h in store.search("user:1", "walrus")} == {"message", "vault"}
         later = add(store, "user:1", "another walrus")
         assert later in ids(store.search("user:1", "walrus"))
+
+
+def test_each_scopes_document_count_is_backfilled_and_follows_every_write(tmp_path: Path) -> None:
+    # BM25's N per scope: counted by the migration for rows written before it, then kept
+    # by triggers through inserts, deletes, a move to another scope and erasure.
+    path = tmp_path / "old.db"
+    db = sqlite_utils.Database(path)
+    for step in MIGRATIONS[:-1]:
+        step(db)
+    db.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 1}")
+    db.execute("INSERT INTO scopes VALUES ('user:1', 'user', 0)")
+    for n in range(3):
+        db.execute("INSERT INTO messages(scope, role, text, ts) VALUES ('user:1', 'user', ?, 1)", (f"old {n}",))
+    db.execute("INSERT INTO vault(scope, kind, title, body, created, updated) VALUES ('user:1', 'note', '', 'memo', 1, 1)")
+    db.conn.commit()
+    db.close()
+
+    def counts(store: Store) -> dict[str, int]:
+        indexed = {
+            scope: store.query("SELECT count(*) FROM search_fts WHERE rowid BETWEEN ? * ? AND (? + 1) * ? - 1", (num, 1 << 40, num, 1 << 40))[0][0]
+            for num, scope in store.query("SELECT num, scope FROM search_scopes")
+        }
+        kept = dict(store.query("SELECT scope, docs FROM search_scopes"))
+        assert kept == indexed  # the count is what the index holds
+        return kept
+
+    with Store(path) as store:
+        assert counts(store) == {"user:1": 4}
+        first = add(store, "user:2", "new scope, first message")
+        add(store, "user:2", "and a second")
+        add_vault(store, "user:2", "Note", "a vault note")
+        assert counts(store) == {"user:1": 4, "user:2": 3}
+        with store.transaction() as conn:
+            conn.execute("DELETE FROM messages WHERE id = ?", (first,))
+            conn.execute("UPDATE messages SET text = 'edited' WHERE scope = 'user:1'")  # text only: no change
+        assert counts(store) == {"user:1": 4, "user:2": 2}
+        store.move_scope("user:2", "group:9")
+        assert counts(store) == {"user:1": 4, "group:9": 2}
+        store.erase("user:1")
+        assert counts(store) == {"group:9": 2}
 
 
 # -- stemming -----------------------------------------------------------------------------------
