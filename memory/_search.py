@@ -647,12 +647,33 @@ def _table_docs(conn: sqlite3.Connection) -> int:
     return value
 
 
+def _table_frequency(conn: sqlite3.Connection, owner: Any) -> Callable[[str], int | None]:
+    """Each stem's document count over the whole index (FTS5's n, for its idf): from the
+    typo vocabulary when this store has it loaded, else from FTS5's vocabulary table (a
+    walk of the term's doclist, as long as FTS5's own idf pass). The cached count may be
+    a little stale; it only sets how far a term's score is rescaled."""
+    with _VOCAB_LOCK:
+        try:
+            cached = _VOCABS.get(owner)
+        except TypeError:
+            cached = None
+
+    def frequency(stem: str) -> int | None:
+        if cached is not None and stem in cached.df:
+            return cached.df[stem]
+        row = conn.execute("SELECT doc FROM search_vocab WHERE term = ?", (stem,)).fetchone()
+        return None if row is None else int(row[0])
+
+    return frequency
+
+
 def _ranked(
     conn: sqlite3.Connection,
     words: Sequence[str],
     dfs: dict[str, int],
     ranges: _Ranges,
     limit: int,
+    table_frequency: Callable[[str], int | None] | None = None,
 ) -> list[int]:
     """Document keys ranked by BM25 over ``words``, within the rank budget.
 
@@ -676,14 +697,15 @@ def _ranked(
         # on its own, rescaled from the table's idf to the scope's, and summed (in SQLite:
         # only the top ``limit`` keys come back). One term needs no rescaling for its order.
         table_docs = _table_docs(conn) if len(chosen) > 1 else 0
+        frequency = table_frequency or _table_frequency(conn, None)
         selects: list[str] = []
         params: list[Any] = []
         for word in chosen:
             factor = 1.0  # a word FTS5 splits into several tokens keeps the table's idf
             if table_docs and ranges.docs:
-                found = conn.execute("SELECT doc FROM search_vocab WHERE term = ?", (porter_stem(word),)).fetchone()
+                found = frequency(porter_stem(word))
                 if found is not None:
-                    factor = _bm25_idf(ranges.docs, dfs[word]) / _bm25_idf(table_docs, int(found[0]))
+                    factor = _bm25_idf(ranges.docs, dfs[word]) / _bm25_idf(table_docs, found)
             for lo, hi in ranges.parts:
                 selects.append(
                     f"SELECT rowid AS key, ? * bm25(search_fts, {_BODY_WEIGHT}, {_CTX_WEIGHT}) AS score"
@@ -1023,6 +1045,7 @@ def search_archive(
         if ranges is None:
             return []
         dfs = {t.word: _count_capped(conn, _phrase(t.word), ranges, _RANK_BUDGET) for t in terms}
+        frequency = _table_frequency(conn, source)
         lists: list[list[int]] = []
         dated = method in ("hybrid", "hybrid_semantic") and _DATE_WEIGHT > 0
         windows = [
@@ -1033,17 +1056,17 @@ def search_archive(
         deep: list[int] = []
         if method in ("bm25", "hybrid", "hybrid_semantic"):
             # With a date, deeper: the window's own ranking is this list's order within it
-            # (FTS5's idf is table-wide, so a range query would rank them the same).
-            deep = _ranked(conn, [t.word for t in terms], dfs, ranges, _DATE_DEPTH if windows else pool)
+            # (the idf is the scope's, so a query over the window alone would rank them the same).
+            deep = _ranked(conn, [t.word for t in terms], dfs, ranges, _DATE_DEPTH if windows else pool, frequency)
             lists.append(deep[:pool])
         if method in ("fuzzy", "hybrid", "hybrid_semantic"):
             _expand_typos(conn, source, terms, dfs, ranges)
             if method == "fuzzy":  # on its own: the whole query, spelling-tolerant
                 lists.append(
-                    _ranked(conn, [w for t in terms for w in (t.word, *t.alts)], dfs, ranges, pool)
+                    _ranked(conn, [w for t in terms for w in (t.word, *t.alts)], dfs, ranges, pool, frequency)
                 )
             elif any(t.alts for t in terms):  # beside bm25, which already ranks the words as typed
-                lists.append(_ranked(conn, [a for t in terms for a in t.alts], dfs, ranges, pool))
+                lists.append(_ranked(conn, [a for t in terms for a in t.alts], dfs, ranges, pool, frequency))
         if method != "semantic":
             lists.extend(_symbol_matches(conn, scope, ranges, symbol, before_id, pool) for symbol in symbols)
         weights = [1.0] * len(lists)
