@@ -10,6 +10,7 @@ __all__ = [
     "STOPWORDS",
     "back_reference",
     "content_terms",
+    "correction_opening",
     "deictic_nouns",
     "first_person",
     "language_of",
@@ -214,6 +215,82 @@ SWITCH_CUES: dict[str, re.Pattern[str]] = {
     "pt": re.compile(r"\b(?:também|além disso)\b", re.I),
     "cyrillic": re.compile(r"(?<!\w)(?:тоже|также|ещё|еще)(?!\w)", re.I),
 }
+
+
+# -- Openings of a correction of the reply just before ("no, I meant the work list"): what
+# was meant must follow a "no", so a polite "no, thanks" / "Nein, danke" is no correction.
+# What a polite English "no" goes on with: "no, it's enough thanks", "no, that's fine".
+_DECLINED = r"(?:enough|fine|ok|okay|alright|all\s+(?:right|good|set)|good|great|perfect|plenty)"
+_NO = r"\s*[,:;.!–—-]+\s*"  # "no" and then punctuation: "no, ...", "nein - ..."
+CORRECTIONS: dict[str, re.Pattern[str]] = {
+    "en": re.compile(
+        rf"""^\s*(?:
+            (?:no|nope|nah){_NO}(?!(?:(?:it|that)(?:'?s|\s+is)|i'?m)?\s*(?:just\s+)?{_DECLINED}\b)
+                (?:i\s+(?:meant|mean|said|asked|wanted)\b|that'?s\s+not\b|not\b|wrong\b|it'?s\b|it\s+(?:is|was)\b|the\b|my\b)
+          | (?:no|nope)\s+i\s+(?:meant|mean|said|asked|wanted)\b
+          | i\s+(?:meant|said|asked\s+for)\b
+          | not\s+(?:that|this|what\s+i\s+(?:meant|asked|said|wanted))\b
+          | (?:that'?s|that\s+is|this\s+is)\s+(?:wrong|not\s+(?:right|it|what\s+i\s+(?:meant|asked|said|wanted)))\b
+          | wrong\b\s*[,:;.!–—-]?
+          | (?:incorrect|actually\s*,\s*i\s+meant)\b
+        )""",
+        re.IGNORECASE | re.VERBOSE,
+    ),
+    "de": re.compile(
+        rf"^\s*(?:(?:nein|ne){_NO})?(?:ich\s+(?:meinte|meine|wollte|sagte)\b|nicht\s+(?:das|die|den|diese[nmrs]?)\b"
+        r"|falsch\b|das\s+(?:ist|war)\s+(?:falsch|nicht\s+(?:richtig|das|was\s+ich))\b|das\s+meinte\s+ich\s+nicht\b)",
+        re.I,
+    ),
+    "fr": re.compile(
+        rf"^\s*(?:non{_NO})?(?:je\s+(?:voulais\s+dire|parlais\s+d|veux\s+dire)|pas\s+(?:ça|celle|celui|cette)\b"
+        r"|c'est\s+faux\b|faux\b|ce\s+n'est\s+pas\s+(?:ça|ce\s+que|la\s+bonne|le\s+bon)\b)",
+        re.I,
+    ),
+    "es": re.compile(
+        rf"^\s*(?:no{_NO})?(?:(?:quise|quería)\s+decir\b|me\s+refería\b|eso\s+no\b|(?:esa|ese)\s+no\b"
+        r"|(?:está|esta)\s+mal\b|incorrecto\b|no\s+es\s+(?:eso|lo\s+que)\b)",
+        re.I,
+    ),
+    "it": re.compile(
+        rf"^\s*(?:no{_NO})?(?:intendevo\b|volevo\s+dire\b|non\s+(?:quello|quella|questo|questa)\b|sbagliato\b"
+        r"|è\s+sbagliat[oa]\b|non\s+è\s+(?:quello|giusto)\b)",
+        re.I,
+    ),
+    "pt": re.compile(
+        rf"^\s*(?:não{_NO})?(?:(?:eu\s+)?(?:quis|queria)\s+dizer\b|me\s+referia\b|isso\s+não\b|errado\b"
+        r"|está\s+errad[oa]\b|não\s+é\s+(?:isso|o\s+que)\b)",
+        re.I,
+    ),
+    "nl": re.compile(
+        rf"^\s*(?:nee{_NO})?(?:ik\s+bedoelde\b|niet\s+(?:die|dat|deze)\b|fout\b|dat\s+is\s+(?:fout|niet\s+goed)\b)",
+        re.I,
+    ),
+    "cyrillic": re.compile(
+        rf"^\s*(?:нет{_NO})?(?:я\s+имел[аи]?\s+в\s+виду|я\s+имею\s+в\s+виду|не\s+(?:то|это|та|тот|ту)(?!\w)"
+        r"|неправильно|неверно|это\s+не\s+то(?!\w))",
+        re.I,
+    ),
+    # Written without spaces: "違う", "そうじゃなくて" ("not that, but"), "不对", "我是说" ("I meant").
+    "kana": re.compile(r"^\s*(?:いや[、,]\s*)?(?:違う|違います|ちがう|そうじゃな|それじゃな)"),
+    "han": re.compile(r"^\s*(?:不对|错了|不是这个|我是说|我的意思是)"),
+}
+
+
+def correction_opening(text: str) -> re.Match[str] | None:
+    """The opening of a correction in the message's language, or None. Latin-script text
+    is tried in each Latin-script language, its own first: short messages share function
+    words ("No, intendevo la lista del lavoro" reads as Spanish), and each opening is a
+    phrase of its own language only."""
+    language = language_of(text)
+    if language in FUNCTION_WORDS or language == "und":
+        own = "en" if language == "und" else language
+        for name in (own, *(name for name in FUNCTION_WORDS if name != own and name in CORRECTIONS)):
+            found = CORRECTIONS[name].match(text)
+            if found:
+                return found
+        return None
+    pattern = CORRECTIONS.get(language)
+    return pattern.match(text) if pattern else None
 
 
 def _pattern(table: dict[str, re.Pattern[str]], text: str) -> re.Pattern[str] | None:

@@ -148,6 +148,18 @@ def test_a_correction_in_the_next_message_is_feedback_on_the_reply_before_it() -
     assert lessons_of(hub2.store, SCOPE, "tasks") == []
 
 
+@pytest.mark.parametrize("correction", ["Nein, ich meinte die Arbeitsliste", "Нет, я имел в виду рабочий список"])
+def test_a_correction_in_another_language_teaches_the_same_lesson(correction: str) -> None:
+    model = teaching_model()
+    hub = make_hub(model=model)
+    say(hub, "what is on my todo list")
+    say(hub, correction)
+    (lesson,) = lessons_of(hub.store, SCOPE, "tasks")
+    assert lesson.text == LESSON
+    prompt = next(c for c in model.calls if is_lesson_call(c.messages)).messages[1]["content"]
+    assert correction in prompt and "correcting the reply" in prompt
+
+
 @pytest.mark.parametrize(
     "lesson_model",
     [
