@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from scopehub.memory import (
     acquire_claim,
-    active_claims,
+    claims_of,
     expired_claims,
     release_claim,
     renew_claim,
@@ -214,9 +214,9 @@ class ScopeTurns:
 
         A mark runs out when nobody worked the scope for a TTL (its worker died, or the
         message waited that long for a free slot); it is still owed, and skipping it would
-        answer a later message first. ``now=0`` asks for every claim row of the scope.
+        answer a later message first.
         """
-        items = (Owed.parse(c.key) for c in active_claims(self.store, scope, now=0.0))
+        items = (Owed.parse(c.key) for c in claims_of(self.store, scope, prefix=OWED_PREFIX))
         return sorted(item for item in items if item is not None)
 
     # -- the turn ------------------------------------------------------------------------

@@ -30,6 +30,7 @@ __all__ = [
     "Claim",
     "acquire_claim",
     "active_claims",
+    "claims_of",
     "drop_expired_claim",
     "expired_claims",
     "get_claim",
@@ -159,6 +160,16 @@ def active_claims(store: Store, scope: str, now: float | None = None) -> list[Cl
     """The scope's live claims, oldest first."""
     rows = store.query(
         f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND expires > ? ORDER BY acquired, key", (scope, _now(now))
+    )
+    return [_row(row) for row in rows]
+
+
+def claims_of(store: Store, scope: str, *, prefix: str = "") -> list[Claim]:
+    """Every claim row of the scope whose key starts with ``prefix``, live or run out,
+    oldest first (a run-out mark of work still owed is still owed)."""
+    pattern = prefix.replace("%", "").replace("_", "") + "%"
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key LIKE ? ORDER BY acquired, key", (scope, pattern)
     )
     return [_row(row) for row in rows]
 
