@@ -908,8 +908,8 @@ def dated_window(
     first_message: FirstMessage, least: int, most: int, start: float, end: float
 ) -> tuple[int, int] | None:
     """The first and last ids, within ``least..most``, of the messages written in
-    ``[start, end)``; None if there are none. Backend-independent: ``first_message``
-    asks the backend's index (SQLite and PostgreSQL search share it)."""
+    ``[start, end)``; None if there are none. ``first_message`` probes the (scope, id)
+    index; PostgreSQL has a (scope, ts) index and asks it directly."""
     first = _first_id_from(first_message, least, most, start)
     if first is None:
         return None

@@ -3,7 +3,7 @@
 The same pipeline as ``memory/_search.py`` (read its docstring first), with PostgreSQL
 doing the matching and the same Python doing the rest (:func:`fuse_ranked_lists`,
 :func:`rank_documents`: reciprocal rank fusion, query coverage with the sender credit,
-recency, importance; :func:`dated_window`: the date list's bisection over message ids).
+recency, importance; the date list from SQLite's date parsing).
 
 Tables (maintained by triggers on ``messages`` and ``vault``, never written by the store):
 
@@ -61,7 +61,6 @@ from .._search import (
     _query_terms,
     _Term,
     check_method,
-    dated_window,
     fuse_ranked_lists,
     rank_documents,
 )
@@ -499,26 +498,18 @@ def _symbol_matches(conn: psycopg.Connection, where: _Scope, symbol: str, limit:
 
 
 def _date_windows(conn: psycopg.Connection, where: _Scope, query: str) -> list[tuple[int, int]]:
-    """The first and last ids of the scope's messages written on each date the query
-    names (SQLite's date list: :func:`dated_window`'s bisection over the (scope, id) index)."""
-    dates = _query_dates(query)
-    if not dates:
-        return []
-    least, most = conn.execute(
-        "SELECT min(id), max(id) FROM messages WHERE scope = %s AND id < %s",
-        (where.scope, where.before_id if where.before_id is not None else _VAULT_OFFSET),
-    ).fetchone()
-    if least is None:
-        return []
-
-    def first_message(lo: int, hi: int) -> tuple[int, float] | None:
-        return conn.execute(
-            "SELECT id, ts FROM messages WHERE scope = %s AND id BETWEEN %s AND %s ORDER BY id LIMIT 1",
-            (where.scope, lo, hi),
+    """The first and last ids of the scope's messages written on each date the query names
+    (SQLite's date list), each from one range scan of the (scope, ts) index."""
+    bound = where.before_id if where.before_id is not None else _VAULT_OFFSET
+    windows: list[tuple[int, int]] = []
+    for start, end in _query_dates(query):
+        first, last = conn.execute(
+            "SELECT min(id), max(id) FROM messages WHERE scope = %s AND ts >= %s AND ts < %s AND id < %s",
+            (where.scope, start, end, bound),
         ).fetchone()
-
-    found = (dated_window(first_message, int(least), int(most), start, end) for start, end in dates)
-    return [window for window in found if window is not None]
+        if first is not None:
+            windows.append((int(first), int(last)))
+    return windows
 
 
 def _predecessors(conn: psycopg.Connection, scope: str, keys: Sequence[int]) -> list[int]:
