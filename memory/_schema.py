@@ -378,6 +378,14 @@ def _v7_digest(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v9_answer_lookups(db: sqlite_utils.Database) -> None:
+    """Indexes for "is this message answered?", asked several times a turn: without them
+    both lookups scanned their whole table (16 ms at 200,000 calls). PostgreSQL has had
+    them since its first version."""
+    db.execute("CREATE INDEX messages_reply_to ON messages(reply_to) WHERE reply_to IS NOT NULL")
+    db.execute("CREATE INDEX calls_message ON calls(message_id)")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_core,
@@ -388,6 +396,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v6_team,
     _v7_digest,
     count_search_documents,
+    _v9_answer_lookups,
 ]
 
 

@@ -211,3 +211,20 @@ def test_an_import_commits_batch_by_batch(tmp_path):
     assert report.added == 1050
     assert seen == [(index, index // 100 * 100) for index in range(1050)]
     assert reader.execute("SELECT count(*) FROM messages").fetchone()[0] == 1050
+
+
+def test_is_answered_reads_indexes_not_whole_tables(tmp_path):
+    # Asked several times a turn: a scan of messages or calls grows with the whole database.
+    store = Store(tmp_path / "hub.db")
+    asked = store.append(NewMessage(scope="user:1", role="user", text="hi", ts=1.0))
+    assert not store.is_answered(asked.id)
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)
+    store.is_answered(asked.id)
+    store.conn.set_trace_callback(None)
+    [sql] = [s for s in statements if "SELECT" in s]
+    plan = " | ".join(row[3] for row in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "SCAN messages" not in plan and "SCAN calls" not in plan, plan
+    store.append(NewMessage(scope="user:1", role="agent", agent="general", text="hello", ts=2.0, reply_to=asked.id))
+    assert store.is_answered(asked.id)
+    store.close()
