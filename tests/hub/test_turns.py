@@ -150,49 +150,40 @@ def test_the_sweep_works_a_dead_workers_chats_side_by_side(tmp_path):
         assert sorted(answered) == list(scopes)
 
 
-def test_a_worker_whose_event_loop_is_busy_keeps_its_turn(tmp_path):
-    # One answer keeps the worker's event loop busy for longer than the TTL (other chats'
-    # work, blocking database calls): its turn is renewed from a thread, so no other worker
-    # takes the chat over and sends the reply it is still sending.
-    ttl = 1.5
+def another_worker_tries_the_turn(tmp_path, *, ttl: float, after: float, loop_blocked: float) -> bool:
+    """Worker A answers one message with its event loop blocked for ``loop_blocked`` seconds
+    (and then until worker B has tried); B tries to take the turn ``after`` seconds in.
+    Whether B got it."""
     with Store(tmp_path / "hub.db") as store:
         (message,) = stored(store, 1)
         taken: list[bool] = []
 
         def other_worker() -> None:
-            time.sleep(2.5)  # well past the TTL
+            time.sleep(after)
             taken.append(acquire_claim(store, SCOPE, TURN_KEY, "worker-b", note="the other worker", ttl=ttl) is not None)
 
         async def work(scope: str, item: Owed) -> None:
             other = threading.Thread(target=other_worker)
             other.start()
-            time.sleep(4.0)  # blocking on purpose: nothing else on this loop runs meanwhile
+            time.sleep(loop_blocked)  # blocking on purpose: nothing else on this loop runs meanwhile
             other.join()
 
         turns = ScopeTurns(store, "worker-a", work, ttl=ttl)
         turns.owe(SCOPE, message, "m0")
         assert asyncio.run(turns.run(SCOPE)) == 1
-        assert taken == [False]
+        (got,) = taken
+        return got
+
+
+def test_a_worker_whose_event_loop_is_busy_keeps_its_turn(tmp_path):
+    # One answer keeps the worker's event loop busy for longer than the TTL (other chats'
+    # work, blocking database calls): its turn is renewed from a thread, so no other worker
+    # takes the chat over and sends the reply it is still sending.
+    assert not another_worker_tries_the_turn(tmp_path, ttl=1.5, after=2.5, loop_blocked=4.0)  # well past the TTL
 
 
 def test_a_worker_whose_event_loop_is_stuck_lets_its_turn_run_out(tmp_path):
     # Busy is not stuck: a loop that runs nothing for LOOP_STALL_TTLS TTLs (a call hung for
     # good) stops renewing, and another worker takes the chat over as from a dead one.
     ttl = 0.5
-    with Store(tmp_path / "hub.db") as store:
-        (message,) = stored(store, 1)
-        taken: list[bool] = []
-
-        def other_worker() -> None:
-            time.sleep(LOOP_STALL_TTLS * ttl + 1.5)
-            taken.append(acquire_claim(store, SCOPE, TURN_KEY, "worker-b", note="the other worker", ttl=ttl) is not None)
-
-        async def work(scope: str, item: Owed) -> None:
-            other = threading.Thread(target=other_worker)
-            other.start()
-            other.join()  # blocking on purpose, until the other worker tried
-
-        turns = ScopeTurns(store, "worker-a", work, ttl=ttl)
-        turns.owe(SCOPE, message, "m0")
-        asyncio.run(turns.run(SCOPE))
-        assert taken == [True]
+    assert another_worker_tries_the_turn(tmp_path, ttl=ttl, after=LOOP_STALL_TTLS * ttl + 1.5, loop_blocked=0.0)
