@@ -881,11 +881,7 @@ def _query_dates(query: str) -> list[tuple[float, float]]:
     return windows[:_MAX_DATES]
 
 
-# The first message (id, ts) of the scope with an id in lo..hi, by id; None if there is none.
-FirstMessage = Callable[[int, int], "tuple[int, float] | None"]
-
-
-def _first_id_from(first_message: FirstMessage, lo: int, hi: int, ts: float) -> int | None:
+def _first_id_from(conn: sqlite3.Connection, scope: str, lo: int, hi: int, ts: float) -> int | None:
     """The smallest message id in ``lo..hi`` of the scope whose ``ts`` is at least ``ts``.
 
     Bisection over ids, one indexed probe each: messages are stored in time order, so ids
@@ -894,7 +890,10 @@ def _first_id_from(first_message: FirstMessage, lo: int, hi: int, ts: float) -> 
     found = None
     while lo <= hi:
         mid = (lo + hi) // 2
-        row = first_message(mid, hi)
+        row = conn.execute(
+            "SELECT id, ts FROM messages WHERE scope = ? AND id >= ? AND id <= ? ORDER BY id LIMIT 1",
+            (scope, mid, hi),
+        ).fetchone()
         if row is None:
             hi = mid - 1
         elif row[1] >= ts:
@@ -902,20 +901,6 @@ def _first_id_from(first_message: FirstMessage, lo: int, hi: int, ts: float) -> 
         else:
             lo = int(row[0]) + 1
     return found
-
-
-def dated_window(
-    first_message: FirstMessage, least: int, most: int, start: float, end: float
-) -> tuple[int, int] | None:
-    """The first and last ids, within ``least..most``, of the messages written in
-    ``[start, end)``; None if there are none. ``first_message`` probes the (scope, id)
-    index; PostgreSQL has a (scope, ts) index and asks it directly."""
-    first = _first_id_from(first_message, least, most, start)
-    if first is None:
-        return None
-    after = _first_id_from(first_message, first, most, end)
-    last = most if after is None else after - 1
-    return (first, last) if last >= first else None
 
 
 def _date_ranges(
@@ -935,17 +920,14 @@ def _date_ranges(
     most = conn.execute(
         "SELECT max(id) FROM messages WHERE scope = ? AND id BETWEEN ? AND ?", (scope, lo_id, hi_id)
     ).fetchone()[0]
-
-    def first_message(lo: int, hi: int) -> tuple[int, float] | None:
-        return conn.execute(
-            "SELECT id, ts FROM messages WHERE scope = ? AND id >= ? AND id <= ? ORDER BY id LIMIT 1",
-            (scope, lo, hi),
-        ).fetchone()
-
-    window = dated_window(first_message, int(least), int(most), start, end)
-    if window is None:
+    first = _first_id_from(conn, scope, int(least), int(most), start)
+    if first is None:
         return None
-    return _Ranges(ranges.base, ((ranges.base + window[0], ranges.base + window[1]),), ranges.docs)
+    after = _first_id_from(conn, scope, first, int(most), end)
+    last = int(most) if after is None else after - 1
+    if last < first:
+        return None
+    return _Ranges(ranges.base, ((ranges.base + first, ranges.base + last),), ranges.docs)
 
 
 def _recency(ts: float, now: float, half_life_days: float | None) -> float:
