@@ -647,24 +647,29 @@ def _table_docs(conn: sqlite3.Connection) -> int:
     return value
 
 
-def _table_frequency(conn: sqlite3.Connection, owner: Any) -> Callable[[str], int | None]:
-    """Each stem's document count over the whole index (FTS5's n, for its idf): from the
-    typo vocabulary when this store has it loaded, else from FTS5's vocabulary table (a
-    walk of the term's doclist, as long as FTS5's own idf pass). The cached count may be
-    a little stale; it only sets how far a term's score is rescaled."""
+def _table_idf(conn: sqlite3.Connection, owner: Any) -> Callable[[str], float | None]:
+    """FTS5's own idf of a stem, over the whole index (None for a stem it does not hold).
+    The index's row count is read once, when first needed; a stem's document count comes
+    from the typo vocabulary when this store has it loaded, else from FTS5's vocabulary
+    table (a walk of the term's doclist, as long as FTS5's own idf pass). The cached count
+    may be a little stale; it only sets how far a term's score is rescaled."""
     with _VOCAB_LOCK:
         try:
             cached = _VOCABS.get(owner)
         except TypeError:
             cached = None
+    table_docs: list[int] = []
 
-    def frequency(stem: str) -> int | None:
-        if cached is not None and stem in cached.df:
-            return cached.df[stem]
-        row = conn.execute("SELECT doc FROM search_vocab WHERE term = ?", (stem,)).fetchone()
-        return None if row is None else int(row[0])
+    def idf(stem: str) -> float | None:
+        hits = cached.df.get(stem) if cached is not None else None
+        if hits is None:
+            row = conn.execute("SELECT doc FROM search_vocab WHERE term = ?", (stem,)).fetchone()
+            hits = None if row is None else int(row[0])
+        if not table_docs:
+            table_docs.append(_table_docs(conn))
+        return None if hits is None or not table_docs[0] else _bm25_idf(table_docs[0], hits)
 
-    return frequency
+    return idf
 
 
 def _ranked(
@@ -673,7 +678,7 @@ def _ranked(
     dfs: dict[str, int],
     ranges: _Ranges,
     limit: int,
-    table_frequency: Callable[[str], int | None] | None = None,
+    table_idf: Callable[[str], float | None],
 ) -> list[int]:
     """Document keys ranked by BM25 over ``words``, within the rank budget.
 
@@ -696,16 +701,14 @@ def _ranked(
         # FTS5's bm25() of an OR query is the sum of each term's, so each term is scored
         # on its own, rescaled from the table's idf to the scope's, and summed (in SQLite:
         # only the top ``limit`` keys come back). One term needs no rescaling for its order.
-        table_docs = _table_docs(conn) if len(chosen) > 1 else 0
-        frequency = table_frequency or _table_frequency(conn, None)
+        rescale = len(chosen) > 1 and ranges.docs > 0
         selects: list[str] = []
         params: list[Any] = []
         for word in chosen:
             factor = 1.0  # a word FTS5 splits into several tokens keeps the table's idf
-            if table_docs and ranges.docs:
-                found = frequency(porter_stem(word))
-                if found is not None:
-                    factor = _bm25_idf(ranges.docs, dfs[word]) / _bm25_idf(table_docs, found)
+            table = table_idf(porter_stem(word)) if rescale else None
+            if table is not None:
+                factor = _bm25_idf(ranges.docs, dfs[word]) / table
             for lo, hi in ranges.parts:
                 selects.append(
                     f"SELECT rowid AS key, ? * bm25(search_fts, {_BODY_WEIGHT}, {_CTX_WEIGHT}) AS score"
@@ -1027,7 +1030,7 @@ def search_archive(
         if ranges is None:
             return []
         dfs = {t.word: _count_capped(conn, _phrase(t.word), ranges, _RANK_BUDGET) for t in terms}
-        frequency = _table_frequency(conn, source)
+        table_idf = _table_idf(conn, source)
         lists: list[list[int]] = []
         dated = method in ("hybrid", "hybrid_semantic") and _DATE_WEIGHT > 0
         windows = [
@@ -1039,16 +1042,16 @@ def search_archive(
         if method in ("bm25", "hybrid", "hybrid_semantic"):
             # With a date, deeper: the window's own ranking is this list's order within it
             # (the idf is the scope's, so a query over the window alone would rank them the same).
-            deep = _ranked(conn, [t.word for t in terms], dfs, ranges, _DATE_DEPTH if windows else pool, frequency)
+            deep = _ranked(conn, [t.word for t in terms], dfs, ranges, _DATE_DEPTH if windows else pool, table_idf)
             lists.append(deep[:pool])
         if method in ("fuzzy", "hybrid", "hybrid_semantic"):
             _expand_typos(conn, source, terms, dfs, ranges)
             if method == "fuzzy":  # on its own: the whole query, spelling-tolerant
                 lists.append(
-                    _ranked(conn, [w for t in terms for w in (t.word, *t.alts)], dfs, ranges, pool, frequency)
+                    _ranked(conn, [w for t in terms for w in (t.word, *t.alts)], dfs, ranges, pool, table_idf)
                 )
             elif any(t.alts for t in terms):  # beside bm25, which already ranks the words as typed
-                lists.append(_ranked(conn, [a for t in terms for a in t.alts], dfs, ranges, pool, frequency))
+                lists.append(_ranked(conn, [a for t in terms for a in t.alts], dfs, ranges, pool, table_idf))
         if method != "semantic":
             lists.extend(_symbol_matches(conn, scope, ranges, symbol, before_id, pool) for symbol in symbols)
         weights = [1.0] * len(lists)
