@@ -164,12 +164,16 @@ def active_claims(store: Store, scope: str, now: float | None = None) -> list[Cl
     return [_row(row) for row in rows]
 
 
+def _starting(prefix: str) -> str:
+    """The LIKE pattern of keys starting with ``prefix`` (its own wildcards taken out)."""
+    return prefix.replace("%", "").replace("_", "") + "%"
+
+
 def claims_of(store: Store, scope: str, *, prefix: str = "") -> list[Claim]:
     """Every claim row of the scope whose key starts with ``prefix``, live or run out,
     oldest first (a run-out mark of work still owed is still owed)."""
-    pattern = prefix.replace("%", "").replace("_", "") + "%"
     rows = store.query(
-        f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key LIKE ? ORDER BY acquired, key", (scope, pattern)
+        f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key LIKE ? ORDER BY acquired, key", (scope, _starting(prefix))
     )
     return [_row(row) for row in rows]
 
@@ -180,10 +184,9 @@ def expired_claims(store: Store, *, prefix: str = "", now: float | None = None, 
     Across scopes on purpose, like ``due_reminders``: recovery is global. ``prefix``
     filters keys (``"message:"`` finds answers that were in flight).
     """
-    pattern = prefix.replace("%", "").replace("_", "") + "%"
     rows = store.query(
         f"SELECT {_COLUMNS} FROM claims WHERE expires <= ? AND key LIKE ? ORDER BY expires LIMIT ?",
-        (_now(now), pattern, int(limit)),
+        (_now(now), _starting(prefix), int(limit)),
     )
     return [_row(row) for row in rows]
 
