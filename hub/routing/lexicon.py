@@ -282,15 +282,11 @@ def correction_opening(text: str) -> re.Match[str] | None:
     words ("No, intendevo la lista del lavoro" reads as Spanish), and each opening is a
     phrase of its own language only."""
     language = language_of(text)
+    names: tuple[str, ...] = (language,)
     if language in FUNCTION_WORDS or language == "und":
         own = "en" if language == "und" else language
-        for name in (own, *(name for name in FUNCTION_WORDS if name != own and name in CORRECTIONS)):
-            found = CORRECTIONS[name].match(text)
-            if found:
-                return found
-        return None
-    pattern = CORRECTIONS.get(language)
-    return pattern.match(text) if pattern else None
+        names = (own, *(name for name in FUNCTION_WORDS if name != own))
+    return next((found for name in names if name in CORRECTIONS and (found := CORRECTIONS[name].match(text))), None)
 
 
 def _pattern(table: dict[str, re.Pattern[str]], text: str) -> re.Pattern[str] | None:
