@@ -369,18 +369,17 @@ def _model_proto(model: PackedE5, *, ranges: dict[str, np.ndarray] | None = None
         if not input_folded:
             smoothed = f"{name}.sm"
             nodes.append(_node("Mul", [source, floats(f"{name}.f", 1.0 / factor)], [smoothed]))
-        if name.rsplit(".", 1)[-1] not in PER_TOKEN_PRODUCTS:
+        if name.rsplit(".", 1)[-1] in PER_TOKEN_PRODUCTS:
+            # Each token divided by its largest value, so that one token's range (the first
+            # token's is often far wider) does not coarsen the others' quantisation.
+            nodes.append(_node("Abs", [smoothed], [f"{name}.abs"]))
+            nodes.append(_node("ReduceMax", [f"{name}.abs", "last_axis"], [f"{name}.max"], keepdims=1))
+            nodes.append(_node("Add", [f"{name}.max", "tiny"], [f"{name}.peak"]))  # a row of zeros stays zeros
+            nodes.append(_node("Div", [smoothed, f"{name}.peak"], [f"{name}.n"]))
+            nodes.append(_node("DynamicQuantizeMatMul", [f"{name}.n", f"{name}.w", f"{name}.s"], [f"{name}.mmn"], "com.microsoft"))
+            nodes.append(_node("Mul", [f"{name}.mmn", f"{name}.peak"], [f"{name}.mm"]))
+        else:
             nodes.append(_node("DynamicQuantizeMatMul", [smoothed, f"{name}.w", f"{name}.s"], [f"{name}.mm"], "com.microsoft"))
-            nodes.append(_node("Add", [f"{name}.mm", floats(f"{name}.b", bias)], [f"{name}.y"]))
-            return f"{name}.y"
-        # Each token divided by its largest value, so that one token's range (the first
-        # token's is often far wider) does not coarsen the others' quantisation.
-        nodes.append(_node("Abs", [smoothed], [f"{name}.abs"]))
-        nodes.append(_node("ReduceMax", [f"{name}.abs", "last_axis"], [f"{name}.max"], keepdims=1))
-        nodes.append(_node("Add", [f"{name}.max", "tiny"], [f"{name}.peak"]))  # a row of zeros stays zeros
-        nodes.append(_node("Div", [smoothed, f"{name}.peak"], [f"{name}.n"]))
-        nodes.append(_node("DynamicQuantizeMatMul", [f"{name}.n", f"{name}.w", f"{name}.s"], [f"{name}.mmn"], "com.microsoft"))
-        nodes.append(_node("Mul", [f"{name}.mmn", f"{name}.peak"], [f"{name}.mm"]))
         nodes.append(_node("Add", [f"{name}.mm", floats(f"{name}.b", bias)], [f"{name}.y"]))
         return f"{name}.y"
 
