@@ -1,5 +1,5 @@
 """The Telegram transport end to end: python-telegram-bot's own HTTP client against the
-loopback fake Bot API (tests/fakes/bot_api.py), the hub on a scripted model, a Store in tmp_path.
+loopback fake Bot API (tests/fakes/bot_api/), the hub on a scripted model, a Store in tmp_path.
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ from scopehub.hub.orchestrator import MODEL_SLOW_REPLY
 from scopehub.hub.transports.telegram import (
     CANT_READ,
     CONFIRM_FORGET_ALL,
+    DOCUMENT_UNREADABLE,
     NOT_ADMIN,
     REMINDER_PREFIX,
     strip_mention,
 )
-from scopehub.hub.transports.telegram.bot import DOCUMENT_UNREADABLE
 from scopehub.memory import (
     NewFact,
     Store,

@@ -42,6 +42,19 @@ def scope_for(chat_type: str, chat_id: int, user_id: int | None) -> str:
     return f"group:{chat_id}"
 
 
+def chat_of(scope: str) -> int:
+    """The Telegram chat of a scope: a private chat's id is its user's id; a group's is in its scope."""
+    return int(scope.split(":", 1)[1])
+
+
+def message_number(ext_id: str | None) -> int | None:
+    """The Telegram message id in an ext id ``"<chat id>:<message id>"`` (None for another form)."""
+    if not ext_id or ":" not in ext_id:
+        return None
+    number = ext_id.rsplit(":", 1)[1]
+    return int(number) if number.isdigit() else None
+
+
 def is_allowed(settings: Settings, user_id: int | None, chat_id: int) -> bool:
     """Both lists empty: everyone. Otherwise the sender or the chat must be listed."""
     users, chats = settings.allowed_user_ids, settings.allowed_chat_ids
@@ -229,5 +242,3 @@ class ScopeOrderedProcessor(BaseUpdateProcessor):
             if key is not None and self._tails.get(key) is mine:
                 del self._tails[key]
 
-
-# -- reminders ----------------------------------------------------------------------------

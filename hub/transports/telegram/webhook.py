@@ -3,7 +3,7 @@
 python-telegram-bot's own webhook server answers Telegram 200 as soon as the update is
 in its in-memory queue, so a worker killed right after loses the update (Telegram
 never sends it again). Here the handler stores the message and marks it owed first
-(:meth:`TelegramBot.accept`), and only then answers 200; the answer itself is worked
+(:meth:`.inbox.Inbox.accept`), and only then answers 200; the answer itself is worked
 by whichever worker holds the scope's turn (:mod:`scopehub.hub.turns`), in the
 background. When storing fails (the database restarts) the answer is 503, and Telegram
 delivers the update again later: nothing is lost, and the retry is deduplicated by the
@@ -32,8 +32,9 @@ from telegram.error import TelegramError
 from telegram.ext import Application
 from tornado.httpserver import HTTPServer
 
-from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY, INTAKE, Intake, TelegramBot
+from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY, TelegramBot
 from scopehub.hub.transports.telegram.delivery import call_with_retry
+from scopehub.hub.transports.telegram.inbox import INTAKE, Intake
 
 __all__ = ["WebhookServer", "run_webhook", "serve_webhook"]
 

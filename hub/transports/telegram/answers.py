@@ -1,0 +1,134 @@
+"""Answers: each scope's owed messages, in order, by whichever worker holds the scope's turn.
+
+A message handler stores the message and marks it owed (:meth:`.inbox.Inbox.accept`);
+:class:`Answers` works the scope's turn (:mod:`scopehub.hub.turns`): it asks the hub for
+each owed message's answer, keeps "typing…" up meanwhile, and sends the reply. A reply
+stored but never sent (its worker died in between) is sent, not answered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from telegram.ext import ContextTypes
+
+from scopehub.hub.orchestrator import Reply
+from scopehub.hub.transports.telegram.delivery import chat_of, message_number
+from scopehub.hub.transports.telegram.texts import APOLOGY_SAVED
+from scopehub.hub.turns import Owed, ScopeTurns, is_transient
+
+if TYPE_CHECKING:
+    from scopehub.hub.transports.telegram.bot import TelegramBot
+
+__all__ = ["Answers"]
+
+log = logging.getLogger(__name__)
+
+
+class Answers:
+    """The scope turns of one :class:`~.bot.TelegramBot` and the work each owed message takes."""
+
+    def __init__(self, transport: TelegramBot, max_turns: int = 32) -> None:
+        self.transport = transport
+        hub = transport.hub
+        self.turns = ScopeTurns(hub.store, hub.holder, self.work_owed, ttl=hub.settings.claim_ttl, clock=hub.deps.clock)
+        # Forum topics of messages this process accepted (message id -> thread id, bounded):
+        # the reply goes to the topic; a message accepted by another worker is answered as a
+        # reply to it, which Telegram puts in the same topic.
+        self.threads: OrderedDict[int, int] = OrderedDict()
+        self._turn_tasks: set[asyncio.Task[Any]] = set()
+        # Chats answered at once by this worker's webhook: more would only slow each one
+        # down (one event loop) until a turn outlives its claim. A chat waiting for a slot
+        # has not taken its turn yet, so another worker's sweep may answer it meanwhile.
+        self._turn_slots = asyncio.Semaphore(max_turns)
+
+    def note_thread(self, message_id: int, thread_id: int) -> None:
+        """Remember the forum topic a stored message came from (its reply goes there)."""
+        self.threads[message_id] = thread_id
+        while len(self.threads) > 10_000:
+            self.threads.popitem(last=False)
+
+    def start_turn(self, scope: str) -> None:
+        """Work the scope's turn in the background (the webhook's request is answered already)."""
+        if self.turns.busy(scope):
+            return  # our task works it and looks again before it stops
+        task = asyncio.get_running_loop().create_task(self._run_turn(scope), name=f"turn:{scope}")
+        self._turn_tasks.add(task)
+        task.add_done_callback(self._turn_tasks.discard)
+
+    async def _run_turn(self, scope: str) -> None:
+        async with self._turn_slots:
+            await self.turns.run(scope)
+
+    async def finish_turns(self, timeout: float) -> None:
+        """Let the turns in progress finish (shutdown); what is left stays owed for another worker."""
+        if not self._turn_tasks:
+            return
+        _, pending = await asyncio.wait(list(self._turn_tasks), timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    async def answer_stalled_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Scopes whose turn holder died: their owed messages, in order, by this worker."""
+        await self.turns.sweep()
+        for reply in await self.transport.hub.answer_stalled():
+            if reply.scope is not None:
+                await self.transport.deliver(context.bot, chat_of(reply.scope), reply, reply_to=None, thread_id=None)
+
+    async def work_owed(self, scope: str, item: Owed) -> None:
+        """Answer one owed message of the scope (this worker holds its turn) and send the reply.
+
+        A reply stored but never sent (its worker died in between) is sent, not answered
+        again. A failure that is not the database's is apologised for and logged; the
+        database's own (a restart) is raised, and the message stays owed.
+        """
+        transport = self.transport
+        bot = transport._bot
+        if bot is None:
+            raise RuntimeError("the Telegram application is not initialised")
+        hub = transport.hub
+        message = hub.store.get(scope, item.message_id)
+        if message is None:
+            return  # erased (/forget all) or moved with its group
+        chat_id = int(message.chat) if message.chat and message.chat.lstrip("-").isdigit() else chat_of(scope)
+        private = scope.startswith("user:")
+        reply_to = None if private else message_number(message.ext_id)
+        thread_id = self.threads.get(message.id)
+        if item.answer:
+            earlier = hub.stored_reply(message)
+            if earlier is not None:
+                if earlier.ext_id is None:  # answered, but the worker died before sending it
+                    log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
+                    again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
+                    await transport.deliver(bot, chat_id, again, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
+                return
+        outbox = transport.outbox
+        stop_typing = asyncio.Event()
+        typing = outbox.start_typing(bot, chat_id, thread_id, stop_typing) if item.answer else None
+        try:
+            reply = await hub.answer_queued(message, addressed=item.answer)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            log.error("answering message %s of %s failed", message.id, scope, exc_info=exc)
+            if item.answer:
+                await outbox.send_text(bot, chat_id, APOLOGY_SAVED, reply_to=reply_to, thread_id=thread_id, what="apology")
+            return
+        finally:
+            if typing is not None:
+                # Let an action already on its way land first, or it would show "typing…"
+                # again after the answer; a hung one is cut off.
+                stop_typing.set()
+                _, pending = await asyncio.wait([typing], timeout=1.0)
+                for task in pending:
+                    task.cancel()
+        if reply is None:
+            return
+        await transport.deliver(bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
+        if reply.kind == "agent":
+            transport.reminders.sweep()  # the answer may have set a reminder due before the next sweep

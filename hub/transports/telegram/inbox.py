@@ -1,0 +1,315 @@
+"""Messages in: text, captions and media, from private chats and groups, stored before anything else.
+
+:class:`Inbox` handles the ``message`` updates. In a private chat every message is for
+the bot; in a group only a mention (``@bot``), a reply to the bot, or a command is, but
+every message is stored (the mention stripped). The sender's name goes with a group
+message ("Ann: ..."), a forward says where it came from, a text document is kept in the
+vault, and what cannot be read is said so. The message is stored and marked owed
+(:meth:`Inbox.accept`); its answer comes from the scope's turn (:mod:`.answers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from telegram import Bot, Message, MessageEntity, Update
+from telegram.constants import ChatType
+from telegram.error import TelegramError
+from telegram.ext import ContextTypes
+
+from scopehub.hub.commands import plural
+from scopehub.hub.orchestrator import Inbound, Reply
+from scopehub.hub.transports.telegram.delivery import (
+    call_with_retry,
+    message_number,
+    scope_for,
+    split_message,
+)
+from scopehub.hub.transports.telegram.groups import FORGET_ALL_RE
+from scopehub.hub.transports.telegram.media import (
+    Media,
+    describe_media,
+    forward_origin,
+    read_text_document,
+)
+from scopehub.hub.transports.telegram.outbox import render
+from scopehub.hub.transports.telegram.texts import CANT_READ, DOCUMENT_SAVED, DOCUMENT_UNREADABLE
+from scopehub.memory import add_vault_item
+
+if TYPE_CHECKING:
+    from scopehub.hub.transports.telegram.bot import TelegramBot
+
+__all__ = ["INTAKE", "Inbox", "Intake", "ReplyOwed", "strip_mention"]
+
+log = logging.getLogger(__name__)
+
+_LEADING_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
+
+
+@dataclass
+class Intake:
+    """What the webhook server learns from handling one update: whether it was kept.
+
+    ``kept`` False: storing it failed (the database is down), so the server answers with an
+    error and Telegram delivers the update again; nothing is lost.
+    """
+
+    kept: bool = True
+
+
+# Set by the webhook server around each update (None when polling): the handlers store the
+# message, mark it owed, and leave the answer to the scope's turn in the background.
+INTAKE: contextvars.ContextVar[Intake | None] = contextvars.ContextVar("telegram_intake", default=None)
+
+
+class ReplyOwed(Exception):
+    """Raised from the message handler when it failed before answering someone who is owed an answer."""
+
+    def __init__(self, chat_id: int, thread_id: int | None, saved: bool) -> None:
+        super().__init__(f"handling a message in chat {chat_id} failed")
+        self.chat_id = chat_id
+        self.thread_id = thread_id
+        self.saved = saved
+
+
+class Inbox:
+    """The ``message`` updates of one :class:`~.bot.TelegramBot`."""
+
+    def __init__(self, transport: TelegramBot) -> None:
+        self.transport = transport
+
+    @property
+    def hub(self) -> Any:
+        return self.transport.hub
+
+    # -- addressing -----------------------------------------------------------------------
+    def addressing(self, message: Message, bot: Bot) -> tuple[bool | None, str]:
+        """``(addressed, text for the hub)``; ``addressed`` is None for a command meant for another bot.
+
+        A caption counts as the message's text (with its own entities).
+        """
+        text = message.text if message.text is not None else (message.caption or "")
+        username = (bot.username or "").lower()
+        command = _LEADING_COMMAND_RE.match(text)
+        if command is not None:
+            name, target = command.group(1).lower(), command.group(2)
+            if target is not None and target.lower() != username:
+                return None, text  # /cmd@otherbot: not ours at all
+            normalised = f"/{command.group(1)}{text[command.end():]}"  # drop our @username
+            if message.chat.type == ChatType.PRIVATE or target is not None:
+                return True, normalised
+            if name in self.hub.commands or name in self.hub.registry:
+                return True, normalised
+            # an unknown /word without @us in a group: ordinary text
+        if message.chat.type == ChatType.PRIVATE:
+            return True, text
+        mentioned = _mentions(message, bot.id, username)
+        if mentioned and username:
+            text = strip_mention(text, username)
+        parent = message.reply_to_message
+        replied = parent is not None and parent.from_user is not None and parent.from_user.id == bot.id
+        return mentioned or replied, text
+
+    # -- the handler ----------------------------------------------------------------------
+    async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """One message (text, caption, media): store it, answer it when addressed."""
+        transport = self.transport
+        message, chat, user = update.effective_message, update.effective_chat, update.effective_user
+        if message is None or chat is None:
+            return
+        media = describe_media(message)
+        if message.text is None and message.caption is None and media is None:
+            return  # a service message (members joined, pinned ...): nothing to keep
+        bot = context.bot
+        addressed, text = self.addressing(message, bot)
+        if addressed is None:
+            return  # a command for another bot in the group: neither ours to store nor to run
+        user_id = user.id if user else None
+        private = chat.type == ChatType.PRIVATE
+        thread_id = message.message_thread_id if message.is_topic_message else None
+        outbox = transport.outbox
+        if not transport.allowed(user_id, chat.id):
+            if private or addressed:
+                await outbox.refuse_once(bot, chat.id, thread_id)
+            return
+        transport.note_conflict_over()
+        outbox.chat_is_back(chat.id)
+        scope = scope_for(chat.type, chat.id, user_id)
+        ext_id = f"{chat.id}:{message.message_id}"
+        existing = self.hub.store.find_ext(scope, ext_id)
+        if existing is not None and (self.hub.store.is_answered(existing.id) or (media is not None and not text)):
+            log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
+            return  # stored but unanswered (a crash in between) goes on: the hub answers it
+        if addressed and not private and FORGET_ALL_RE.match(text.strip()):
+            refusal = await transport.groups.guard_forget_all(bot, chat, user, message)
+            if refusal is not None:  # not an administrator, or not confirmed yet: nothing erased
+                await outbox.send_text(bot, chat.id, refusal, reply_to=message.message_id, thread_id=thread_id, what="forget all")
+                return
+        origin = forward_origin(message)
+        body = text or (media.marker if media is not None else "")
+        if origin is not None:
+            body = f"forwarded from {origin}: {body}"
+        reply_to_ext = None
+        parent = message.reply_to_message
+        if parent is not None:
+            from_bot = parent.from_user is not None and parent.from_user.id == bot.id
+            parent_text = parent.text if parent.text is not None else parent.caption
+            reply_to_ext = self.reply_target(scope, chat.id, parent.message_id, parent_text if from_bot else None)
+        # Media without a caption is stored as its marker and never goes to an agent: what
+        # it says is "this came", and the person is told what the bot made of it.
+        answerable = bool(addressed) and bool(text)
+        inbound = Inbound(
+            scope=scope,
+            text=body,
+            chat=str(chat.id),
+            sender=(user.full_name or user.username or str(user.id)) if user else None,
+            ext_id=ext_id,
+            reply_to_ext=reply_to_ext,
+            addressed=answerable,
+        )
+        saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
+        intake = INTAKE.get()
+        try:
+            stored = self.accept(inbound, thread_id)
+        except Exception as exc:
+            if intake is not None:  # webhook: an error status, and Telegram delivers the update again
+                intake.kept = False
+                log.warning("update for %s in %s not stored (%s); Telegram will deliver it again", ext_id, scope, exc)
+                return
+            if addressed:
+                raise ReplyOwed(chat.id, thread_id, False) from exc
+            raise
+        reply_to = None if private else message.message_id
+        # A caption is answered as text; the note is for what has no words of its own, and
+        # for a kept document (the person should know where it went).
+        if media is not None and addressed and (not text or saved_document is not None):
+            note = _media_note(media, saved_document)
+            await outbox.send_text(bot, chat.id, note, reply_to=reply_to, thread_id=thread_id, what="media note")
+        if stored is None:
+            return  # a redelivery of something handled (or being handled) already
+        answers = transport.answers
+        if intake is not None:
+            answers.start_turn(scope)  # the webhook answers "received" now; the turn answers
+        else:
+            await answers.turns.run(scope)
+
+    def accept(self, inbound: Inbound, thread_id: int | None = None) -> Any:
+        """Store the message and mark it owed (answer, or only tag); None when it needs nothing more.
+
+        This is all a webhook worker does before telling Telegram "received": a worker
+        killed afterwards loses nothing, the mark outlives it.
+        """
+        stored = self.hub.store_inbound(inbound)
+        if stored is None:
+            return None
+        answers = self.transport.answers
+        answers.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
+        if thread_id is not None:
+            answers.note_thread(stored.id, thread_id)
+        return stored
+
+    def reply_target(self, scope: str, chat_id: int, message_id: int, text: str | None, *, chunk_span: bool = False) -> str:
+        """The ext id a reply (or reaction) to Telegram message ``message_id`` points at.
+
+        A long reply goes out in chunks and only the first chunk's id is stored. A later
+        chunk is traced back to the newest stored reply sent before it, when the chunk's
+        text (``text``, as Telegram quotes it) is part of that reply, or, without text
+        (a reaction), when the id falls within that reply's chunks. Read from the store, so
+        every worker resolves it alike; otherwise the id stays as it is (the router decides).
+        """
+        ext_id = f"{chat_id}:{message_id}"
+        store = self.hub.store
+        if store.find_ext(scope, ext_id) is not None or (text is None and not chunk_span):
+            return ext_id
+        best: tuple[int, Any] | None = None
+        for stored in store.window(scope, 200):
+            if stored.role != "agent" or not stored.ext_id or not stored.ext_id.startswith(f"{chat_id}:"):
+                continue
+            number = message_number(stored.ext_id)
+            if number is not None and number < message_id and (best is None or number > best[0]):
+                best = (number, stored)
+        if best is None:
+            return ext_id
+        number, stored = best
+        rendered = render(Reply(text=stored.text, agent=stored.agent))
+        if text is not None:
+            fits = " ".join(text.split())[:200] in " ".join(rendered.split())
+        else:
+            fits = message_id - number < len(split_message(rendered))
+        return stored.ext_id if fits else ext_id
+
+    async def _keep_document(self, bot: Bot, scope: str, media: Media) -> tuple[str, int] | str:
+        """Download a text document into the scope's vault: ``(name, characters)``, or the name when unreadable."""
+        name = media.name or "document"
+        try:
+            file = await call_with_retry(lambda: bot.get_file(media.file_id or ""), self.transport.retry, f"getFile {name}")
+            data = await file.download_as_bytearray()
+        except TelegramError as exc:
+            log.warning("could not download %s in %s: %s", name, scope, exc)
+            return name
+        body = read_text_document(data)
+        if body is None:
+            return name
+        # Off the loop: a 1 MB document is indexed in the same transaction.
+        await asyncio.to_thread(
+            add_vault_item, self.hub.store, scope, "document", body, title=name, meta={"source": "telegram"}, now=self.hub.deps.clock()
+        )
+        return name, len(body)
+
+
+def strip_mention(text: str, username: str) -> str:
+    """``text`` without ``@username``, and without the spaces and punctuation it leaves behind.
+
+    "hey @bot, list tasks" -> "hey, list tasks"; "hey @bot , list" -> "hey, list";
+    "@bot: list tasks" -> "list tasks"; "milk, @bot, please" -> "milk, please". Only the
+    seam where the mention was is touched; the rest of the text stays as written.
+    """
+    pattern = re.compile(rf"(?<![\w@])@{re.escape(username)}\b", re.IGNORECASE)
+    out = text
+    while (match := pattern.search(out)) is not None:
+        before, after = out[: match.start()], out[match.end() :]
+        if not before.strip():  # it opened the message: drop what separated it from the rest
+            before, after = "", after.lstrip(" \t,:;.!-")
+        else:
+            before, rest = before.rstrip(" \t"), after.lstrip(" \t")
+            if rest[:1] in (",", ":", ";", ".", "!", "?"):
+                if before[-1:] in (",", ":", ";"):  # two marks meet: "milk, please", "big?"
+                    if rest[0] in ".!?":
+                        before, after = before[:-1], rest
+                    else:
+                        after = rest[1:]
+                else:
+                    after = rest
+            else:
+                after = f" {rest}" if rest else ""
+        out = before + after
+    return out.strip() or text
+
+
+def _media_note(media: Media, document: tuple[str, int] | str | None) -> str:
+    """What the person is told about an attachment."""
+    if isinstance(document, tuple):
+        return DOCUMENT_SAVED.format(name=document[0], size=plural(document[1], "character"))
+    if document is not None or media.kind == "document":
+        return DOCUMENT_UNREADABLE.format(name=media.name or "a document")
+    what = {"audio": "audio", "dice": "dice", "location": "locations", "venue": "places", "contact": "contacts"}.get(
+        media.kind, media.kind + "s"
+    )
+    return CANT_READ.format(what=what)
+
+
+def _mentions(message: Message, bot_id: int, username: str) -> bool:
+    """True when an entity of the message (or of its caption) names the bot (@username, or a text mention of it)."""
+    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    entities = message.parse_entities(kinds) if message.text is not None else message.parse_caption_entities(kinds)
+    for entity, value in entities.items():
+        if entity.type == MessageEntity.MENTION and username and value.lower() == f"@{username}":
+            return True
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot_id:
+            return True
+    return False
