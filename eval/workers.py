@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 
 BOT_TOKEN = "123456:bench-token"
 WEBHOOK_PATH = "hook"
+# The workers' webhook secret (TELEGRAM_WEBHOOK_SECRET): every update without it is refused.
+WEBHOOK_SECRET = "bench-webhook-secret"
 _REPLY_RE = re.compile(r"message (\d+) of chat (-?\d+)")
 
 
@@ -232,6 +234,7 @@ def worker_env(db: str, fakes: Fakes, *, claim_ttl: float, maildir: Path, extra:
             "HUB_LOG_LEVEL": "WARNING",
             "HUB_MAILDIR": str(maildir),
             "TELEGRAM_BOT_TOKEN": BOT_TOKEN,
+            "TELEGRAM_WEBHOOK_SECRET": WEBHOOK_SECRET,
             "TELEGRAM_BASE_URL": fakes.bot_api.root_url,
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         }
@@ -331,7 +334,9 @@ class Dispatcher:
     ``posted[(chat, n)]`` is when message ``n`` of ``chat`` was first posted.
     """
 
-    def __init__(self, ports: Sequence[int], *, secret: str | None = None, connections: int = 64, give_up: float = 180.0) -> None:
+    def __init__(
+        self, ports: Sequence[int], *, secret: str | None = WEBHOOK_SECRET, connections: int = 64, give_up: float = 180.0
+    ) -> None:
         self.ports = list(ports)
         self.give_up = give_up  # seconds an update is retried before it counts as undelivered
         self.undelivered: list[tuple[int, int]] = []

@@ -92,7 +92,9 @@ class Settings(BaseSettings):
     telegram_bot_token: str = Field(default="", alias="TELEGRAM_BOT_TOKEN", description="bot token from @BotFather")
     telegram_base_url: str = Field(default="", alias="TELEGRAM_BASE_URL", description="self-hosted Bot API server URL")
     telegram_webhook_secret: str = Field(
-        default="", alias="TELEGRAM_WEBHOOK_SECRET", description="secret Telegram sends with every webhook request"
+        default="",
+        alias="TELEGRAM_WEBHOOK_SECRET",
+        description="secret Telegram sends with every webhook request; empty = one made by the first worker, kept in the database"
     )
 
     @field_validator("allowed_users", "allowed_chats")

@@ -386,6 +386,48 @@ def _v9_answer_lookups(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX calls_message ON calls(message_id)")
 
 
+def _v10_chat_settings_and_access(db: sqlite_utils.Database) -> None:
+    """Per-chat settings (/settings), the deployment's shared secrets (the webhook's), invite
+    codes and the people paired through them, and updates the transport could not read."""
+    db.execute(
+        """
+        CREATE TABLE chat_settings (
+            scope TEXT PRIMARY KEY,
+            timezone TEXT,
+            language TEXT,
+            agents TEXT,
+            topics TEXT NOT NULL DEFAULT '{}',
+            updated REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE TABLE deployment_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)")
+    db.execute(
+        """
+        CREATE TABLE invites (
+            code TEXT PRIMARY KEY,
+            note TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL,
+            expires REAL,
+            uses_left INTEGER NOT NULL,
+            created_by TEXT
+        )"""
+    )
+    db.execute("CREATE TABLE paired_users (user_id INTEGER PRIMARY KEY, code TEXT NOT NULL, paired REAL NOT NULL)")
+    db.execute(
+        """
+        CREATE TABLE rejected_updates (
+            id INTEGER PRIMARY KEY,
+            scope TEXT,
+            update_id INTEGER,
+            reason TEXT NOT NULL,
+            body TEXT NOT NULL,
+            received REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX rejected_updates_scope ON rejected_updates(scope)")
+    db.execute("CREATE INDEX calls_scope_ts ON calls(scope, ts)")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_core,
@@ -397,6 +439,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v7_digest,
     count_search_documents,
     _v9_answer_lookups,
+    _v10_chat_settings_and_access,
 ]
 
 

@@ -48,6 +48,8 @@ _SCOPED_TABLES = (
     "feedback",
     "digests",
     "reflections",
+    "chat_settings",
+    "rejected_updates",
     "messages",
     "scopes",
 )

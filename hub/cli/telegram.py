@@ -27,7 +27,10 @@ _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
     "--secret-token",
     envvar="TELEGRAM_WEBHOOK_SECRET",
     default=None,
-    help="secret Telegram sends with every webhook request (env TELEGRAM_WEBHOOK_SECRET)",
+    help=(
+        "secret Telegram sends with every webhook request (env TELEGRAM_WEBHOOK_SECRET); "
+        "default: one the deployment's first worker makes and keeps in the database"
+    ),
 )
 @click.option(
     "--no-set-webhook",

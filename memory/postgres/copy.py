@@ -48,6 +48,11 @@ COPY_TABLES = (
     "feedback",
     "digests",
     "reflections",
+    "chat_settings",
+    "deployment_secrets",
+    "invites",
+    "paired_users",
+    "rejected_updates",
 )
 # The key each table is walked by (its primary key), in order.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -60,6 +65,10 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "agent_traits": ("scope", "agent", "kind", "topic"),
     "digests": ("scope",),
     "reflections": ("scope",),
+    "chat_settings": ("scope",),
+    "deployment_secrets": ("name",),
+    "invites": ("code",),
+    "paired_users": ("user_id",),
 }
 _PROGRESS = (
     "CREATE TABLE IF NOT EXISTS migrate_progress (source TEXT NOT NULL, tbl TEXT NOT NULL,"

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scopehub.eval.workers import WEBHOOK_PATH, Fakes, WorkerPool, worker_env
+from scopehub.eval.workers import WEBHOOK_PATH, WEBHOOK_SECRET, Fakes, WorkerPool, worker_env
 from scopehub.hub.transports.telegram import REMINDER_PREFIX
 from scopehub.memory import Store, add_reminder
 
@@ -44,7 +44,7 @@ def post(pool: WorkerPool, worker: int, update: dict) -> int:
     response = httpx.post(
         f"http://127.0.0.1:{pool.ports[worker]}/{WEBHOOK_PATH}",
         content=json.dumps(update),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET},
         timeout=30,
     )
     return response.status_code

@@ -9,9 +9,16 @@ background. When storing fails (the database restarts) the answer is 503, and Te
 delivers the update again later: nothing is lost, and the retry is deduplicated by the
 message's unique ``(scope, ext_id)``.
 
-Routes: ``POST /<url path>`` (Telegram's updates: JSON, with the secret token header
-when one is set) and ``GET /healthz`` (200 when the database answers, for the reverse
-proxy and the orchestrator's health checks).
+Every request must carry the webhook's secret token (``X-Telegram-Bot-Api-Secret-Token``);
+one without it, or with another, is refused (403) before anything is read. The secret is
+``TELEGRAM_WEBHOOK_SECRET`` when set; otherwise the first worker of the deployment makes a
+strong one and keeps it in the database (:func:`webhook_secret`), so every worker checks
+the same secret and registers the same one with ``setWebhook(secret_token=...)``. There is
+no configuration in which the webhook accepts an update without it.
+
+Routes: ``POST /<url path>`` (Telegram's updates: JSON, with the secret token header) and
+``GET /healthz`` (200 when the database answers, for the container's health check; the
+reverse proxy does not pass it on).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import hmac
 import json
 import logging
 import re
+import secrets
 import signal
 from http import HTTPStatus
 from typing import Any
@@ -32,20 +40,40 @@ from telegram.error import TelegramError
 from telegram.ext import Application
 from tornado.httpserver import HTTPServer
 
+from scopehub.hub.errors import ConfigError
 from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY, TelegramBot
 from scopehub.hub.transports.telegram.delivery import call_with_retry
 from scopehub.hub.transports.telegram.inbox import INTAKE, Intake
 
-__all__ = ["WebhookServer", "run_webhook", "serve_webhook"]
+__all__ = ["SECRET_HEADER", "WEBHOOK_SECRET_NAME", "WebhookServer", "run_webhook", "serve_webhook", "webhook_secret"]
 
 log = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 SHUTDOWN_GRACE = 10.0  # seconds turns in progress get to finish on SIGTERM; the rest stays owed
+WEBHOOK_SECRET_NAME = "telegram-webhook-secret"  # the deployment's secret in the store
+_SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # what Telegram accepts as a secret_token
+
+
+def webhook_secret(transport: TelegramBot, configured: str | None) -> tuple[str, str]:
+    """``(secret, where it came from)``: the configured one, else the deployment's from the store.
+
+    The first worker to start makes it (256 random bits) and stores it; every other worker
+    reads that one, so all of them check, and register, the same secret.
+    """
+    if configured:
+        if not _SECRET_RE.match(configured):
+            raise ConfigError("TELEGRAM_WEBHOOK_SECRET: expected 1-256 characters of A-Z, a-z, 0-9, _ and -")
+        return configured, "TELEGRAM_WEBHOOK_SECRET"
+    from scopehub.memory import deployment_secret
+
+    hub = transport.hub
+    secret = deployment_secret(hub.store, WEBHOOK_SECRET_NAME, lambda: secrets.token_urlsafe(32), now=hub.deps.clock())
+    return secret, "the database (made by the deployment's first worker)"
 
 
 class _UpdateHandler(tornado.web.RequestHandler):
-    def initialize(self, telegram: Application[Any, Any, Any, Any, Any, Any], secret_token: str | None) -> None:
+    def initialize(self, telegram: Application[Any, Any, Any, Any, Any, Any], secret_token: str) -> None:
         self.application_ = telegram
         self.secret_token = secret_token
 
@@ -53,11 +81,10 @@ class _UpdateHandler(tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/json; charset=utf-8")
 
     async def post(self) -> None:
-        if self.secret_token is not None:
-            given = self.request.headers.get(SECRET_HEADER, "")
-            if not hmac.compare_digest(given.encode(), self.secret_token.encode()):
-                log.warning("webhook request without the right secret token from %s; refused", self.request.remote_ip)
-                raise tornado.web.HTTPError(HTTPStatus.FORBIDDEN)
+        given = self.request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self.secret_token.encode()):
+            log.warning("webhook request without the right secret token from %s; refused", self.request.remote_ip)
+            raise tornado.web.HTTPError(HTTPStatus.FORBIDDEN)
         content_type = self.request.headers.get("Content-Type", "").split(";", 1)[0].strip()
         if content_type != "application/json":
             raise tornado.web.HTTPError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
@@ -120,8 +147,10 @@ class WebhookServer:
         listen: str = "0.0.0.0",
         port: int = 8443,
         url_path: str = "",
-        secret_token: str | None = None,
+        secret_token: str,
     ) -> None:
+        if not secret_token:
+            raise ConfigError("the webhook server needs a secret token: every update without it is refused")
         transport = application.bot_data[BOT_DATA_KEY]
         path = "/" + url_path.strip("/")
         pattern = re.escape(path) + ("/?" if path != "/" else "")
@@ -159,7 +188,8 @@ async def serve_webhook(
     """Run the worker until ``stop`` is set (or SIGTERM / SIGINT): the Application, its jobs, the server.
 
     Every worker registers the same webhook (``setWebhook`` is idempotent); pass
-    ``webhook_url=None`` to leave the registration to someone else.
+    ``webhook_url=None`` to leave the registration to someone else. ``secret_token`` None:
+    the deployment's secret from the store (:func:`webhook_secret`).
     """
     transport: TelegramBot = application.bot_data[BOT_DATA_KEY]
     stop = stop or asyncio.Event()
@@ -170,6 +200,8 @@ async def serve_webhook(
     await application.initialize()
     if application.post_init is not None:
         await application.post_init(application)
+    secret_token, source = webhook_secret(transport, secret_token)
+    log.info("webhook secret token from %s; requests without it are refused", source)
     if webhook_url:
         try:
             await call_with_retry(

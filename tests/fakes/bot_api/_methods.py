@@ -11,6 +11,7 @@ import contextlib
 import copy
 import itertools
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -241,8 +242,11 @@ class BotMethods:
         url = params.get("url")
         if not isinstance(url, str):
             raise BotAPIError(400, "Bad Request: bad webhook: URL is required")
+        secret = params.get("secret_token")
+        if secret is not None and not (isinstance(secret, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret)):
+            raise BotAPIError(400, "Bad Request: secret token contains unallowed characters")
         with self._lock:
-            self._webhook = {"url": url}
+            self._webhook = {"url": url, "secret_token": secret}
             if params.get("drop_pending_updates"):
                 self._updates.clear()
         return True

@@ -210,6 +210,29 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         with self._lock:
             return str(self._webhook["url"])
 
+    @property
+    def webhook_secret(self) -> str | None:
+        """The secret token set with setWebhook (None when none was given)."""
+        with self._lock:
+            return self._webhook.get("secret_token")
+
+    def post_to_webhook(self, update: Mapping[str, Any], *, secret: str | bool | None = True, timeout: float = 10.0) -> int:
+        """POST ``update`` to the registered webhook URL as Telegram does; returns the HTTP status.
+
+        ``secret=True`` sends the registered secret token (what Telegram does), a string sends
+        that one instead, ``None`` or ``False`` sends none (a forged request). Call it from a
+        thread other than the bot's event loop (``await asyncio.to_thread(...)``).
+        """
+        import httpx
+
+        with self._lock:
+            url, registered = self._webhook["url"], self._webhook.get("secret_token")
+        if not url:
+            raise AssertionError("no webhook is registered (setWebhook was never called)")
+        token = registered if secret is True else (secret or None)
+        headers = {"X-Telegram-Bot-Api-Secret-Token": token} if token else {}
+        return httpx.post(url, json=dict(update), headers=headers, timeout=timeout).status_code
+
     # -- fault injection and extension ----------------------------------------------
 
     def fail_next(
