@@ -11,6 +11,7 @@ from telegram.ext import (
     MessageReactionHandler,
     filters,
 )
+from telegram.request import HTTPXRequest
 
 from scopehub.hub.errors import ConfigError
 from scopehub.hub.orchestrator import Hub
@@ -22,6 +23,7 @@ from scopehub.hub.transports.telegram.delivery import (
     bot_url,
     file_url,
 )
+from scopehub.hub.transports.telegram.guard import GuardedBot, UnreadableUpdateHandler
 
 __all__ = ["build_application"]
 
@@ -56,22 +58,31 @@ def build_application(
         watch_maildir=watch_maildir,
         max_turns=max_active,
     )
-    builder = (
+    urls: dict[str, str] = {}
+    if base_url:
+        urls = {"base_url": bot_url(base_url), "base_file_url": file_url(base_url)}
+        transport.bot_urls = (urls["base_url"], urls["base_file_url"])
+    # PTB's own pool sizes: 256 connections for calls, one for getUpdates.
+    bot = GuardedBot(
+        token,
+        request=HTTPXRequest(connection_pool_size=256),
+        get_updates_request=HTTPXRequest(connection_pool_size=1),
+        **urls,
+    )
+    application = (
         ApplicationBuilder()
-        .token(token)
+        .bot(bot)
         .concurrent_updates(ScopeOrderedProcessor(max_active=max_active))
         .post_init(transport.post_init)
         .post_stop(transport.post_stop)
+        .build()
     )
-    if base_url:
-        builder = builder.base_url(bot_url(base_url)).base_file_url(file_url(base_url))
-        transport.bot_urls = (bot_url(base_url), file_url(base_url))
-    application = builder.build()
     if application.job_queue is None:
         raise ConfigError("reminders need python-telegram-bot's job queue: pip install 'python-telegram-bot[job-queue]'")
     application.bot_data[BOT_DATA_KEY] = transport
     chats = filters.ChatType.PRIVATE | filters.ChatType.GROUPS
     updates = transport.updates
+    application.add_handler(UnreadableUpdateHandler(updates.on_unreadable))
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, updates.on_migrate))
     application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & chats & ~filters.StatusUpdate.ALL, transport.inbox.on_text))
     application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & chats, updates.on_edit))

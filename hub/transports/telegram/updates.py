@@ -6,6 +6,9 @@
   reactions only when ``allowed_updates`` asks for ``message_reaction``, and in groups only
   to a bot that is an administrator;
 * a group that becomes a supergroup takes its memory along (:meth:`.bot.TelegramBot.migrate`);
+* an update python-telegram-bot could not read (:mod:`.guard`) is kept with its reason
+  for the operator (``rejected_updates``; only the reason when its sender is not allowed)
+  and skipped, with one log line;
 * the one error handler logs, and apologises to someone who is owed an answer.
 """
 
@@ -20,9 +23,11 @@ from telegram.ext import ContextTypes
 
 from scopehub.hub.lessons import reaction_signal
 from scopehub.hub.transports.telegram.delivery import is_allowed, scope_for
+from scopehub.hub.transports.telegram.guard import body_text, describe_unreadable
 from scopehub.hub.transports.telegram.inbox import ReplyOwed
 from scopehub.hub.transports.telegram.media import forward_origin
 from scopehub.hub.transports.telegram.texts import APOLOGY, APOLOGY_SAVED
+from scopehub.memory import record_rejected_update
 
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
@@ -93,6 +98,26 @@ class ChatUpdates:
         if recorded:
             self.hub.schedule_learning(scope)
 
+    async def on_unreadable(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """An update that could not be read: kept for the operator, skipped; the others go on."""
+        reason, body = describe_unreadable(update)
+        chat, user = _sender_of(body)
+        allowed = chat is not None and self.transport.allowed(user, chat[0])
+        scope = scope_for(chat[1], chat[0], user) if chat is not None and allowed else None
+        where = f" in chat {chat[0]}" if chat is not None else ""
+        log.warning("update %s%s could not be read (%s); kept in rejected_updates and skipped", update.update_id, where, reason)
+        try:
+            record_rejected_update(
+                self.hub.store,
+                update_id=update.update_id,
+                scope=scope,
+                reason=reason,
+                body=body_text(body) if allowed else "",  # nothing of a stranger's is kept
+                now=self.hub.deps.clock(),
+            )
+        except Exception as exc:  # the log line above is the record then
+            log.warning("update %s not kept (%s)", update.update_id, exc)
+
     async def on_migrate(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A group became a supergroup: Telegram says so in both chats; either notice moves the memory."""
         message, chat = update.effective_message, update.effective_chat
@@ -132,6 +157,22 @@ class ChatUpdates:
         if self._conflict_logged:
             self._conflict_logged = False
             log.info("updates arrive again: the other poller is gone")
+
+
+def _sender_of(body: dict[str, Any]) -> tuple[tuple[int, str] | None, int | None]:
+    """``((chat id, chat type), sender id)`` of a raw update, as far as it says (None where it does not)."""
+    for value in body.values():
+        if not isinstance(value, dict):
+            continue
+        holder = value.get("message") if isinstance(value.get("message"), dict) else value
+        chat = holder.get("chat")
+        sender = value.get("from") or value.get("user") or holder.get("from")
+        user = sender.get("id") if isinstance(sender, dict) and isinstance(sender.get("id"), int) else None
+        if isinstance(chat, dict) and isinstance(chat.get("id"), int):
+            return (chat["id"], str(chat.get("type", "group"))), user
+        if user is not None:
+            return None, user
+    return None, None
 
 
 def _emoji(reaction: ReactionType) -> str:

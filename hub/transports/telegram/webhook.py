@@ -43,6 +43,7 @@ from tornado.httpserver import HTTPServer
 from scopehub.hub.errors import ConfigError
 from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY, TelegramBot
 from scopehub.hub.transports.telegram.delivery import call_with_retry
+from scopehub.hub.transports.telegram.guard import readable_update
 from scopehub.hub.transports.telegram.inbox import INTAKE, Intake
 
 __all__ = ["SECRET_HEADER", "WEBHOOK_SECRET_NAME", "WebhookServer", "run_webhook", "serve_webhook", "webhook_secret"]
@@ -90,10 +91,15 @@ class _UpdateHandler(tornado.web.RequestHandler):
             raise tornado.web.HTTPError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
         try:
             data = json.loads(self.request.body)
-            update = Update.de_json(data, self.application_.bot)
-        except Exception:
-            log.warning("webhook body is not a Telegram update; refused", exc_info=True)
+        except ValueError:
+            log.warning("webhook body from %s is not JSON; refused", self.request.remote_ip)
             raise tornado.web.HTTPError(HTTPStatus.BAD_REQUEST) from None
+        if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+            log.warning("webhook body from %s is not a Telegram update (no update_id); refused", self.request.remote_ip)
+            raise tornado.web.HTTPError(HTTPStatus.BAD_REQUEST)
+        # An update PTB cannot read is kept and skipped (guard.py), and answered 200:
+        # Telegram sending it again could not help, and it would hold up the chat's others.
+        update = Update.de_json(readable_update(data, self.application_.bot), self.application_.bot)
         intake = Intake()
         token = INTAKE.set(intake)
         try:
