@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Container
 
 from scopehub.hub.orchestrator._types import Inbound
 from scopehub.memory import DuplicateMessage, Message, NewMessage, Store, validate_scope
 
-__all__ = ["UNKNOWN_COMMAND_REPLY", "command_of", "inbound_of", "store_inbound"]
+__all__ = ["UNKNOWN_COMMAND_REPLY", "command_of", "has_content", "inbound_of", "store_inbound"]
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +24,32 @@ UNKNOWN_COMMAND_REPLY = "unknown command /{name}; /help lists them"
 _COMMAND_RE = re.compile(r"^/([a-z_]+)(?:@\w+)?(?=\s|$)")
 
 
+# Characters that show nothing although they are not whitespace: the Hangul and halfwidth
+# fillers and the blank Braille pattern (people send them as "empty" messages).
+_INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def has_content(text: str) -> bool:
+    """Whether ``text`` shows anything: not only whitespace, zero-width or other format characters."""
+    return any(
+        not char.isspace() and char not in _INVISIBLE and unicodedata.category(char) not in ("Cf", "Cc", "Mn", "Me")
+        for char in text
+    )
+
+
 def store_inbound(store: Store, inbound: Inbound, clock: Callable[[], float]) -> Message | None:
     """Commit the message (before any model call); None when this delivery needs nothing more.
 
     A redelivery is never stored twice. It is worth answering only if the first delivery
     was stored but never answered (a crash in between); commands are not re-run, and
-    chatter that was not addressed is not tagged again.
+    chatter that was not addressed is not tagged again. A message that shows nothing
+    (only whitespace or zero-width characters) says nothing: it is neither stored nor
+    answered, and costs no model call.
     """
     scope = validate_scope(inbound.scope)
+    if not has_content(inbound.text):
+        log.info("message %s of %s shows nothing (empty or zero-width only); not stored, not answered", inbound.ext_id, scope)
+        return None
     message = store.find_ext(scope, inbound.ext_id) if inbound.ext_id is not None else None
     if message is None:
         reply_to = store.find_ext(scope, inbound.reply_to_ext) if inbound.reply_to_ext else None

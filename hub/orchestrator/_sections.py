@@ -46,8 +46,10 @@ __all__ = [
     "AWARENESS_EVENTS",
     "AWARENESS_HORIZON",
     "CHANNEL_DIGEST",
+    "LATER_REPLIES",
     "PreparedCall",
     "Sections",
+    "order_by_turn",
 ]
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,21 @@ AWARENESS_CONTEXT = 3  # latest events of collaborators considered...
 AWARENESS_HORIZON = 6 * 3600.0  # ...when they are this recent (seconds): old news is not news
 AWARENESS_EARLIER = 20  # newest consumed events checked for being still talked about (hub.context.awareness)
 CHANNEL_DIGEST = 10  # unseen channel messages read per call; the awareness budget decides how many are shown
+LATER_REPLIES = 200  # messages after the current one looked at for replies to earlier ones (a queue's length)
+
+
+def order_by_turn(messages: Sequence[Message]) -> list[Message]:
+    """Messages in conversation order: each reply right after the message it answers (then by id).
+
+    A reply without ``reply_to`` (a notice, an imported line) keeps its own place.
+    """
+
+    def turn(message: Message) -> tuple[int, int, int]:
+        if message.role == "agent" and message.reply_to is not None:
+            return (message.reply_to, 1, message.id)
+        return (message.id, 0, message.id)
+
+    return sorted(messages, key=turn)
 
 
 @dataclass(frozen=True)
@@ -93,8 +110,23 @@ class Sections:
             return ""
 
     def recent(self, scope: str, before_id: int) -> list[Message]:
-        """The scope's last HUB_WINDOW messages before ``before_id``."""
-        return self.deps.store.window(scope, self.deps.settings.window, up_to=before_id - 1)
+        """The scope's last HUB_WINDOW messages before ``before_id``, ordered by turn.
+
+        A reply belongs right after the message it answers, wherever its id fell: when B
+        arrived while A was being answered, A's reply is stored after B, and B must still
+        see it (A, A's reply, B). So replies stored later to messages before ``before_id``
+        are taken in too (:func:`order_by_turn`).
+        """
+        store, size = self.deps.store, self.deps.settings.window
+        earlier = store.window(scope, size, up_to=before_id - 1)
+        if not earlier:
+            return earlier
+        later = [
+            m
+            for m in store.messages(scope, after=before_id, limit=LATER_REPLIES)
+            if m.role == "agent" and m.reply_to is not None and m.reply_to < before_id
+        ]
+        return order_by_turn([*earlier, *later])[-size:] if later else earlier
 
     def awareness_for(
         self,

@@ -48,20 +48,33 @@ async def settle(tg: FakeBotAPI, chat_id: int, count: int) -> list[dict[str, Any
 # -- captions, media, documents ----------------------------------------------------------------
 
 
-def test_a_caption_is_routed_and_answered_like_text(tmp_path):
+def test_a_caption_is_routed_and_answered_like_text_and_the_agent_is_told_what_it_cannot_open(tmp_path):
     async def scenario(hub, tg, bot):
         tg.push_media(42, "photo", caption="add to my tasks: pay this 20 EUR receipt")
         (sent,) = await tg.await_sent(1, chat_id=42)
-        assert sent["text"] == "[tasks]\nok: add to my tasks: pay this 20 EUR receipt"
+        assert sent["text"] == "[tasks]\nok: [photo; you cannot open it] add to my tasks: pay this 20 EUR receipt"
         # In a group, a captioned photo that mentions the bot is addressed like text.
         tg.push_media(-100, "photo", caption="@hub_test_bot add the receipt to our tasks", user_id=7, first_name="Ann")
         (group,) = await tg.await_sent(1, chat_id=-100)
-        assert group["text"] == "[tasks]\nok: Ann: add the receipt to our tasks"
+        assert group["text"] == "[tasks]\nok: Ann: [photo; you cannot open it] add the receipt to our tasks"
+        # A PDF with a caption: its name, and that it cannot be opened; a kept text file says where it went.
+        tg.push_media(42, "document", caption="what does this say?", file_name="report.pdf", mime_type="application/pdf")
+        tg.push_media(42, "document", caption="keep this", file_name="code.txt", content=b"the code is 4411")
+        sent = await tg.await_sent(4, chat_id=42)
+        assert sent[1]["text"].endswith("ok: [document: report.pdf; you cannot open it] what does this say?")
+        assert "ok: [document: code.txt; kept in this chat's notes] keep this" in [m["text"].split("\n", 1)[-1] for m in sent]
+        # Editing the caption keeps what the message carries.
+        tg.push_edit(42, 1, "add to my tasks: pay this 25 EUR receipt")
+        for _ in range(100):
+            if "25 EUR" in hub.store.find_ext("user:42", "42:1").text:
+                break
+            await asyncio.sleep(0.05)
 
     bot_run(tmp_path, scenario)
-    assert [(r[0], r[1], r[2]) for r in rows(tmp_path / "hub.db", "user:42")] == [
-        ("user", "add to my tasks: pay this 20 EUR receipt", "tasks"),
-        ("agent", "ok: add to my tasks: pay this 20 EUR receipt", "tasks"),
+    stored = [(r[0], r[1], r[2]) for r in rows(tmp_path / "hub.db", "user:42")]
+    assert stored[:2] == [
+        ("user", "[photo; you cannot open it] add to my tasks: pay this 25 EUR receipt", "tasks"),
+        ("agent", "ok: [photo; you cannot open it] add to my tasks: pay this 20 EUR receipt", "tasks"),
     ]
 
 

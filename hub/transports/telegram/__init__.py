@@ -30,6 +30,7 @@ from scopehub.hub.transports.telegram.texts import (
     DOCUMENT_UNREADABLE,
     HUB_COMMANDS,
     NOT_ADMIN,
+    NOT_ADMIN_FOR,
     REFUSAL,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "DOCUMENT_UNREADABLE",
     "HUB_COMMANDS",
     "NOT_ADMIN",
+    "NOT_ADMIN_FOR",
     "REFUSAL",
     "REMINDER_PREFIX",
     "TELEGRAM_LIMIT",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from telegram.ext import ContextTypes
 
 from scopehub.hub.orchestrator import Reply
-from scopehub.hub.transports.telegram.delivery import chat_of, message_number
+from scopehub.hub.transports.telegram.delivery import SendLater, chat_of, message_number
 from scopehub.hub.transports.telegram.texts import APOLOGY_SAVED
 from scopehub.hub.turns import Owed, ScopeTurns, is_transient
 
@@ -44,12 +44,22 @@ class Answers:
         # down (one event loop) until a turn outlives its claim. A chat waiting for a slot
         # has not taken its turn yet, so another worker's sweep may answer it meanwhile.
         self._turn_slots = asyncio.Semaphore(max_turns)
+        self._later: set[asyncio.TimerHandle] = set()  # turns to run again when Telegram said so
 
     def note_thread(self, message_id: int, thread_id: int) -> None:
         """Remember the forum topic a stored message came from (its reply goes there)."""
         self.threads[message_id] = thread_id
         while len(self.threads) > 10_000:
             self.threads.popitem(last=False)
+
+    def start_turn_later(self, scope: str, delay: float) -> None:
+        """Work the scope's turn again in ``delay`` seconds (Telegram asked to wait that long)."""
+        def fire() -> None:
+            self._later.discard(handle)
+            self.start_turn(scope)
+
+        handle = asyncio.get_running_loop().call_later(delay, fire)
+        self._later.add(handle)
 
     def start_turn(self, scope: str) -> None:
         """Work the scope's turn in the background (the webhook's request is answered already)."""
@@ -65,6 +75,9 @@ class Answers:
 
     async def finish_turns(self, timeout: float) -> None:
         """Let the turns in progress finish (shutdown); what is left stays owed for another worker."""
+        for handle in self._later:
+            handle.cancel()
+        self._later.clear()
         if not self._turn_tasks:
             return
         _, pending = await asyncio.wait(list(self._turn_tasks), timeout=timeout)
@@ -105,7 +118,7 @@ class Answers:
                 if earlier.ext_id is None:  # answered, but the worker died before sending it
                     log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
                     again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
-                    await transport.deliver(bot, chat_id, again, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
+                    await self._deliver_owed(scope, bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
                 return
         outbox = transport.outbox
         stop_typing = asyncio.Event()
@@ -129,6 +142,14 @@ class Answers:
                     task.cancel()
         if reply is None:
             return
-        await transport.deliver(bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
+        await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id)
         if reply.kind == "agent":
             transport.reminders.sweep()  # the answer may have set a reminder due before the next sweep
+
+    async def _deliver_owed(self, scope: str, bot: Any, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None) -> None:
+        """Send the reply of an owed message; one Telegram asked to send later is sent at that time."""
+        try:
+            await self.transport.deliver(bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
+        except SendLater as later:
+            self.start_turn_later(scope, later.retry_after)
+            raise

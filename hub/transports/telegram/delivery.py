@@ -25,6 +25,7 @@ from telegram.ext import (
 )
 
 from scopehub.hub.settings import Settings
+from scopehub.hub.turns import DeliveryDeferred
 
 log = logging.getLogger(__name__)
 
@@ -148,16 +149,34 @@ def _retry_after_seconds(exc: RetryAfter) -> float:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded retries of Bot API calls: RetryAfter waits as told, network errors back off."""
+    """Bounded retries of Bot API calls: RetryAfter waits exactly as told, network errors back off.
+
+    A RetryAfter longer than ``max_wait`` is raised instead of waited for: a stored reply
+    is then sent again at exactly the time Telegram asked for (:class:`SendLater`).
+    """
 
     attempts: int = 4
-    max_wait: float = 60.0  # a longer RetryAfter gives up instead of blocking the chat
+    max_wait: float = 600.0
     backoff: float = 0.5
     max_backoff: float = 8.0
 
     def delay(self, attempt: int) -> float:
         """Exponential backoff with jitter for network errors (attempt counts from 1)."""
         return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * (0.75 + random.random() / 2)
+
+
+class SendLater(DeliveryDeferred):
+    """A stored reply Telegram asked to send only ``retry_after`` seconds from now (a long 429):
+    its message stays owed, and the scope's turn runs again at that time."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """How long Telegram asked to wait, in seconds."""
+    return _retry_after_seconds(exc)
 
 
 async def call_with_retry(call: Callable[[], Awaitable[T]], policy: RetryPolicy, what: str = "request") -> T:

@@ -30,7 +30,6 @@ from scopehub.hub.transports.telegram.delivery import (
     scope_for,
     split_message,
 )
-from scopehub.hub.transports.telegram.groups import FORGET_ALL_RE
 from scopehub.hub.transports.telegram.media import (
     Media,
     describe_media,
@@ -44,7 +43,7 @@ from scopehub.memory import add_vault_item
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
 
-__all__ = ["INTAKE", "Inbox", "Intake", "ReplyOwed", "strip_mention"]
+__all__ = ["INTAKE", "Inbox", "Intake", "ReplyOwed", "message_body", "strip_mention"]
 
 log = logging.getLogger(__name__)
 
@@ -145,15 +144,13 @@ class Inbox:
         if existing is not None and (self.hub.store.is_answered(existing.id) or (media is not None and not text)):
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
             return  # stored but unanswered (a crash in between) goes on: the hub answers it
-        if addressed and not private and FORGET_ALL_RE.match(text.strip()):
-            refusal = await transport.groups.guard_forget_all(bot, chat, user, message)
-            if refusal is not None:  # not an administrator, or not confirmed yet: nothing erased
-                await outbox.send_text(bot, chat.id, refusal, reply_to=message.message_id, thread_id=thread_id, what="forget all")
+        if addressed and not private:
+            refusal = await transport.groups.guard(bot, chat, user, message, text)
+            if refusal is not None:  # not an administrator, or not confirmed yet: nothing erased or changed
+                await outbox.send_text(bot, chat.id, refusal, reply_to=message.message_id, thread_id=thread_id, what="admin check")
                 return
-        origin = forward_origin(message)
-        body = text or (media.marker if media is not None else "")
-        if origin is not None:
-            body = f"forwarded from {origin}: {body}"
+        saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
+        body = message_body(message, media, text, kept=isinstance(saved_document, tuple))
         reply_to_ext = None
         parent = message.reply_to_message
         if parent is not None:
@@ -172,7 +169,6 @@ class Inbox:
             reply_to_ext=reply_to_ext,
             addressed=answerable,
         )
-        saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
         intake = INTAKE.get()
         try:
             stored = self.accept(inbound, thread_id)
@@ -260,6 +256,19 @@ class Inbox:
             add_vault_item, self.hub.store, scope, "document", body, title=name, meta={"source": "telegram"}, now=self.hub.deps.clock()
         )
         return name, len(body)
+
+
+def message_body(message: Message, media: Media | None, text: str, *, kept: bool = False) -> str:
+    """What is stored (and an agent reads) for a message: its text; media as its marker,
+    before the caption with what the agent can make of the file; where a forward came from."""
+    if media is None:
+        body = text
+    elif not text:
+        body = media.marker  # never sent to an agent on its own (see on_text)
+    else:
+        body = f"{media.for_agent(kept=kept)} {text}"
+    origin = forward_origin(message)
+    return f"forwarded from {origin}: {body}" if origin is not None else body
 
 
 def strip_mention(text: str, username: str) -> str:

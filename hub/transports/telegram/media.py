@@ -63,6 +63,12 @@ class Media:
         """``[photo]``, ``[document: report.pdf]``: what is stored when no caption says more."""
         return f"[{self.kind}: {self.name}]" if self.name else f"[{self.kind}]"
 
+    def for_agent(self, *, kept: bool = False) -> str:
+        """The marker with what the agent can make of it, put before a caption: the agent is
+        told it cannot open the file, or (``kept``) where the text of a document went."""
+        note = "kept in this chat's notes" if kept else "you cannot open it"
+        return f"{self.marker[:-1]}; {note}]"
+
     @property
     def is_text_document(self) -> bool:
         """A document the hub can read and keep (by its name and announced size)."""

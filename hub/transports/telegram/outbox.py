@@ -31,7 +31,9 @@ from scopehub.hub.commands import plural
 from scopehub.hub.orchestrator import Reply
 from scopehub.hub.transports.telegram.delivery import (
     TELEGRAM_LIMIT,
+    SendLater,
     call_with_retry,
+    retry_after_seconds,
     split_message,
     trim_text,
 )
@@ -219,7 +221,11 @@ class Outbox:
             return None
         except TelegramError as exc:
             # BadRequest is a NetworkError in PTB, but sending it again cannot help.
-            if defer and isinstance(exc, (NetworkError, RetryAfter)) and not isinstance(exc, BadRequest):
+            if defer and isinstance(exc, RetryAfter):
+                delay = retry_after_seconds(exc)
+                log.warning("Telegram asks to wait %.0fs before sending %s to %s; it is sent then", delay, what, chat_id)
+                raise SendLater(f"{what} to {chat_id} not sent: {exc}", delay) from exc
+            if defer and isinstance(exc, NetworkError) and not isinstance(exc, BadRequest):
                 log.warning("sending %s to %s failed after retries (%s); it is sent again later", what, chat_id, exc)
                 raise DeliveryDeferred(f"{what} to {chat_id} not sent: {exc}") from exc
             log.error("sending %s to %s failed after retries: %s", what, chat_id, exc)

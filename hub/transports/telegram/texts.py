@@ -12,6 +12,7 @@ __all__ = [
     "DOCUMENT_UNREADABLE",
     "HUB_COMMANDS",
     "NOT_ADMIN",
+    "NOT_ADMIN_FOR",
     "REFUSAL",
 ]
 
@@ -24,7 +25,8 @@ CANT_READ = (
 DOCUMENT_SAVED = "Saved {name} ({size}) in this chat's memory: ask me about it, or /search it."
 DOCUMENT_UNREADABLE = "I kept a note that you sent {name}, but I can only read UTF-8 text files up to 1 MB."
 NOT_ADMIN = "Only this group's administrators can erase its memory with /forget all. Nothing was erased."
-ADMIN_UNKNOWN = "I could not check who administers this group, so nothing was erased. Please try again in a minute."
+NOT_ADMIN_FOR = "Only this group's administrators can {what}. Nothing was changed."
+ADMIN_UNKNOWN = "I could not check who administers this group, so nothing was changed. Please try again in a minute."
 CONFIRM_FORGET_ALL = (
     "This erases everything I keep about this group, for everyone: messages, facts, notes, tasks and reminders. "
     "Send /forget all again within 60 seconds to confirm."

@@ -24,8 +24,8 @@ from telegram.ext import ContextTypes
 from scopehub.hub.lessons import reaction_signal
 from scopehub.hub.transports.telegram.delivery import is_allowed, scope_for
 from scopehub.hub.transports.telegram.guard import body_text, describe_unreadable
-from scopehub.hub.transports.telegram.inbox import ReplyOwed
-from scopehub.hub.transports.telegram.media import forward_origin
+from scopehub.hub.transports.telegram.inbox import ReplyOwed, message_body
+from scopehub.hub.transports.telegram.media import describe_media
 from scopehub.hub.transports.telegram.texts import APOLOGY, APOLOGY_SAVED
 from scopehub.memory import record_rejected_update
 
@@ -63,9 +63,7 @@ class ChatUpdates:
         stored = self.hub.store.find_ext(scope, f"{chat.id}:{message.message_id}")
         if stored is None:
             return  # never stored (sent before the bot was here): nothing to correct
-        origin = forward_origin(message)
-        if origin is not None:
-            text = f"forwarded from {origin}: {text}"
+        text = message_body(message, describe_media(message), text, kept="; kept in this chat's notes]" in stored.text)
         async with self.hub.lock_for(scope):
             self.hub.store.edit_text(scope, stored.id, text)
         log.info("message %s of %s edited", stored.id, scope)

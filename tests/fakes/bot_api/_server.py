@@ -7,6 +7,7 @@ import copy
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
@@ -188,7 +189,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
 
     @property
     def log(self) -> list[dict[str, Any]]:
-        """Every request: ``{"method", "token", "content_type", "params", "status"}``."""
+        """Every request: ``{"at" (time.monotonic()), "method", "token", "content_type", "params", "status"}``."""
         with self._lock:
             return copy.deepcopy(self._log)
 
@@ -355,6 +356,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         except (json.JSONDecodeError, UnicodeDecodeError):
             return fail(400, "Bad Request: can't parse JSON body")
         entry = {
+            "at": time.monotonic(),
             "method": method,
             "token": token,
             "content_type": request.content_type,
