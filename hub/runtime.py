@@ -86,8 +86,9 @@ async def run_tool(
     except ValidationError as exc:
         return _validation_text(name, exc), False
     except Exception as exc:  # the model gets the reason and may try again
-        log.warning("tool %s failed: %s", name, exc, exc_info=True)
         reason = str(exc).strip() or type(exc).__name__
+        log.warning("tool %s failed: %s: %s", name, type(exc).__name__, " ".join(reason.split())[:300])
+        log.debug("tool %s failed", name, exc_info=True)  # the traceback, for whoever runs at DEBUG
         return f"error: {name} failed: {reason[:500]}", False
     if len(result) > limit:
         result = result[:limit] + "\n[truncated]"

@@ -66,8 +66,11 @@ def telegram_command(
         raise click.BadParameter("expected an https:// URL", param_hint="--webhook-url")
     if secret_token is not None and not _SECRET_RE.match(secret_token):
         raise click.BadParameter("1-256 characters of A-Z, a-z, 0-9, _ and -", param_hint="--secret-token")
-    # httpx logs every request URL at INFO, and the URL carries the bot token.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # One line per failure (tracebacks at DEBUG); httpx logs every request URL at INFO, and
+    # the URL carries the bot token; litellm writes its INFO lines to stdout.
+    from scopehub.hub.transports.telegram.logs import install_quiet_logs
+
+    install_quiet_logs(settings.log_level)
     hub = build_hub(settings, store=store_of(ctx), model_required=True)
     application = build_application(hub, settings, watch_maildir=True)
     updates = list(ALLOWED_UPDATES)  # messages, edits (they correct the stored text) and reactions (feedback)

@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import random
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,12 @@ from scopehub.hub.errors import ModelError, ModelUnavailable
 from scopehub.hub.models.base import ModelResponse, ToolCall, check_request_allowed
 
 log = logging.getLogger(__name__)
+
+# litellm.acompletion builds its request coroutine in a worker thread and then awaits it;
+# a call cancelled in between (a timeout, learning paused for a new message) leaves that
+# coroutine never started, and Python warns when it is collected. Nothing was sent and
+# nothing leaks: the warning is noise in every run's log, so it is not shown.
+warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
 # litellm exception classes that mean "try again later".

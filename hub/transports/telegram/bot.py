@@ -49,6 +49,7 @@ from scopehub.hub.transports.telegram.delivery import (
 )
 from scopehub.hub.transports.telegram.groups import GroupGuard
 from scopehub.hub.transports.telegram.inbox import Inbox
+from scopehub.hub.transports.telegram.logs import quiet_library_logs
 from scopehub.hub.transports.telegram.outbox import Outbox
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
 from scopehub.hub.transports.telegram.texts import HUB_COMMANDS
@@ -108,6 +109,7 @@ class TelegramBot:
         (importing litellm, loading the tokenizer's encoding) never blocks a chat.
         """
         await asyncio.to_thread(self.hub.warm_up)
+        quiet_library_logs()  # litellm, imported by the warm-up, adds a stdout handler of its own
         self._bot = application.bot
         await self.outbox.start_sender(application.bot)
         if self.reminders.cancel_scope not in self.hub.erase_hooks:
