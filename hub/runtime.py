@@ -12,7 +12,7 @@ cut to ``TOOL_RESULT_CHARS`` and all results of one reply to ``TOOL_OUTPUT_BUDGE
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,12 +104,17 @@ async def run_agent(
     max_steps: int = 5,
     model_name: str | None = None,
     schemas: Sequence[dict[str, Any]] | None = None,
+    on_text: Callable[[str], Awaitable[None]] | None = None,
 ) -> AgentResult:
     """Call the model, run the tools it asks for, repeat up to ``max_steps`` tool rounds.
 
     At most ``max_steps + 1`` model calls: the last one is told to answer in words, and
-    if it still asks for tools the person gets :data:`STEP_LIMIT_REPLY`.
+    if it still asks for tools the person gets :data:`STEP_LIMIT_REPLY`. ``on_text``: called
+    with each step's text so far as it is written, when the model can stream (it has a
+    ``stream`` method, like :class:`~scopehub.hub.models.LiteLLMModel`); a model that
+    cannot answers whole, as without it.
     """
+    stream = getattr(model, "stream", None) if on_text is not None else None
     conversation = [dict(message) for message in messages]
     by_name = {t.name: t for t in tools}
     tool_schemas = list(schemas) if schemas is not None else [t.schema() for t in tools]
@@ -119,7 +124,10 @@ async def run_agent(
         final = step == max_steps
         if final and step > 0:
             conversation.append({"role": "user", "content": FINAL_STEP_NOTE})
-        response: ModelResponse = await model.complete(conversation, tools=tool_schemas or None, model=model_name)
+        if stream is not None:
+            response: ModelResponse = await stream(conversation, tools=tool_schemas or None, model=model_name, on_text=on_text)
+        else:
+            response = await model.complete(conversation, tools=tool_schemas or None, model=model_name)
         result.steps = step + 1
         result.prompt_tokens += response.prompt_tokens or 0
         result.completion_tokens += response.completion_tokens or 0

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
         default="", description="token the web console (agents-hub console) requires; without one it serves loopback only"
     )
 
+    # Telegram as people use it (hub/transports/telegram/).
+    stream: Literal["auto", "edit", "off"] = Field(
+        default="auto",
+        description="Telegram: show answers while they are written: auto (drafts in private chats, edits in groups), edit, off",
+    )
     telegram_bot_token: str = Field(default="", alias="TELEGRAM_BOT_TOKEN", description="bot token from @BotFather")
     telegram_base_url: str = Field(default="", alias="TELEGRAM_BASE_URL", description="self-hosted Bot API server URL")
     telegram_webhook_secret: str = Field(

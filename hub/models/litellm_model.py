@@ -11,7 +11,7 @@ import math
 import os
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from scopehub.hub.errors import ModelError, ModelUnavailable
@@ -98,6 +98,67 @@ class LiteLLMModel:
         timeout: float | None = None,
     ) -> ModelResponse:
         model_name = model or self.name
+        kwargs = self._request(messages, model_name, tools=tools, json_mode=json_mode, timeout=timeout)
+
+        async def once() -> ModelResponse:
+            import litellm
+
+            response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=kwargs["timeout"] + 5)
+            return _from_litellm(response, model_name)
+
+        return await self._with_retries(once, model_name)
+
+    async def stream(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        on_text: Callable[[str], Awaitable[None]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+    ) -> ModelResponse:
+        """Like :meth:`complete`, calling ``on_text(text so far)`` as the answer's text arrives.
+
+        Retried like :meth:`complete` until the first text arrived; a failure after it is
+        raised (the text shown so far cannot be taken back by a retry).
+        """
+        model_name = model or self.name
+        kwargs = self._request(messages, model_name, tools=tools, timeout=timeout)
+        kwargs.update(stream=True, stream_options={"include_usage": True})
+        shown = False
+
+        async def once() -> ModelResponse:
+            nonlocal shown
+            import litellm
+
+            budget = kwargs["timeout"] + 5
+            async with asyncio.timeout(budget):
+                chunks, text = [], ""
+                async for chunk in await litellm.acompletion(**kwargs):
+                    chunks.append(chunk)
+                    choices = getattr(chunk, "choices", None) or []
+                    delta = getattr(getattr(choices[0], "delta", None), "content", None) if choices else None
+                    if delta:
+                        text += delta
+                        shown = True
+                        await on_text(text)
+            built = litellm.stream_chunk_builder(chunks, messages=list(messages))
+            if built is None:
+                raise ModelUnavailable(f"model {model_name} streamed nothing")
+            return _from_litellm(built, model_name)
+
+        return await self._with_retries(once, model_name, retry_while=lambda: not shown)
+
+    def _request(
+        self,
+        messages: Sequence[dict[str, Any]],
+        model_name: str,
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        json_mode: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """litellm's arguments for one request (the test guard checked first)."""
         check_request_allowed(model_name, self.api_base)
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
@@ -118,11 +179,15 @@ class LiteLLMModel:
             kwargs["tools"] = list(tools)
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    async def _with_retries(
+        self, once: Callable[[], Awaitable[ModelResponse]], model_name: str, *, retry_while: Callable[[], bool] = lambda: True
+    ) -> ModelResponse:
         attempt = 0
         while True:
             try:
-                response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout=(timeout or self.timeout) + 5)
-                return _from_litellm(response, model_name)
+                return await once()
             except TimeoutError as exc:
                 error: BaseException = exc
                 retryable = True
@@ -131,7 +196,7 @@ class LiteLLMModel:
                 retryable = _is_retryable(exc)
                 if not retryable:
                     raise ModelError(f"model {model_name} failed: {type(exc).__name__}: {_short(exc)}") from exc
-            if attempt >= self.retries:
+            if attempt >= self.retries or not retry_while():
                 raise ModelUnavailable(
                     f"model {model_name} unavailable after {attempt + 1} attempts: {type(error).__name__}: {_short(error)}"
                 ) from error
@@ -142,7 +207,6 @@ class LiteLLMModel:
             log.warning("model %s: %s; retrying in %.1fs", model_name, type(error).__name__, delay)
             await asyncio.sleep(delay)
             attempt += 1
-
 
     def _marked(self, messages: Sequence[dict[str, Any]], model_name: str) -> list[dict[str, Any]]:
         """Messages with their cache breakpoints kept only where the provider takes them.

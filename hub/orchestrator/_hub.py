@@ -168,12 +168,15 @@ class Hub:
         """Commit the message (before any model call); None when this delivery needs nothing more."""
         return store_inbound(self.store, inbound, self.deps.clock)
 
-    async def answer_queued(self, message: Message, *, addressed: bool = True) -> Reply | None:
+    async def answer_queued(
+        self, message: Message, *, addressed: bool = True, on_text: Callable[[str], Awaitable[None]] | None = None
+    ) -> Reply | None:
         """Answer (or, not ``addressed``, only route and tag) a stored message of the scope's queue.
 
         For a transport that holds the scope's turn (:mod:`scopehub.hub.turns`): the turn is
         the exclusive right to answer the scope, so no per-message claim is taken. None when
         there is nothing to send (answered already, a command already run, or not addressed).
+        ``on_text``: the agent's answer so far while a model that can stream writes it.
         """
         scope = message.scope
         self.after_reply.pause(scope)
@@ -183,7 +186,7 @@ class Hub:
                 if current is None or current.via == "command" or self.store.is_answered(current.id):
                     return None
                 inbound, reply_to = inbound_of(self.store, current, addressed=addressed)
-                return await self._answer_stored(inbound, current, reply_to, claim=False)
+                return await self._answer_stored(inbound, current, reply_to, claim=False, on_text=on_text)
         finally:
             self.after_reply.resume(scope)
 
@@ -219,12 +222,18 @@ class Hub:
         return replies
 
     async def _answer_stored(
-        self, inbound: Inbound, message: Message, reply_to: Message | None, *, claim: bool = True
+        self,
+        inbound: Inbound,
+        message: Message,
+        reply_to: Message | None,
+        *,
+        claim: bool = True,
+        on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> Reply | None:
         # Commands act only when addressed to us: "/forget@other_bot all" in a group must not erase.
         command = command_of(inbound.text, self.commands, self.registry) if inbound.addressed else None
         if command is None:
-            return await self._route_and_answer(inbound, message, reply_to, claim=claim)
+            return await self._route_and_answer(inbound, message, reply_to, claim=claim, on_text=on_text)
         name, argument = command
         self.store.set_route(message.id, "hub", (), "command")
         if name not in self.commands:
@@ -238,7 +247,13 @@ class Hub:
         return Reply(text=text, kind="command", agent="hub", via="command", message_id=message.id, scope=inbound.scope)
 
     async def _route_and_answer(
-        self, inbound: Inbound, message: Message, reply_to: Message | None, *, claim: bool = True
+        self,
+        inbound: Inbound,
+        message: Message,
+        reply_to: Message | None,
+        *,
+        claim: bool = True,
+        on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> Reply | None:
         store = self.store
         window = self.recent(inbound.scope, message.id)
@@ -251,7 +266,7 @@ class Hub:
             return None
         self.after_reply.note_correction(inbound, message, window)
         if not claim:  # the caller holds the scope's turn: the exclusive right to answer it
-            return await self._answer(inbound, message, decision, window)
+            return await self._answer(inbound, message, decision, window, on_text)
         # Claim the answer: with several processes on one database, one of them answers. The
         # claim's TTL is the only expiry; a process that dies mid-reply leaves the claim to
         # run out, and then answer_stalled() (or the message's redelivery) answers it.
@@ -287,10 +302,17 @@ class Hub:
             on_usage=on_usage,
         )
 
-    async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:
+    async def _answer(
+        self,
+        inbound: Inbound,
+        message: Message,
+        decision: Route,
+        window: list[Message],
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> Reply:
         """Context → run → record: the routed agent's answer to a stored message."""
         call = self.sections.prepare(inbound, message, decision, window)
-        outcome = await run_call(self.deps, call, self.channels)
+        outcome = await run_call(self.deps, call, self.channels, on_text)
         return record_turn(self.deps, self.sent_sections, call, outcome)
 
     # -- after the reply is sent (hub.orchestrator._after_reply) -------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from scopehub.agents import Channel, ToolContext, agent_tools
@@ -48,8 +48,13 @@ class RunOutcome:
     failure: str = ""  # a failure the call record names ("deadline"); empty otherwise
 
 
-async def run_call(deps: Deps, call: PreparedCall, channels: Mapping[str, Channel]) -> RunOutcome:
-    """Run ``call``'s agent with its tools; never raises for a model failure."""
+async def run_call(
+    deps: Deps, call: PreparedCall, channels: Mapping[str, Channel], on_text: Callable[[str], Awaitable[None]] | None = None
+) -> RunOutcome:
+    """Run ``call``'s agent with its tools; never raises for a model failure.
+
+    ``on_text``: the answer's text so far, as a model that can stream writes it.
+    """
     settings = deps.settings
     spec, inbound = call.spec, call.inbound
     model = deps.model
@@ -80,6 +85,7 @@ async def run_call(deps: Deps, call: PreparedCall, channels: Mapping[str, Channe
                 max_steps=settings.max_tool_steps,
                 model_name=spec.model or None,
                 schemas=call.context.tools,
+                on_text=on_text,
             )
         text = result.text or NO_ANSWER_REPLY
     except ModelNotConfigured:

@@ -25,7 +25,10 @@ Without it, usage says nothing about caching (a provider that does not report it
 request body is recorded in `requests`, every embeddings body in `embedding_requests`.
 Scripted steps are consumed in order, one per chat request; when the script is empty the
 `default` responder ``(request_json) -> Step | str`` answers (default: text "ok").
-Only ``stream: false`` is supported: ``stream: true`` gets a 400 and consumes no step.
+``stream: true`` answers a text step as server-sent events, a few words per chunk
+(``FakeOpenAI(stream_chunk_delay=...)`` seconds between chunks), and a tool-call step as one
+chunk; with ``stream_options.include_usage`` the last chunk carries the usage, as OpenAI
+sends it. Errors, delays and malformed bodies behave as without streaming.
 
 What the real litellm client (1.110.2, openai SDK 1.x underneath) raises; all classes
 live in ``litellm.exceptions``, are re-exported as ``litellm.<Name>``, subclass
@@ -244,8 +247,10 @@ class FakeOpenAI(LoopbackServer):
         port: int = 0,
         prompt_cache: bool = False,
         cache_min_tokens: int = 0,
+        stream_chunk_delay: float = 0.0,
     ) -> None:
         super().__init__(port=port)
+        self.stream_chunk_delay = stream_chunk_delay
         self.default: Responder = default or _default_responder
         self.embedding_dim = embedding_dim
         # A simulated provider prompt cache (see PromptCache); off: usage says nothing about it.
@@ -336,16 +341,47 @@ class FakeOpenAI(LoopbackServer):
         with self._cond:
             self._requests.append(body)
             self._cond.notify_all()
-            if body.get("stream"):
-                item: ScriptItem | None = None
-            else:
-                item = self._script.popleft() if self._script else self.default
-        if body.get("stream"):
-            return _error_response(
-                400, "stream=true is not supported by the fake OpenAI server; send stream=false"
-            )
+            item = self._script.popleft() if self._script else self.default
         step = self._resolve(item, body)
+        if body.get("stream"):
+            return await self._stream(step, body, request)
         return await self._respond(step, body)
+
+    async def _stream(self, step: Step, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
+        """A completion as server-sent events (``stream: true``)."""
+        while isinstance(step, Delay):
+            await asyncio.sleep(step.seconds)
+            step = step.then or Text("ok")
+        if not isinstance(step, Text | ToolCalls):
+            return await self._respond(step, body)
+        whole = self._completion(step, body)
+        base = {k: whole[k] for k in ("id", "created", "model", "system_fingerprint")} | {"object": "chat.completion.chunk"}
+        message = whole["choices"][0]["message"]
+        deltas: list[dict[str, Any]] = []
+        if isinstance(step, Text):
+            words = step.content.split(" ")
+            pieces = [" ".join(words[i : i + 3]) + (" " if i + 3 < len(words) else "") for i in range(0, len(words), 3)]
+            deltas = [{"role": "assistant", "content": piece} for piece in pieces] or [{"role": "assistant", "content": ""}]
+        else:
+            calls = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
+            deltas = [{"role": "assistant", "content": message.get("content"), "tool_calls": calls}]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+
+        async def send(chunk: dict[str, Any]) -> None:
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        for index, delta in enumerate(deltas):
+            if index and self.stream_chunk_delay:
+                await asyncio.sleep(self.stream_chunk_delay)
+            await send(base | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]})
+        finish = whole["choices"][0]["finish_reason"]
+        await send(base | {"choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await send(base | {"choices": [], "usage": whole["usage"]})
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     def _resolve(self, item: ScriptItem | None, body: dict[str, Any]) -> Step:
         if callable(item):

@@ -123,8 +123,9 @@ class Answers:
         outbox = transport.outbox
         stop_typing = asyncio.Event()
         typing = outbox.start_typing(bot, chat_id, thread_id, stop_typing) if item.answer else None
+        stream = transport.reply_stream(bot, chat_id, message.id, thread_id=thread_id, reply_to=reply_to, shown=stop_typing) if item.answer else None
         try:
-            reply = await hub.answer_queued(message, addressed=item.answer)
+            reply = await hub.answer_queued(message, addressed=item.answer, on_text=stream.on_text if stream else None)
         except Exception as exc:
             if is_transient(exc):
                 raise
@@ -133,6 +134,8 @@ class Answers:
                 await outbox.send_text(bot, chat_id, APOLOGY_SAVED, reply_to=reply_to, thread_id=thread_id, what="apology")
             return
         finally:
+            if stream is not None:
+                await stream.close()
             if typing is not None:
                 # Let an action already on its way land first, or it would show "typing…"
                 # again after the answer; a hung one is cut off.
@@ -142,14 +145,22 @@ class Answers:
                     task.cancel()
         if reply is None:
             return
-        await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id)
+        into = stream.placeholder if stream is not None else None
+        if stream is not None:
+            await stream.wait_allowed()
+        await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into)
         if reply.kind == "agent":
             transport.reminders.sweep()  # the answer may have set a reminder due before the next sweep
 
-    async def _deliver_owed(self, scope: str, bot: Any, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None) -> None:
-        """Send the reply of an owed message; one Telegram asked to send later is sent at that time."""
+    async def _deliver_owed(
+        self, scope: str, bot: Any, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None, into: int | None = None
+    ) -> None:
+        """Send the reply of an owed message (``into``: edit the streamed message into it); one
+        Telegram asked to send later is sent at that time."""
         try:
-            await self.transport.deliver(bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True)
+            await self.transport.outbox.deliver(
+                bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True, into=into
+            )
         except SendLater as later:
             self.start_turn_later(scope, later.retry_after)
             raise

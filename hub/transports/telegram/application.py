@@ -39,6 +39,7 @@ def build_application(
     reminder_interval: float = 20.0,
     max_active: int = 32,
     watch_maildir: bool = False,
+    stream_every: float | None = None,
 ) -> Application[Any, Any, Any, Any, Any, Any]:
     """A configured PTB Application around ``hub`` (not initialised, not running).
 
@@ -57,6 +58,7 @@ def build_application(
         reminder_interval=reminder_interval,
         watch_maildir=watch_maildir,
         max_turns=max_active,
+        stream_every=stream_every,
     )
     urls: dict[str, str] = {}
     if base_url:

@@ -52,6 +52,7 @@ from scopehub.hub.transports.telegram.inbox import Inbox
 from scopehub.hub.transports.telegram.logs import quiet_library_logs
 from scopehub.hub.transports.telegram.outbox import Outbox
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
+from scopehub.hub.transports.telegram.streaming import ReplyStream, stream_mode
 from scopehub.hub.transports.telegram.texts import HUB_COMMANDS
 from scopehub.hub.transports.telegram.updates import ChatUpdates
 
@@ -81,6 +82,7 @@ class TelegramBot:
         reminder_interval: float = 20.0,
         watch_maildir: bool = False,
         max_turns: int = 32,
+        stream_every: float | None = None,
     ) -> None:
         self.hub = hub
         self.settings = settings
@@ -95,6 +97,8 @@ class TelegramBot:
         # new chat id -> old chat id (an allowlisted group stays allowed under its new id).
         self.moved_scopes: dict[str, str] = {}
         self._migrated_from: dict[int, int] = {}
+        self.stream_every = stream_every  # seconds between streamed updates (None: streaming.py's defaults)
+        self.drafts_work = True  # sendMessageDraft answered; False once the server refused it
         self.outbox = Outbox(self)
         self.answers = Answers(self, max_turns)
         self.inbox = Inbox(self)
@@ -223,6 +227,17 @@ class TelegramBot:
             log.info("group %s became supergroup %s; its memory moved: %s", old_chat, new_chat, moved)
         if is_allowed(self.settings, None, old_chat) and not is_allowed(self.settings, None, new_chat):
             log.warning("allowed group %s is now supergroup %s: add %s to HUB_ALLOWED_CHATS", old_chat, new_chat, new_chat)
+
+    def reply_stream(
+        self, bot: Bot, chat_id: int, draft_id: int, *, thread_id: int | None, reply_to: int | None, shown: asyncio.Event
+    ) -> ReplyStream | None:
+        """A stream for one answer into the chat (None: ``HUB_STREAM=off``); ``shown`` is set at its first text."""
+        mode = stream_mode(self.settings.stream, private=chat_id > 0, drafts_work=self.drafts_work)
+        if mode is None:
+            return None
+        return ReplyStream(
+            self, bot, chat_id, mode=mode, draft_id=draft_id, thread_id=thread_id, reply_to=reply_to, every=self.stream_every, on_first=shown
+        )
 
     # The outbox and answers, as reminders, the Maildir bridge and the webhook use them.
     async def deliver(

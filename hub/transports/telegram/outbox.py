@@ -104,7 +104,15 @@ class Outbox:
 
     # -- replies --------------------------------------------------------------------------
     async def deliver(
-        self, bot: Bot, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None, defer_unsent: bool = False
+        self,
+        bot: Bot,
+        chat_id: int,
+        reply: Reply,
+        *,
+        reply_to: int | None,
+        thread_id: int | None,
+        defer_unsent: bool = False,
+        into: int | None = None,
     ) -> list[int]:
         """Send a reply in as many messages as it needs; returns the sent message ids.
 
@@ -113,11 +121,17 @@ class Outbox:
         ``defer_unsent`` (a stored reply, sent from a scope's turn): when Telegram cannot
         be reached for the first chunk even after the retries, raise
         :class:`DeliveryDeferred` so the message stays owed and the stored reply is sent
-        later, rather than dropped.
+        later, rather than dropped. ``into``: the message the answer was streamed into;
+        the first chunk is edited into it (sent anew when that fails).
         """
         sent_ids: list[int] = []
         record = self._reply_record(reply)
         for chunk in split_message(render(reply)) or ["(empty reply)"]:
+            if into is not None and not sent_ids:
+                edited = await self._edit_into(bot, chat_id, into, chunk)
+                if edited is not None:
+                    sent_ids.append(edited)  # its id is recorded below, as for a sent first chunk
+                    continue
             sent = await self.send_text(
                 bot,
                 chat_id,
@@ -140,6 +154,22 @@ class Outbox:
             await self.record_sent(reply.reply_id, f"{chat_id}:{sent_ids[0]}")
         self.hub.schedule_after_send(reply)
         return sent_ids
+
+    async def _edit_into(self, bot: Bot, chat_id: int, message_id: int, text: str) -> int | None:
+        """Edit a streamed message into the answer's first chunk; its id, or None when it must be sent anew."""
+        try:
+            await call_with_retry(
+                lambda: bot.edit_message_text(text, chat_id=chat_id, message_id=message_id), self.transport.retry, "final edit"
+            )
+        except BadRequest as exc:
+            if "not modified" in str(exc).lower():
+                return message_id
+            log.info("could not edit the streamed message %s in %s (%s); sending the answer anew", message_id, chat_id, exc)
+            return None
+        except TelegramError as exc:
+            log.warning("could not edit the streamed message %s in %s (%s); sending the answer anew", message_id, chat_id, exc)
+            return None
+        return message_id
 
     def _reply_record(self, reply: Reply) -> Record | None:
         """A stored agent reply records its Telegram id (the first chunk's); None for other replies."""

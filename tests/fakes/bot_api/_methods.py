@@ -211,6 +211,20 @@ class BotMethods:
                 message.pop("reply_markup", None)
             return copy.deepcopy(message)
 
+    def _send_message_draft(self, params: dict[str, Any]) -> bool:
+        """A private chat's draft being streamed (Bot API 9.3): recorded, never stored as a message."""
+        chat_id, draft_id, text = params.get("chat_id"), params.get("draft_id"), params.get("text", "")
+        if not isinstance(chat_id, int) or chat_id <= 0:
+            raise BotAPIError(400, "Bad Request: drafts can be sent only to private chats")
+        if not isinstance(draft_id, int) or draft_id == 0:
+            raise BotAPIError(400, "Bad Request: draft_id must be non-zero")
+        if not isinstance(text, str) or utf16_len(text) > 4096:
+            raise BotAPIError(400, "Bad Request: text is too long")
+        with self._cond:
+            self._drafts.append({"chat_id": chat_id, "draft_id": draft_id, "text": text, "message_thread_id": params.get("message_thread_id")})
+            self._cond.notify_all()
+        return True
+
     def _delete_message(self, params: dict[str, Any]) -> bool:
         with self._lock:
             key = (params.get("chat_id"), params.get("message_id"))

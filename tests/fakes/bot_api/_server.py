@@ -64,6 +64,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         self._messages: dict[tuple[int, int], dict[str, Any]] = {}
         self._chats: dict[int, dict[str, Any]] = {}
         self._sent: list[dict[str, Any]] = []
+        self._drafts: list[dict[str, Any]] = []
         self._calls: list[tuple[str, dict[str, Any]]] = []
         self._log: list[dict[str, Any]] = []
         self._faults: dict[str, deque[Fault]] = {}
@@ -82,6 +83,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
             "getUpdates": self._get_updates,  # async; special-cased
             "sendMessage": self._send_message,
             "editMessageText": self._edit_message_text,
+            "sendMessageDraft": self._send_message_draft,
             "deleteMessage": self._delete_message,
             "setMyCommands": self._set_my_commands,
             "getMyCommands": self._get_my_commands,
@@ -134,6 +136,11 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
             return [
                 copy.deepcopy(m) for m in self._sent if chat_id is None or m["chat_id"] == chat_id
             ]
+
+    def drafts(self, chat_id: int | None = None) -> list[dict[str, Any]]:
+        """Drafts streamed with sendMessageDraft: ``{"chat_id", "draft_id", "text", "message_thread_id"}``."""
+        with self._lock:
+            return [copy.deepcopy(d) for d in self._drafts if chat_id is None or d["chat_id"] == chat_id]
 
     def texts(self, chat_id: int | None = None) -> list[str]:
         """Just the texts of `sent(chat_id)`."""
@@ -293,6 +300,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         with self._lock:
             self._updates.clear()
             self._sent.clear()
+            self._drafts.clear()
             self._calls.clear()
             self._log.clear()
             self._faults.clear()

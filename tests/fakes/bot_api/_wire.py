@@ -29,6 +29,8 @@ INT_FIELDS = frozenset(
         "until_date",
         "cache_time",
         "direct_messages_topic_id",
+        "draft_id",
+        "icon_color",
     }
 )
 CHAT_ID_FIELDS = frozenset({"chat_id", "from_chat_id", "sender_chat_id"})
@@ -72,6 +74,8 @@ TEXT_FIELDS = frozenset(
         "callback_query_id",
         "inline_message_id",
         "business_connection_id",
+        "icon_custom_emoji_id",
+        "data",
     }
 )
 
