@@ -1,11 +1,14 @@
 """Chat commands shared by every transport: /start /help /agents /usage /search, the
-facts commands /remember /facts /forget, and /feedback /channels for what the agents
-learn and tell each other. Each returns the text to send back.
+facts commands /remember /facts /forget, /feedback /channels for what the agents learn
+and tell each other, and /settings for the chat's own time zone, language and agents.
+Each returns the text to send back. (Who may run the ones that change a group is the
+transport's to check: in Telegram only a group's administrators.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -15,7 +18,17 @@ from scopehub.memory import Message, Usage
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub, Inbound
 
-__all__ = ["COMMANDS", "HELP_TEXT", "format_digest_usage", "format_usage", "plural", "usage_figures"]
+__all__ = [
+    "COMMANDS",
+    "HELP_TEXT",
+    "LANGUAGES",
+    "SETTINGS_USAGE",
+    "format_digest_usage",
+    "format_settings",
+    "format_usage",
+    "plural",
+    "usage_figures",
+]
 
 HELP_TEXT = """I'm a team of specialist agents with one shared memory of this chat.
 Just write; I route each message to the right agent. Or address one: /<agent> text or @agent.
@@ -26,6 +39,7 @@ Just write; I route each message to the right agent. Or address one: /<agent> te
 /remember <fact> - keep a fact in every agent's view
 /facts - what I keep about this chat
 /forget <fact id or text> - drop a fact; /forget all - erase everything of this chat
+/settings - this chat's time zone, language and agents (and how to change them)
 /search <words> - search older messages and notes
 /events - what the agents did recently
 /usage - tokens sent, cached and billed, against full history
@@ -267,6 +281,87 @@ async def _forget(hub: Hub, inbound: Inbound, message: Message, argument: str) -
     return "Forgotten:\n" + "\n".join(f"#{f.id} {f.text}" for f in forgotten)
 
 
+# Languages offered as buttons (any other is typed: /settings language <name>).
+LANGUAGES: dict[str, str] = {
+    "en": "English",
+    "de": "Deutsch",
+    "fr": "Français",
+    "es": "Español",
+    "it": "Italiano",
+    "pt": "Português",
+    "ru": "Русский",
+    "zh": "中文",
+}
+SETTINGS_USAGE = (
+    "Change them with /settings timezone <Area/City>, /settings language <language or auto>, "
+    "/settings agents <name, name ...> (or all), /settings reset."
+)
+_LANGUAGE_RE = re.compile(r"^[^\W\d_][\w ()-]{0,31}$")
+
+
+def format_settings(hub: Hub, scope: str) -> str:
+    """What /settings shows: the chat's settings, each with the default it overrides."""
+    from scopehub.memory import chat_settings
+
+    current = chat_settings(hub.store, scope)
+    team = hub.registry.names
+    agents = [name for name in current.agents or () if name in hub.registry]
+    language = current.language
+    return "\n".join(
+        [
+            "Settings of this chat:",
+            f"Time zone: {current.timezone or hub.settings.timezone}" + ("" if current.timezone else " (the default)"),
+            f"Language: {LANGUAGES.get(language or '', language) if language else 'the one you write in'}",
+            f"Agents: {', '.join(agents)} (of {', '.join(team)})" if agents else f"Agents: all ({', '.join(team)})",
+            SETTINGS_USAGE,
+        ]
+    )
+
+
+async def _settings(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from scopehub.memory import update_chat_settings
+
+    name, _, value = argument.strip().partition(" ")
+    name, value = name.lower(), value.strip()
+    now = hub.deps.clock()
+    if not name:
+        return format_settings(hub, inbound.scope)
+    if name == "reset":
+        update_chat_settings(hub.store, inbound.scope, timezone=None, language=None, agents=None, now=now)
+        return "Back to the defaults.\n" + format_settings(hub, inbound.scope)
+    if name in ("timezone", "tz", "time"):
+        if not value:
+            return "Usage: /settings timezone <Area/City>, e.g. /settings timezone Europe/Berlin"
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            return f"I don't know the time zone {value!r}: use a name like Europe/Berlin, America/New_York or UTC."
+        update_chat_settings(hub.store, inbound.scope, timezone=value, now=now)
+        return f"Time zone set to {value}: reminders and due dates here use it."
+    if name in ("language", "lang"):
+        if value.lower() in ("", "auto", "default"):
+            update_chat_settings(hub.store, inbound.scope, language=None, now=now)
+            return "Language: the agents answer in the language you write in."
+        language = LANGUAGES.get(value.lower(), value)
+        if not _LANGUAGE_RE.match(language):
+            return "Usage: /settings language <language or auto>, e.g. /settings language German"
+        update_chat_settings(hub.store, inbound.scope, language=language, now=now)
+        return f"Language set to {language}: the agents answer in it."
+    if name == "agents":
+        if value.lower() in ("", "all"):
+            update_chat_settings(hub.store, inbound.scope, agents=None, now=now)
+            return f"Every agent answers here: {', '.join(hub.registry.names)}."
+        wanted = [part.strip().lstrip("/@").lower() for part in re.split(r"[,\s]+", value) if part.strip()]
+        unknown = [part for part in wanted if part not in hub.registry]
+        if unknown:
+            return f"No agent {', '.join(map(repr, unknown))}. Agents: {', '.join(hub.registry.names)}."
+        update_chat_settings(hub.store, inbound.scope, agents=wanted, now=now)
+        return f"Only {', '.join(dict.fromkeys(wanted))} answer here now (/settings agents all for everyone)."
+    return f"No setting {name!r}. " + SETTINGS_USAGE
+
+
 COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "start": _start,
     "help": _help,
@@ -279,4 +374,5 @@ COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "facts": _facts,
     "forget": _forget,
     "events": _events,
+    "settings": _settings,
 }

@@ -300,6 +300,7 @@ class Hub:
             profiles=self.profiles,
             router_model=self.deps.router_model,
             on_usage=on_usage,
+            agents=self.sections.allowed_agents(scope) if scope else None,
         )
 
     async def _answer(

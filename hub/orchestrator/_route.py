@@ -11,7 +11,7 @@ import asyncio
 import functools
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
@@ -72,11 +72,13 @@ async def decide_route(
     profiles: Sequence[AgentProfile],
     router_model: ChatModel | None,
     on_usage: Callable[[int, int], None] | None = None,
+    agents: Collection[str] | None = None,
 ) -> Route:
     """The route of ``text``: the local router's, refined by the LLM router when there is one.
 
     ``embeds``: the classifier embeds messages, milliseconds of CPU kept off the event loop.
-    ``on_usage(prompt, completion)`` records the LLM router's tokens.
+    ``on_usage(prompt, completion)`` records the LLM router's tokens. ``agents``: the only
+    agents that may answer (the chat's /settings); None: every agent.
     """
     routing = functools.partial(
         route,
@@ -86,6 +88,7 @@ async def decide_route(
         reply_to=reply_to,
         tail=settings.tail,
         default_also_sees=default_also_sees,
+        agents=agents,
     )
     local = await asyncio.to_thread(routing) if embeds else routing()
     if router_model is None:
@@ -94,7 +97,7 @@ async def decide_route(
         local,
         text,
         model=router_model,
-        profiles=profiles,
+        profiles=[p for p in profiles if agents is None or p.name in agents] or profiles,
         window=window,
         timeout=settings.router_timeout,
         model_name=settings.router_model or None,

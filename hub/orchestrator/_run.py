@@ -70,7 +70,7 @@ async def run_call(
             chat=inbound.chat,
             message_id=call.message.id,
             clock=deps.clock,
-            extra={**deps.tool_services, "timezone": settings.timezone, "channels": channels},
+            extra={**deps.tool_services, "timezone": call.timezone, "channels": channels},
             agent=spec.name,
         )
         # One deadline over the whole run (every model request, retry and tool round), so a

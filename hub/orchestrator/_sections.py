@@ -30,10 +30,12 @@ from scopehub.hub.orchestrator._types import Deps, Inbound
 from scopehub.hub.routing import Route
 from scopehub.hub.turns import is_bookkeeping
 from scopehub.memory import (
+    ChatSettings,
     Event,
     Message,
     active_claims,
     agent_memory,
+    chat_settings,
     cursor_of,
     latest_events,
     unconsumed_events,
@@ -88,6 +90,7 @@ class PreparedCall:
     context: Context
     awareness: Awareness
     digest: DigestSection
+    timezone: str = "UTC"  # the chat's own (/settings), else HUB_TIMEZONE: how the tools read and write times
 
 
 class Sections:
@@ -99,15 +102,35 @@ class Sections:
         self.prompts = prompts
         self.channels = channels
 
-    def facts_block(self, scope: str) -> str:
-        """The scope's facts for every call; fail-open: a failure means no facts, logged."""
-        if self.deps.facts is None:
-            return ""
+    def chat_settings(self, scope: str) -> ChatSettings:
+        """The chat's own settings (/settings); fail-open: a failure means the defaults, logged."""
         try:
-            return self.deps.facts.block(scope, self.deps.tokenizer, self.deps.settings.facts_tokens)
+            return chat_settings(self.deps.store, scope)
+        except Exception:
+            log.exception("settings of %s unavailable; answering with the defaults", scope)
+            return ChatSettings(scope)
+
+    def allowed_agents(self, scope: str) -> tuple[str, ...] | None:
+        """The agents that answer in the chat (its /settings), None for all of them."""
+        chosen = self.chat_settings(scope).agents
+        if chosen is None:
+            return None
+        known = tuple(name for name in chosen if name in self.registry)
+        return known or None  # every chosen agent gone from the team: the whole team answers
+
+    def facts_block(self, scope: str) -> str:
+        """The scope's facts for every call, with the chat's language when it chose one;
+        fail-open: a failure means no facts, logged."""
+        language = self.chat_settings(scope).language
+        preference = f"- This chat's language is {language}: always answer in {language}." if language else ""
+        if self.deps.facts is None:
+            return preference
+        try:
+            block = self.deps.facts.block(scope, self.deps.tokenizer, self.deps.settings.facts_tokens)
         except Exception:
             log.exception("facts unavailable for %s; answering without them", scope)
-            return ""
+            block = ""
+        return "\n".join(part for part in (preference, block) if part)
 
     def recent(self, scope: str, before_id: int) -> list[Message]:
         """The scope's last HUB_WINDOW messages before ``before_id``, ordered by turn.
@@ -270,7 +293,8 @@ class Sections:
         context, awareness, digest = self._assemble(
             spec.name, inbound.scope, message.id, window, text, decision.also_sees, inbound.sender
         )
-        return PreparedCall(inbound, message, decision, spec, text, context, awareness, digest)
+        timezone = self.chat_settings(inbound.scope).timezone or self.deps.settings.timezone
+        return PreparedCall(inbound, message, decision, spec, text, context, awareness, digest, timezone)
 
     def _assemble(
         self,

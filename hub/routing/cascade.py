@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from scopehub.hub.routing.also_sees import predict_also_sees
@@ -72,12 +72,17 @@ def route(
     reply_to: Message | None = None,
     tail: int = 4,
     default_also_sees: dict[str, tuple[str, ...]] | None = None,
+    agents: Collection[str] | None = None,
 ) -> Route:
     """Route one message: explicit address → reply → sticky local classifier.
 
-    ``window`` is the scope's recent messages before this one (oldest first).
+    ``window`` is the scope's recent messages before this one (oldest first). ``agents``:
+    the only agents that may answer here (a chat's own choice); None: every agent. An
+    address to, a reply to, or a thread of another agent is then decided by the scores.
     """
     defaults = default_also_sees or {}
+    allowed = [name for name in classifier.agents if agents is None or name in agents] or list(classifier.agents)
+    default_agent = classifier.default_agent if classifier.default_agent in allowed else allowed[0]
 
     def finish(agent: str, via: str, confidence: float, routed_text: str | None = None) -> Route:
         also = predict_also_sees(routed_text if routed_text is not None else text, agent, window, classifier, tail=tail)
@@ -85,16 +90,16 @@ def route(
         merged = tuple(name for name in merged if name != agent)
         return Route(agent=agent, also_sees=merged, via=via, text=routed_text, confidence=confidence)
 
-    explicit = detect_explicit(text, classifier.agents)
+    explicit = detect_explicit(text, allowed)
     if explicit is not None:
         agent, rest = explicit
         return finish(agent, "explicit", 1.0, rest)
 
-    if reply_to is not None and reply_to.role == "agent" and reply_to.agent in classifier.agents:
+    if reply_to is not None and reply_to.role == "agent" and reply_to.agent in allowed:
         return finish(reply_to.agent, "reply", 1.0)
 
     current = current_agent(window)
-    if current not in classifier.agents:
+    if current not in allowed:
         current = None
     if current is not None and readable(text) and not classifier.has_content(text):
         # No content words (or none we know) in a language the lexicon reads: a follow-up
@@ -104,9 +109,9 @@ def route(
         if classifier.semantic is not None:
             classifier.evidence(text)
         return finish(current, "sticky", 0.0)
-    evidence = classifier.evidence(text)
+    evidence = {name: value for name, value in classifier.evidence(text).items() if name in allowed}
     if not evidence:
-        return finish(current or classifier.default_agent, "sticky" if current else "default", 0.0)
+        return finish(current or default_agent, "sticky" if current else "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
     margin = classifier.switch_threshold_for(text)
     if switch_cue(text):
@@ -123,7 +128,7 @@ def route(
         return finish(current, "sticky", _confidence(evidence, current))
     confidence = _confidence(evidence, best)
     if confidence < classifier.min_confidence:
-        return finish(current or classifier.default_agent, "sticky" if current else "default", confidence)
+        return finish(current or default_agent, "sticky" if current else "default", confidence)
     return finish(best, "local", confidence)
 
 
@@ -146,7 +151,8 @@ def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Me
             break
         counted += 1
         for agent, value in classifier.evidence(message.text).items():
-            totals[agent] += value
+            if agent in totals:  # an agent this chat does not use is not counted
+                totals[agent] += value
     if not counted:
         return current
     best = max(totals, key=totals.__getitem__)

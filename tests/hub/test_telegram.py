@@ -354,12 +354,13 @@ def test_forget_all_erases_the_scope_and_cancels_its_reminders(tmp_path):
         await tg.await_sent(1, chat_id=42)
         assert {(mine.scope, mine.id), (other.scope, other.id)} <= bot.reminders.scheduled()
         tg.push_message(42, "/forget all")
-        sent = await tg.await_sent(2, chat_id=42)
-        assert sent[1]["text"].startswith("Done: everything of this chat is erased")
+        tg.push_message(42, "/forget all")  # sent again: confirmed, as the button would
+        sent = await tg.await_sent(3, chat_id=42)
+        assert sent[2]["text"].startswith("Done: everything of this chat is erased")
         assert (mine.scope, mine.id) not in bot.reminders.scheduled() and (other.scope, other.id) in bot.reminders.scheduled()
         await tg.await_sent(1, chat_id=43, timeout=3)
         await asyncio.sleep(0.3)
-        assert len(tg.sent(42)) == 2  # the erased reminder never fired
+        assert len(tg.sent(42)) == 3  # the erased reminder never fired
 
     bot_run(tmp_path, scenario, hub=hub)
     assert rows(db, "user:42") == []

@@ -18,6 +18,7 @@ from scopehub.hub.orchestrator import MODEL_SLOW_REPLY
 from scopehub.hub.transports.telegram import (
     CANT_READ,
     CONFIRM_FORGET_ALL,
+    CONFIRM_FORGET_ALL_PRIVATE,
     DOCUMENT_UNREADABLE,
     NOT_ADMIN,
     REMINDER_PREFIX,
@@ -357,14 +358,20 @@ def test_forget_all_in_a_group_needs_an_admin_and_a_confirmation(tmp_path):
     assert rows(db, f"group:{group}") == []
 
 
-def test_forget_all_in_a_private_chat_erases_at_once(tmp_path):
+def test_forget_all_in_a_private_chat_asks_first_and_the_button_erases(tmp_path):
     async def scenario(hub, tg, bot):
         tg.push_message(42, "my door code is 1234")
         await tg.await_sent(1, chat_id=42)
         tg.push_message(42, "/forget all")
         sent = await tg.await_sent(2, chat_id=42)
-        assert sent[1]["text"].startswith("Done: everything of this chat is erased (3 messages, 0 facts")
+        assert sent[1]["text"] == CONFIRM_FORGET_ALL_PRIVATE
+        assert [b["text"] for b in sent[1]["reply_markup"]["inline_keyboard"][0]] == ["Erase everything", "Cancel"]
+        assert [m.text for m in hub.store.messages("user:42")] == ["my door code is 1234", "ok: my door code is 1234"]
+        tg.push_callback_query(42, sent[1]["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
+        sent = await tg.await_sent(3, chat_id=42)
+        assert sent[2]["text"].startswith("Done: everything of this chat is erased (3 messages, 0 facts")
         assert tg.calls("getChatMember") == []
+        assert tg.message(42, sent[1]["message_id"]).get("reply_markup") is None  # the buttons are gone
 
     bot_run(tmp_path, scenario)
     assert rows(tmp_path / "hub.db", "user:42") == []
@@ -440,4 +447,4 @@ def test_the_bot_asks_telegram_for_edits_too(tmp_path, monkeypatch):
     monkeypatch.setenv("HUB_API_BASE", "http://127.0.0.1:9")
     monkeypatch.setenv("HUB_DB", str(tmp_path / "hub.db"))
     main(["telegram"])
-    assert set(asked["allowed_updates"]) == {"message", "edited_message", "message_reaction"}
+    assert set(asked["allowed_updates"]) == {"message", "edited_message", "message_reaction", "callback_query"}

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 from telegram.ext import ContextTypes
 
 from scopehub.hub.orchestrator import Reply
-from scopehub.hub.transports.telegram.delivery import SendLater, chat_of, message_number
+from scopehub.hub.transports.telegram.delivery import (
+    SendLater,
+    chat_of,
+    message_number,
+    split_message,
+)
+from scopehub.hub.transports.telegram.outbox import render
 from scopehub.hub.transports.telegram.texts import APOLOGY_SAVED
 from scopehub.hub.turns import Owed, ScopeTurns, is_transient
 
@@ -148,18 +154,28 @@ class Answers:
         into = stream.placeholder if stream is not None else None
         if stream is not None:
             await stream.wait_allowed()
-        await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into)
+        markup = transport.buttons.markup_for(message, reply, chunks=len(split_message(render(reply))))
+        await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into, markup=markup)
         if reply.kind == "agent":
             transport.reminders.sweep()  # the answer may have set a reminder due before the next sweep
 
     async def _deliver_owed(
-        self, scope: str, bot: Any, chat_id: int, reply: Reply, *, reply_to: int | None, thread_id: int | None, into: int | None = None
+        self,
+        scope: str,
+        bot: Any,
+        chat_id: int,
+        reply: Reply,
+        *,
+        reply_to: int | None,
+        thread_id: int | None,
+        into: int | None = None,
+        markup: Any = None,
     ) -> None:
         """Send the reply of an owed message (``into``: edit the streamed message into it); one
         Telegram asked to send later is sent at that time."""
         try:
             await self.transport.outbox.deliver(
-                bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True, into=into
+                bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, defer_unsent=True, into=into, markup=markup
             )
         except SendLater as later:
             self.start_turn_later(scope, later.retry_after)

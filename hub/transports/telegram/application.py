@@ -7,6 +7,7 @@ from typing import Any
 from telegram.ext import (
     Application,
     ApplicationBuilder,
+    CallbackQueryHandler,
     MessageHandler,
     MessageReactionHandler,
     filters,
@@ -89,5 +90,6 @@ def build_application(
     application.add_handler(MessageHandler(filters.UpdateType.MESSAGE & chats & ~filters.StatusUpdate.ALL, transport.inbox.on_text))
     application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & chats, updates.on_edit))
     application.add_handler(MessageReactionHandler(updates.on_reaction))
+    application.add_handler(CallbackQueryHandler(transport.buttons.on_press))
     application.add_error_handler(updates.on_error)
     return application

@@ -41,6 +41,7 @@ from telegram.ext import Application
 from scopehub.hub.orchestrator import Hub, Reply
 from scopehub.hub.settings import Settings
 from scopehub.hub.transports.telegram.answers import Answers
+from scopehub.hub.transports.telegram.buttons import Buttons
 from scopehub.hub.transports.telegram.delivery import (
     RetryPolicy,
     call_with_retry,
@@ -63,7 +64,7 @@ log = logging.getLogger(__name__)
 BOT_DATA_KEY = "agents_hub"  # application.bot_data[BOT_DATA_KEY] is the TelegramBot
 # What run_polling/run_webhook must ask Telegram for: without "message_reaction" in the
 # list, Telegram never sends reactions (they are not in its default set).
-ALLOWED_UPDATES: tuple[str, ...] = (Update.MESSAGE, Update.EDITED_MESSAGE, Update.MESSAGE_REACTION)
+ALLOWED_UPDATES: tuple[str, ...] = (Update.MESSAGE, Update.EDITED_MESSAGE, Update.MESSAGE_REACTION, Update.CALLBACK_QUERY)
 REFLECT_FIRST_S = 60.0  # the first reflection check after start: scopes due since the last run
 
 _COMMAND_NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
@@ -104,6 +105,7 @@ class TelegramBot:
         self.inbox = Inbox(self)
         self.updates = ChatUpdates(self)
         self.groups = GroupGuard(self)
+        self.buttons = Buttons(self)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def post_init(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:

@@ -2,7 +2,8 @@
 
 A group's memory and settings are everyone's: every command that erases or changes them
 (``/forget <fact>``, ``/forget all``, a ``/settings`` change) needs an administrator (or
-the group's anonymous admin identity), and ``/forget all`` a confirmation as well.
+the group's anonymous admin identity). ``/forget all`` needs a confirmation everywhere,
+with a button or by sending it again.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from telegram import Bot, Chat, Message, User
-from telegram.constants import ChatMemberStatus
+from telegram import Bot, Chat, InlineKeyboardMarkup, Message, User
+from telegram.constants import ChatMemberStatus, ChatType
 from telegram.error import TelegramError
 
-from scopehub.hub.transports.telegram.delivery import call_with_retry
+from scopehub.hub.transports.telegram.delivery import call_with_retry, scope_for
+from scopehub.hub.transports.telegram.keyboards import forget_all_keyboard
 from scopehub.hub.transports.telegram.texts import (
     ADMIN_UNKNOWN,
     CONFIRM_FORGET_ALL,
+    CONFIRM_FORGET_ALL_PRIVATE,
     NOT_ADMIN,
     NOT_ADMIN_FOR,
 )
@@ -55,42 +58,50 @@ class GroupGuard:
     def __init__(self, transport: TelegramBot) -> None:
         self.transport = transport
 
-    async def guard(self, bot: Bot, chat: Chat, user: User | None, message: Message, text: str) -> str | None:
-        """None when this group message may go on; else what to answer (nothing is erased or changed).
+    async def guard(
+        self, bot: Bot, chat: Chat, user: User | None, message: Message, text: str
+    ) -> tuple[str, InlineKeyboardMarkup | None] | None:
+        """None when this message may go on; else what to answer, and its buttons (nothing is erased or changed).
 
-        Every admin-only command (:data:`ADMIN_COMMANDS`) needs an administrator;
-        ``/forget all`` needs a confirmation too (:meth:`guard_forget_all`).
+        ``/forget all`` needs a confirmation everywhere (:meth:`guard_forget_all`); in a
+        group every admin-only command (:data:`ADMIN_COMMANDS`) needs an administrator.
         """
-        name = admin_command(text)
-        if name is None:
-            return None
+        private = chat.type == ChatType.PRIVATE
         if FORGET_ALL_RE.match(text.strip()):
             return await self.guard_forget_all(bot, chat, user, message)
+        name = admin_command(text)
+        if name is None or private:
+            return None
         admin = await self.is_admin(bot, chat, user, message)
         if admin is None:
-            return ADMIN_UNKNOWN
+            return ADMIN_UNKNOWN, None
         if not admin:
             log.info("non-admin %s tried /%s in group %s; refused", user.id if user else "?", name, chat.id)
-            return NOT_ADMIN_FOR.format(what=ADMIN_COMMANDS[name])
+            return NOT_ADMIN_FOR.format(what=ADMIN_COMMANDS[name]), None
         return None
 
-    async def guard_forget_all(self, bot: Bot, chat: Chat, user: User | None, message: Message) -> str | None:
-        """None when this /forget all may erase the group; else what to answer (nothing is erased).
+    async def guard_forget_all(
+        self, bot: Bot, chat: Chat, user: User | None, message: Message
+    ) -> tuple[str, InlineKeyboardMarkup | None] | None:
+        """None when this /forget all may erase the chat; else what to answer (nothing is erased).
 
-        Only an administrator (or the group's anonymous admin identity) may, and only by
-        sending it twice within FORGET_CONFIRM_SECONDS: a group's memory is everyone's.
+        It is confirmed with the [Erase everything] button, or by sending it again, within
+        FORGET_CONFIRM_SECONDS. In a group only an administrator (or the group's anonymous
+        admin identity) may: a group's memory is everyone's.
         """
-        admin = await self.is_admin(bot, chat, user, message)
-        if admin is None:
-            return ADMIN_UNKNOWN
-        if not admin:
-            log.info("non-admin %s asked to erase group %s; refused", user.id if user else "?", chat.id)
-            return NOT_ADMIN
-        # The pending confirmation is a claim of the group (its TTL is the 60 s window), so
-        # the second /forget all confirms whichever worker each one reaches.
+        private = chat.type == ChatType.PRIVATE
+        if not private:
+            admin = await self.is_admin(bot, chat, user, message)
+            if admin is None:
+                return ADMIN_UNKNOWN, None
+            if not admin:
+                log.info("non-admin %s asked to erase group %s; refused", user.id if user else "?", chat.id)
+                return NOT_ADMIN, None
+        # The pending confirmation is a claim of the chat (its TTL is the 60 s window), so
+        # the button or the second /forget all confirms whichever worker each one reaches.
         hub = self.transport.hub
         who = f"forget-all:{user.id if user else 'anonymous'}"
-        scope, now = f"group:{chat.id}", hub.deps.clock()
+        scope, now = scope_for(chat.type, chat.id, user.id if user else None), hub.deps.clock()
         pending = get_claim(hub.store, scope, FORGET_CONFIRM_KEY, now=now)
         if pending is not None and pending.holder == who:
             release_claim(hub.store, scope, FORGET_CONFIRM_KEY, who)
@@ -99,11 +110,11 @@ class GroupGuard:
             release_claim(hub.store, scope, FORGET_CONFIRM_KEY, pending.holder)
         note = "hub: waiting for /forget all to be confirmed"
         acquire_claim(hub.store, scope, FORGET_CONFIRM_KEY, who, note=note, ttl=FORGET_CONFIRM_SECONDS, now=now)
-        return CONFIRM_FORGET_ALL
+        return (CONFIRM_FORGET_ALL_PRIVATE if private else CONFIRM_FORGET_ALL), forget_all_keyboard(user.id if user else None)
 
-    async def is_admin(self, bot: Bot, chat: Chat, user: User | None, message: Message) -> bool | None:
+    async def is_admin(self, bot: Bot, chat: Chat, user: User | None, message: Message | None) -> bool | None:
         """Whether the sender administers the group (getChatMember); None when Telegram could not say."""
-        if message.sender_chat is not None and message.sender_chat.id == chat.id:
+        if message is not None and message.sender_chat is not None and message.sender_chat.id == chat.id:
             return True  # an anonymous administrator writes as the group itself
         if user is None:
             return False

@@ -144,10 +144,12 @@ class Inbox:
         if existing is not None and (self.hub.store.is_answered(existing.id) or (media is not None and not text)):
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
             return  # stored but unanswered (a crash in between) goes on: the hub answers it
-        if addressed and not private:
-            refusal = await transport.groups.guard(bot, chat, user, message, text)
-            if refusal is not None:  # not an administrator, or not confirmed yet: nothing erased or changed
-                await outbox.send_text(bot, chat.id, refusal, reply_to=message.message_id, thread_id=thread_id, what="admin check")
+        if addressed:
+            held = await transport.groups.guard(bot, chat, user, message, text)
+            if held is not None:  # not an administrator, or not confirmed yet: nothing erased or changed
+                words, buttons = held
+                reply_to = None if private else message.message_id
+                await outbox.send_text(bot, chat.id, words, reply_to=reply_to, thread_id=thread_id, what="admin check", markup=buttons)
                 return
         saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
         body = message_body(message, media, text, kept=isinstance(saved_document, tuple))

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from telegram import Bot, Message, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
@@ -113,6 +113,7 @@ class Outbox:
         thread_id: int | None,
         defer_unsent: bool = False,
         into: int | None = None,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> list[int]:
         """Send a reply in as many messages as it needs; returns the sent message ids.
 
@@ -122,13 +123,16 @@ class Outbox:
         be reached for the first chunk even after the retries, raise
         :class:`DeliveryDeferred` so the message stays owed and the stored reply is sent
         later, rather than dropped. ``into``: the message the answer was streamed into;
-        the first chunk is edited into it (sent anew when that fails).
+        the first chunk is edited into it (sent anew when that fails). ``markup``: buttons
+        under the last message.
         """
         sent_ids: list[int] = []
         record = self._reply_record(reply)
-        for chunk in split_message(render(reply)) or ["(empty reply)"]:
+        chunks = split_message(render(reply)) or ["(empty reply)"]
+        for index, chunk in enumerate(chunks):
+            buttons = markup if index == len(chunks) - 1 else None
             if into is not None and not sent_ids:
-                edited = await self._edit_into(bot, chat_id, into, chunk)
+                edited = await self._edit_into(bot, chat_id, into, chunk, buttons)
                 if edited is not None:
                     sent_ids.append(edited)  # its id is recorded below, as for a sent first chunk
                     continue
@@ -141,6 +145,7 @@ class Outbox:
                 what="reply",
                 defer=defer_unsent and not sent_ids and reply.reply_id is not None,
                 record=record if not sent_ids else None,
+                markup=buttons,
             )
             if sent is not None:
                 sent_ids.append(sent.message_id)
@@ -155,11 +160,15 @@ class Outbox:
         self.hub.schedule_after_send(reply)
         return sent_ids
 
-    async def _edit_into(self, bot: Bot, chat_id: int, message_id: int, text: str) -> int | None:
+    async def _edit_into(
+        self, bot: Bot, chat_id: int, message_id: int, text: str, markup: InlineKeyboardMarkup | None = None
+    ) -> int | None:
         """Edit a streamed message into the answer's first chunk; its id, or None when it must be sent anew."""
         try:
             await call_with_retry(
-                lambda: bot.edit_message_text(text, chat_id=chat_id, message_id=message_id), self.transport.retry, "final edit"
+                lambda: bot.edit_message_text(text, chat_id=chat_id, message_id=message_id, reply_markup=markup),
+                self.transport.retry,
+                "final edit",
             )
         except BadRequest as exc:
             if "not modified" in str(exc).lower():
@@ -212,6 +221,7 @@ class Outbox:
         what: str = "message",
         defer: bool = False,
         record: Record | None = None,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> Message | None:
         """Send plain text with bounded retries; None when Telegram would not take it
         (``defer``: raise :class:`DeliveryDeferred` instead when it could not be reached).
@@ -221,14 +231,16 @@ class Outbox:
         the group's memory and is followed once; Forbidden (blocked, removed) pauses the
         chat's reminders. ``record``: what the reply sender writes as soon as Telegram took
         the message (when it runs and ``bot`` is the application's; see :meth:`took_recorded`).
+        ``markup``: inline buttons under the message.
         """
         reply_parameters = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
         sender = self.sender if bot is self.transport._bot else None
 
         def send() -> Awaitable[Message]:
+            options = {"reply_parameters": reply_parameters, "message_thread_id": thread_id, "reply_markup": markup}
             if sender is not None and record is not None:
-                return sender.send(record, chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id)
-            return bot.send_message(chat_id, text, reply_parameters=reply_parameters, message_thread_id=thread_id)
+                return sender.send(record, chat_id, text, **options)
+            return bot.send_message(chat_id, text, **options)
 
         try:
             return await call_with_retry(send, self.transport.retry, f"sending {what} to {chat_id}")
@@ -236,12 +248,14 @@ class Outbox:
             new_chat = int(exc.new_chat_id)
             log.info("chat %s migrated to %s", chat_id, new_chat)
             await self.transport.migrate(chat_id, new_chat)
-            return await self.send_text(bot, new_chat, text, thread_id=thread_id, what=what)
+            return await self.send_text(bot, new_chat, text, thread_id=thread_id, what=what, markup=markup)
         except BadRequest as exc:
             log.warning("Telegram refused %s to %s (%s); sending a trimmed plain fallback", what, chat_id, exc)
             try:
                 return await call_with_retry(
-                    lambda: bot.send_message(chat_id, trim_text(text, TELEGRAM_LIMIT - 96)), self.transport.retry, f"fallback {what}"
+                    lambda: bot.send_message(chat_id, trim_text(text, TELEGRAM_LIMIT - 96), reply_markup=markup),
+                    self.transport.retry,
+                    f"fallback {what}",
                 )
             except TelegramError as again:
                 log.error("the fallback %s to %s failed too: %s", what, chat_id, again)

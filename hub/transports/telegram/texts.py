@@ -8,6 +8,7 @@ __all__ = [
     "APOLOGY_SAVED",
     "CANT_READ",
     "CONFIRM_FORGET_ALL",
+    "CONFIRM_FORGET_ALL_PRIVATE",
     "DOCUMENT_SAVED",
     "DOCUMENT_UNREADABLE",
     "HUB_COMMANDS",
@@ -29,7 +30,11 @@ NOT_ADMIN_FOR = "Only this group's administrators can {what}. Nothing was change
 ADMIN_UNKNOWN = "I could not check who administers this group, so nothing was changed. Please try again in a minute."
 CONFIRM_FORGET_ALL = (
     "This erases everything I keep about this group, for everyone: messages, facts, notes, tasks and reminders. "
-    "Send /forget all again within 60 seconds to confirm."
+    "Press Erase everything (or send /forget all again) within 60 seconds to confirm."
+)
+CONFIRM_FORGET_ALL_PRIVATE = (
+    "This erases everything I keep about you: messages, facts, notes, tasks and reminders. "
+    "Press Erase everything (or send /forget all again) within 60 seconds to confirm."
 )
 
 # setMyCommands descriptions of the hub's own commands (agents bring their description).
@@ -45,4 +50,5 @@ HUB_COMMANDS: dict[str, str] = {
     "search": "Search older messages: /search <words>",
     "usage": "Tokens sent against full history",
     "events": "What the agents did recently",
+    "settings": "This chat's time zone, language and agents",
 }

@@ -211,6 +211,23 @@ class BotMethods:
                 message.pop("reply_markup", None)
             return copy.deepcopy(message)
 
+    def _edit_message_reply_markup(self, params: dict[str, Any]) -> dict[str, Any] | bool:
+        if params.get("inline_message_id"):
+            return True
+        with self._lock:
+            message = self._messages.get((params.get("chat_id"), params.get("message_id")))  # type: ignore[arg-type]
+            if message is None:
+                raise BotAPIError(400, "Bad Request: message to edit not found")
+            markup = params.get("reply_markup")
+            if markup == message.get("reply_markup") or (not markup and "reply_markup" not in message):
+                raise BotAPIError(400, "Bad Request: message is not modified")
+            if isinstance(markup, dict) and "inline_keyboard" in markup:
+                message["reply_markup"] = markup
+            else:
+                message.pop("reply_markup", None)
+            message["edit_date"] = int(time.time())
+            return copy.deepcopy(message)
+
     def _send_message_draft(self, params: dict[str, Any]) -> bool:
         """A private chat's draft being streamed (Bot API 9.3): recorded, never stored as a message."""
         chat_id, draft_id, text = params.get("chat_id"), params.get("draft_id"), params.get("text", "")

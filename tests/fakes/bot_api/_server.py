@@ -84,6 +84,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
             "sendMessage": self._send_message,
             "editMessageText": self._edit_message_text,
             "sendMessageDraft": self._send_message_draft,
+            "editMessageReplyMarkup": self._edit_message_reply_markup,
             "deleteMessage": self._delete_message,
             "setMyCommands": self._set_my_commands,
             "getMyCommands": self._get_my_commands,
@@ -193,6 +194,10 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
                     f"{[m for m, _ in self._calls]!r}"
                 )
         return self.calls(method)
+
+    async def wait_calls_async(self, method: str, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Async `wait_calls` that keeps the caller's event loop running."""
+        return await asyncio.to_thread(self.wait_calls, method, count, timeout)
 
     @property
     def log(self) -> list[dict[str, Any]]:
