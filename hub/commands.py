@@ -195,9 +195,12 @@ def format_digest_usage(digest: dict) -> str:
 
 
 async def _usage(hub: Hub, inbound: Inbound, message: Message, argument: str) -> str:
-    from scopehub.memory import digest_usage
+    from scopehub.hub.budgets import budget_line
+    from scopehub.memory import chat_settings, digest_usage
 
     text = format_usage(hub.store.usage(inbound.scope))
+    timezone = chat_settings(hub.store, inbound.scope).timezone or hub.settings.timezone
+    text += "\n" + budget_line(hub.store, hub.settings, inbound.scope, now=hub.deps.clock(), timezone=timezone)
     try:
         digest = digest_usage(hub.store, inbound.scope)
     except Exception:  # the digest's figures are extra: /usage answers without them

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
         default="", description="token the web console (agents-hub console) requires; without one it serves loopback only"
     )
 
+    # Daily budgets (hub/budgets.py): every model call of a person's own chats or of a group counts.
+    daily_tokens_user: int = Field(default=0, ge=0, description="tokens a person's private chats may use a day; 0 = no limit")
+    daily_cost_user: float = Field(default=0.0, ge=0, description="USD a person's private chats may cost a day; 0 = no limit")
+    daily_tokens_group: int = Field(default=0, ge=0, description="tokens a group may use a day; 0 = no limit")
+    daily_cost_group: float = Field(default=0.0, ge=0, description="USD a group may cost a day; 0 = no limit")
     # Telegram as people use it (hub/transports/telegram/).
     stream: Literal["auto", "edit", "off"] = Field(
         default="auto",

@@ -256,6 +256,10 @@ class Hub:
         on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> Reply | None:
         store = self.store
+        if inbound.addressed:
+            refusal = self.budget_refusal(inbound.scope)
+            if refusal is not None:  # the day's budget is spent: no model call (the router's neither)
+                return Reply(text=refusal, kind="command", agent="hub", via="budget", message_id=message.id, scope=inbound.scope)
         window = self.recent(inbound.scope, message.id)
         if inbound.agent is not None and inbound.agent in self.registry:
             decision = addressed_route(inbound.agent, self.default_also_sees)
@@ -281,6 +285,19 @@ class Hub:
             return await self._answer(inbound, message, decision, window)
         finally:
             release_claim(store, inbound.scope, key, self.holder)
+
+    def budget_refusal(self, scope: str) -> str | None:
+        """What to answer instead of a model call once the scope's daily budget is spent (hub.budgets); fail-open."""
+        from scopehub.hub.budgets import budget_for, budget_refusal
+
+        if not budget_for(self.settings, scope).limited:
+            return None
+        timezone = self.sections.chat_settings(scope).timezone or self.settings.timezone
+        try:
+            return budget_refusal(self.store, self.settings, scope, now=self.deps.clock(), timezone=timezone)
+        except Exception:
+            log.exception("the budget of %s could not be checked; answering", scope)
+            return None
 
     async def _route(
         self, text: str, window: list[Message], reply_to: Message | None, *, scope: str | None = None, message_id: int | None = None

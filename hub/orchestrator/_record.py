@@ -86,6 +86,7 @@ def record_turn(deps: Deps, sent_sections: SentSections, call: PreparedCall, out
             cache_write_tokens=result.cache_write_tokens if result else None,
             billed_tokens=price.billed_tokens,
             cost=price.cost,
+            ts=deps.clock(),  # the hub's clock, as for the messages: a day's spending is counted by it
         )
     )
     sent_sections.remember(inbound.scope, sent, call_id)
