@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 
 
-@click.command("telegram")
+@click.group("telegram", invoke_without_command=True)
 @click.option("--webhook-url", default=None, help="public HTTPS URL Telegram posts updates to (default: long polling)")
 @click.option("--listen", default="0.0.0.0", show_default=True, help="address the webhook server binds")
 @click.option("--port", default=8443, show_default=True, type=click.IntRange(1, 65535), help="port the webhook server binds")
@@ -52,7 +52,10 @@ def telegram_command(
     With --webhook-url it is one stateless worker: run as many as you like, on one host or
     several, behind a reverse proxy and on one PostgreSQL database (HUB_DB=postgresql://...).
     Each update is answered once, each chat's messages in order, each reminder fired once.
+    `agents-hub telegram invite` makes an invite code for a closed bot.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from scopehub.hub.app import build_hub
     from scopehub.hub.transports.telegram import ALLOWED_UPDATES, build_application
 
@@ -93,3 +96,30 @@ def telegram_command(
         secret_token=secret_token,
         allowed_updates=updates,
     )
+
+
+@telegram_command.command("invite")
+@click.option("--uses", default=1, show_default=True, type=click.IntRange(1, 10_000), help="how many people the code lets in")
+@click.option("--days", default=7.0, show_default=True, type=click.FloatRange(min=0.01), help="how long the code lasts")
+@click.option("--note", default="", help="who it is for (kept with the code)")
+@click.option("--bot-username", default=None, help="the bot's @username, for the t.me link (default: the code only)")
+@click.pass_context
+def invite_command(ctx: click.Context, uses: int, days: float, note: str, bot_username: str | None) -> None:
+    """Make an invite code for a closed bot (HUB_ALLOWED_USERS / HUB_ALLOWED_CHATS set).
+
+    Whoever sends the bot /start <code> (or opens the printed link) is let in. Prints the
+    code, then the link.
+    """
+    import time
+
+    from scopehub.hub.transports.telegram.access import invite_link, make_invite_code
+    from scopehub.memory import create_invite
+
+    settings = settings_of(ctx)
+    if not (settings.allowed_user_ids or settings.allowed_chat_ids):
+        raise click.ClickException("the bot is open to everyone (HUB_ALLOWED_USERS and HUB_ALLOWED_CHATS are empty): nobody needs an invite")
+    now = time.time()
+    code = make_invite_code()
+    create_invite(store_of(ctx), code, uses=uses, expires=now + days * 86400, note=note, created_by="cli", now=now)
+    click.echo(code)
+    click.echo(invite_link(bot_username.lstrip("@") if bot_username else None, code))

@@ -40,6 +40,7 @@ from telegram.ext import Application
 
 from scopehub.hub.orchestrator import Hub, Reply
 from scopehub.hub.settings import Settings
+from scopehub.hub.transports.telegram.access import Access
 from scopehub.hub.transports.telegram.answers import Answers
 from scopehub.hub.transports.telegram.buttons import Buttons
 from scopehub.hub.transports.telegram.delivery import (
@@ -106,6 +107,7 @@ class TelegramBot:
         self.updates = ChatUpdates(self)
         self.groups = GroupGuard(self)
         self.buttons = Buttons(self)
+        self.access = Access(self)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def post_init(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
@@ -199,11 +201,12 @@ class TelegramBot:
 
     # -- shared by the parts --------------------------------------------------------------
     def allowed(self, user_id: int | None, chat_id: int) -> bool:
-        """The allowlist, for a supergroup also under the id its group had."""
-        if is_allowed(self.settings, user_id, chat_id):
-            return True
-        old = self._migrated_from.get(chat_id)
-        return old is not None and is_allowed(self.settings, user_id, old)
+        """The allowlist (for a supergroup also under its group's id), or a pairing (:mod:`.access`)."""
+        return self.access.allowed(user_id, chat_id)
+
+    def migrated_from(self, chat_id: int) -> int | None:
+        """The id a supergroup had as a group, when it became one during this process."""
+        return self._migrated_from.get(chat_id)
 
     def note_conflict_over(self) -> None:
         """A message arrived: a 409 from another poller is over (said once)."""

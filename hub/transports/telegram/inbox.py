@@ -133,9 +133,13 @@ class Inbox:
         thread_id = message.message_thread_id if message.is_topic_message else None
         outbox = transport.outbox
         if not transport.allowed(user_id, chat.id):
+            if private and await transport.access.try_pairing(bot, chat, user, text):
+                return  # an invite code: paired and welcomed, or told it lets nobody in
             if private or addressed:
                 await outbox.refuse_once(bot, chat.id, thread_id)
             return
+        if addressed and await transport.access.invite(bot, chat, user, text):
+            return  # /invite: a code for someone else (owners only), never stored
         transport.note_conflict_over()
         outbox.chat_is_back(chat.id)
         scope = scope_for(chat.type, chat.id, user_id)

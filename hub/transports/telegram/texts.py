@@ -17,7 +17,10 @@ __all__ = [
     "REFUSAL",
 ]
 
-REFUSAL = "Sorry, this bot is private and you are not on its list of allowed users. Nothing you send here is stored."
+REFUSAL = (
+    "Sorry, this bot is private and you are not on its list of allowed users. Nothing you send here is stored. "
+    "If someone gave you an invite code, send /start <code>."
+)
 APOLOGY_SAVED = "Sorry, something went wrong; your message is saved."
 APOLOGY = "Sorry, something went wrong; please send your message again."
 CANT_READ = (

@@ -22,7 +22,7 @@ from telegram.error import Conflict, NetworkError
 from telegram.ext import ContextTypes
 
 from scopehub.hub.lessons import reaction_signal
-from scopehub.hub.transports.telegram.delivery import is_allowed, scope_for
+from scopehub.hub.transports.telegram.delivery import scope_for
 from scopehub.hub.transports.telegram.guard import body_text, describe_unreadable
 from scopehub.hub.transports.telegram.inbox import ReplyOwed, message_body
 from scopehub.hub.transports.telegram.media import describe_media
@@ -75,7 +75,7 @@ class ChatUpdates:
             return
         chat, user = reaction.chat, reaction.user
         user_id = user.id if user else None
-        if not is_allowed(self.transport.settings, user_id, chat.id):
+        if not self.transport.allowed(user_id, chat.id):
             return  # silently: a reaction gets nothing back, not even the refusal
         scope = scope_for(chat.type, chat.id, user_id)
         ext_id = self.transport.inbox.reply_target(scope, chat.id, reaction.message_id, None, chunk_span=True)
