@@ -99,6 +99,11 @@ class Settings(BaseSettings):
         default="auto",
         description="Telegram: show answers while they are written: auto (drafts in private chats, edits in groups), edit, off",
     )
+    transcribe_model: str = Field(
+        default="", description="Telegram: litellm transcription model for voice notes and audio (e.g. whisper-1); empty = off"
+    )
+    transcribe_api_base: str = Field(default="", description="base URL for HUB_TRANSCRIBE_MODEL; empty = HUB_API_BASE")
+    transcribe_api_key: str = Field(default="", description="API key for HUB_TRANSCRIBE_MODEL; empty = HUB_API_KEY")
     telegram_bot_token: str = Field(default="", alias="TELEGRAM_BOT_TOKEN", description="bot token from @BotFather")
     telegram_base_url: str = Field(default="", alias="TELEGRAM_BASE_URL", description="self-hosted Bot API server URL")
     telegram_webhook_secret: str = Field(

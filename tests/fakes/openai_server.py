@@ -12,7 +12,9 @@ Usage (sync or async callers alike)::
         )
         assert llm.requests[0]["tools"][0]["function"]["name"] == "search"
 
-Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/embeddings``
+Routes: ``POST /v1/audio/transcriptions`` (multipart, as litellm's ``atranscription``
+sends it: ``transcribe(file name, bytes, form fields) -> text``, recorded in
+`transcription_requests`), ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/embeddings``
 (and ``/embeddings``; deterministic unit vectors of `embedding_dim` floats), and
 ``POST /v1/messages``: Anthropic's Messages API, for litellm's ``anthropic/`` provider
 with ``api_base=server.root_url``.
@@ -248,9 +250,12 @@ class FakeOpenAI(LoopbackServer):
         prompt_cache: bool = False,
         cache_min_tokens: int = 0,
         stream_chunk_delay: float = 0.0,
+        transcribe: Callable[[str, bytes, dict[str, str]], str | Step] | None = None,
     ) -> None:
         super().__init__(port=port)
         self.stream_chunk_delay = stream_chunk_delay
+        self.transcribe = transcribe or (lambda name, content, fields: f"transcript of {name}")
+        self._transcriptions: list[dict[str, Any]] = []
         self.default: Responder = default or _default_responder
         self.embedding_dim = embedding_dim
         # A simulated provider prompt cache (see PromptCache); off: usage says nothing about it.
@@ -284,6 +289,12 @@ class FakeOpenAI(LoopbackServer):
         """A snapshot of every chat-completions request body received, in order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def transcription_requests(self) -> list[dict[str, Any]]:
+        """Every transcription request: ``{"filename", "content", "fields"}``, in order."""
+        with self._lock:
+            return list(self._transcriptions)
 
     @property
     def embedding_requests(self) -> list[dict[str, Any]]:
@@ -323,7 +334,29 @@ class FakeOpenAI(LoopbackServer):
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_post(f"{prefix}/embeddings", self._embeddings)
         app.router.add_post("/v1/messages", self._anthropic_messages)
+        app.router.add_post("/v1/audio/transcriptions", self._transcription)
         return app
+
+    async def _transcription(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return _error_response(400, "a file is required")
+        content = upload.file.read()
+        fields = {k: str(v) for k, v in form.items() if k != "file"}
+        with self._cond:
+            self._transcriptions.append({"filename": upload.filename, "content": content, "fields": fields})
+            self._cond.notify_all()
+        answer = self.transcribe(upload.filename or "audio", content, fields)
+        if not isinstance(answer, str):
+            while isinstance(answer, Delay):
+                await asyncio.sleep(answer.seconds)
+                answer = answer.then or Text("")
+            if isinstance(answer, Text):
+                answer = answer.content
+            else:
+                return await self._respond(answer, {})
+        return web.json_response({"text": answer})
 
     async def _read_json(self, request: web.Request) -> dict[str, Any] | web.Response:
         try:

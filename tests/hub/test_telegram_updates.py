@@ -24,6 +24,7 @@ from scopehub.hub.transports.telegram import (
     REMINDER_PREFIX,
     strip_mention,
 )
+from scopehub.hub.transports.telegram.voice import NO_TRANSCRIBE_MODEL
 from scopehub.memory import (
     NewFact,
     Store,
@@ -89,7 +90,7 @@ def test_media_without_a_caption_is_stored_as_a_marker_and_said_so(tmp_path):
         sent = await tg.await_sent(3, chat_id=42)
         assert [m["text"] for m in sent] == [
             CANT_READ.format(what="photos"),
-            CANT_READ.format(what="voice notes"),
+            NO_TRANSCRIBE_MODEL.format(what="voice notes"),  # HUB_TRANSCRIBE_MODEL is not set
             CANT_READ.format(what="stickers"),
         ]
         # Groups: everything is stored, but only what is addressed gets a word back.
@@ -99,7 +100,7 @@ def test_media_without_a_caption_is_stored_as_a_marker_and_said_so(tmp_path):
         tg.push_media(-100, "document", file_name="report.pdf", mime_type="application/pdf", user_id=8)
         tg.push_media(-100, "voice", user_id=8, reply_to_message=hello["message_id"])  # to the bot
         sent = await tg.await_sent(2, chat_id=-100)
-        assert sent[1]["text"] == CANT_READ.format(what="voice notes")
+        assert sent[1]["text"] == NO_TRANSCRIBE_MODEL.format(what="voice notes")
         assert sent[1]["reply_to"] is not None  # it answers the voice note it means
         await settle(tg, -100, 3)
 

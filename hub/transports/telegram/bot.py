@@ -57,6 +57,7 @@ from scopehub.hub.transports.telegram.reminders import ReminderScheduler
 from scopehub.hub.transports.telegram.streaming import ReplyStream, stream_mode
 from scopehub.hub.transports.telegram.texts import HUB_COMMANDS
 from scopehub.hub.transports.telegram.updates import ChatUpdates
+from scopehub.hub.transports.telegram.voice import Transcriber
 
 __all__ = ["ALLOWED_UPDATES", "BOT_DATA_KEY", "TelegramBot"]
 
@@ -108,6 +109,7 @@ class TelegramBot:
         self.groups = GroupGuard(self)
         self.buttons = Buttons(self)
         self.access = Access(self)
+        self.transcriber = Transcriber(settings)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def post_init(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
@@ -117,6 +119,7 @@ class TelegramBot:
         (importing litellm, loading the tokenizer's encoding) never blocks a chat.
         """
         await asyncio.to_thread(self.hub.warm_up)
+        await asyncio.to_thread(self.transcriber.warm_up)
         quiet_library_logs()  # litellm, imported by the warm-up, adds a stdout handler of its own
         self._bot = application.bot
         await self.outbox.start_sender(application.bot)

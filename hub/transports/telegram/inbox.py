@@ -15,6 +15,7 @@ import contextvars
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from telegram import Bot, Message, MessageEntity, Update
@@ -38,7 +39,13 @@ from scopehub.hub.transports.telegram.media import (
 )
 from scopehub.hub.transports.telegram.outbox import render
 from scopehub.hub.transports.telegram.texts import CANT_READ, DOCUMENT_SAVED, DOCUMENT_UNREADABLE
-from scopehub.memory import add_vault_item
+from scopehub.hub.transports.telegram.voice import (
+    NO_TRANSCRIBE_MODEL,
+    NOT_TRANSCRIBED,
+    TranscriptionFailed,
+    transcribed_marker,
+)
+from scopehub.memory import add_vault_item, chat_settings
 
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
@@ -47,6 +54,7 @@ __all__ = ["INTAKE", "Inbox", "Intake", "ReplyOwed", "message_body", "strip_ment
 
 log = logging.getLogger(__name__)
 
+SPOKEN = ("voice note", "audio")  # media kinds a transcription model can turn into text
 _LEADING_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
 
 
@@ -176,8 +184,12 @@ class Inbox:
             addressed=answerable,
         )
         intake = INTAKE.get()
+        # A voice note (or audio) for us, with transcription on: stored as its marker first,
+        # answered once its transcript is in (the model call comes after the message is kept).
+        spoken = media is not None and media.kind in SPOKEN and bool(addressed) and not text
+        transcribing = spoken and transport.transcriber.enabled
         try:
-            stored = self.accept(inbound, thread_id)
+            stored = self.hub.store_inbound(inbound) if transcribing else self.accept(inbound, thread_id)
         except Exception as exc:
             if intake is not None:  # webhook: an error status, and Telegram delivers the update again
                 intake.kept = False
@@ -187,10 +199,13 @@ class Inbox:
                 raise ReplyOwed(chat.id, thread_id, False) from exc
             raise
         reply_to = None if private else message.message_id
+        if transcribing and stored is not None:
+            assert media is not None
+            await self._transcribe(bot, scope, stored, media, thread_id, reply_to)
         # A caption is answered as text; the note is for what has no words of its own, and
         # for a kept document (the person should know where it went).
-        if media is not None and addressed and (not text or saved_document is not None):
-            note = _media_note(media, saved_document)
+        elif media is not None and addressed and (not text or saved_document is not None):
+            note = NO_TRANSCRIBE_MODEL.format(what=_kinds(media.kind)) if spoken else _media_note(media, saved_document)
             await outbox.send_text(bot, chat.id, note, reply_to=reply_to, thread_id=thread_id, what="media note")
         if stored is None:
             return  # a redelivery of something handled (or being handled) already
@@ -199,6 +214,38 @@ class Inbox:
             answers.start_turn(scope)  # the webhook answers "received" now; the turn answers
         else:
             await answers.turns.run(scope)
+
+    async def _transcribe(self, bot: Bot, scope: str, stored: Any, media: Media, thread_id: int | None, reply_to: int | None) -> None:
+        """Download and transcribe a stored voice note; its text becomes the transcript, owed an answer.
+
+        When it cannot be transcribed the person is told why, and the marker is only tagged.
+        """
+        transport = self.transport
+        turns = transport.answers.turns
+        stop = asyncio.Event()
+        typing = transport.outbox.start_typing(bot, int(stored.chat), thread_id, stop)
+        try:
+            file = await call_with_retry(lambda: bot.get_file(media.file_id or ""), transport.retry, f"getFile {media.kind}")
+            data = bytes(await file.download_as_bytearray())
+            language = chat_settings(self.hub.store, scope).language
+            spoken = await transport.transcriber.transcribe(media.name or _audio_name(file.file_path), data, language=language)
+        except (TelegramError, TranscriptionFailed) as exc:
+            log.warning("voice note %s of %s not transcribed: %s", stored.id, scope, exc)
+            turns.owe(scope, stored.id, stored.text, answer=False)
+            reason = str(exc) if isinstance(exc, TranscriptionFailed) else "Telegram did not give me the file"
+            await transport.outbox.send_text(
+                bot, int(stored.chat), NOT_TRANSCRIBED.format(what=media.kind, reason=reason), reply_to=reply_to, thread_id=thread_id, what="voice note"
+            )
+            return
+        finally:
+            stop.set()
+            typing.cancel()
+        text = f"{transcribed_marker(media.kind)} {spoken}"
+        async with self.hub.lock_for(scope):
+            self.hub.store.edit_text(scope, stored.id, text)
+        turns.owe(scope, stored.id, text, answer=True)
+        if thread_id is not None:
+            transport.answers.note_thread(stored.id, thread_id)
 
     def accept(self, inbound: Inbound, thread_id: int | None = None) -> Any:
         """Store the message and mark it owed (answer, or only tag); None when it needs nothing more.
@@ -264,6 +311,12 @@ class Inbox:
         return name, len(body)
 
 
+def _audio_name(path: str | None) -> str:
+    """A file name the transcription model takes by its extension (Telegram's voice notes are Ogg Opus)."""
+    name = PurePosixPath(path or "").name
+    return name if "." in name else "voice.ogg"
+
+
 def message_body(message: Message, media: Media | None, text: str, *, kept: bool = False) -> str:
     """What is stored (and an agent reads) for a message: its text; media as its marker,
     before the caption with what the agent can make of the file; where a forward came from."""
@@ -312,10 +365,12 @@ def _media_note(media: Media, document: tuple[str, int] | str | None) -> str:
         return DOCUMENT_SAVED.format(name=document[0], size=plural(document[1], "character"))
     if document is not None or media.kind == "document":
         return DOCUMENT_UNREADABLE.format(name=media.name or "a document")
-    what = {"audio": "audio", "dice": "dice", "location": "locations", "venue": "places", "contact": "contacts"}.get(
-        media.kind, media.kind + "s"
-    )
-    return CANT_READ.format(what=what)
+    return CANT_READ.format(what=_kinds(media.kind))
+
+
+def _kinds(kind: str) -> str:
+    """What people call several of a media kind ("photos", "voice notes", "audio")."""
+    return {"audio": "audio", "dice": "dice", "location": "locations", "venue": "places", "contact": "contacts"}.get(kind, kind + "s")
 
 
 def _mentions(message: Message, bot_id: int, username: str) -> bool:
