@@ -99,6 +99,9 @@ class Settings(BaseSettings):
         default="auto",
         description="Telegram: show answers while they are written: auto (drafts in private chats, edits in groups), edit, off",
     )
+    agent_topics: Literal["auto", "off"] = Field(
+        default="auto", description="Telegram: one topic per agent in private chats when the bot has topic mode (auto), or off"
+    )
     transcribe_model: str = Field(
         default="", description="Telegram: litellm transcription model for voice notes and audio (e.g. whisper-1); empty = off"
     )

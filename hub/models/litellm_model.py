@@ -19,11 +19,14 @@ from scopehub.hub.models.base import ModelResponse, ToolCall, check_request_allo
 
 log = logging.getLogger(__name__)
 
-# litellm.acompletion builds its request coroutine in a worker thread and then awaits it;
-# a call cancelled in between (a timeout, learning paused for a new message) leaves that
-# coroutine never started, and Python warns when it is collected. Nothing was sent and
-# nothing leaks: the warning is noise in every run's log, so it is not shown.
-warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
+
+def _ignore_unstarted_requests() -> None:
+    """litellm.acompletion builds its request coroutine in a worker thread and then awaits it;
+    a call cancelled in between (a timeout, learning paused for a new message) leaves that
+    coroutine never started, and Python warns when it is collected. Nothing was sent and
+    nothing leaks: the warning is noise in every run's log, so it is not shown. (Set before
+    each request: a caller that restores the warning filters, as pytest does, drops it.)"""
+    warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited", category=RuntimeWarning)
 
 
 # litellm exception classes that mean "try again later".
@@ -160,6 +163,7 @@ class LiteLLMModel:
     ) -> dict[str, Any]:
         """litellm's arguments for one request (the test guard checked first)."""
         check_request_allowed(model_name, self.api_base)
+        _ignore_unstarted_requests()
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 

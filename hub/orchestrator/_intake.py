@@ -15,11 +15,12 @@ from collections.abc import Callable, Container
 from scopehub.hub.orchestrator._types import Inbound
 from scopehub.memory import DuplicateMessage, Message, NewMessage, Store, validate_scope
 
-__all__ = ["UNKNOWN_COMMAND_REPLY", "command_of", "has_content", "inbound_of", "store_inbound"]
+__all__ = ["ADDRESSED", "UNKNOWN_COMMAND_REPLY", "command_of", "has_content", "inbound_of", "store_inbound"]
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_COMMAND_REPLY = "unknown command /{name}; /help lists them"
+ADDRESSED = "addressed"  # the route of a message the transport addressed to an agent, until it is answered
 # A chat command: a slash and a lower-case word at the very start ("/usr/bin" is not one).
 _COMMAND_RE = re.compile(r"^/([a-z_]+)(?:@\w+)?(?=\s|$)")
 
@@ -64,6 +65,10 @@ def store_inbound(store: Store, inbound: Inbound, clock: Callable[[], float]) ->
                     chat=inbound.chat,
                     ext_id=inbound.ext_id,
                     reply_to=reply_to.id if reply_to else None,
+                    # Addressed by the transport (a Maildir inbox, an agent's Telegram topic):
+                    # kept as the message's route, so answering it from a queue keeps it.
+                    agent=inbound.agent,
+                    via=ADDRESSED if inbound.agent else None,
                 )
             )
         except DuplicateMessage:
@@ -89,6 +94,7 @@ def inbound_of(store: Store, message: Message, *, addressed: bool = True) -> tup
         ext_id=message.ext_id,
         ts=message.ts,
         addressed=addressed,
+        agent=message.agent if message.via == ADDRESSED else None,
     )
     reply_to = store.get(message.scope, message.reply_to) if message.reply_to else None
     return inbound, reply_to

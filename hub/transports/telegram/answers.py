@@ -127,9 +127,22 @@ class Answers:
                     await self._deliver_owed(scope, bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
                 return
         outbox = transport.outbox
+        topics = transport.topics
+
+        async def agent_topic() -> int | None:  # the topic of the agent the message was routed to
+            routed = hub.store.get(scope, message.id)
+            return await topics.thread_for(bot, chat_id, scope, routed.agent if routed else None)
+
         stop_typing = asyncio.Event()
         typing = outbox.start_typing(bot, chat_id, thread_id, stop_typing) if item.answer else None
-        stream = transport.reply_stream(bot, chat_id, message.id, thread_id=thread_id, reply_to=reply_to, shown=stop_typing) if item.answer else None
+        stream = (
+            transport.reply_stream(
+                bot, chat_id, message.id, thread_id=thread_id, reply_to=reply_to, shown=stop_typing,
+                find_thread=agent_topic if topics.enabled and private else None,
+            )
+            if item.answer
+            else None
+        )  # fmt: skip
         try:
             reply = await hub.answer_queued(message, addressed=item.answer, on_text=stream.on_text if stream else None)
         except Exception as exc:
@@ -155,6 +168,10 @@ class Answers:
         if stream is not None:
             await stream.wait_allowed()
         markup = transport.buttons.markup_for(message, reply, chunks=len(split_message(render(reply))))
+        if reply.kind == "agent" and private and topics.enabled:
+            thread_id = (stream.thread_id if stream is not None and into is not None else None) or await topics.thread_for(
+                bot, chat_id, scope, reply.agent
+            ) or thread_id
         await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into, markup=markup)
         if reply.kind == "agent":
             transport.reminders.sweep()  # the answer may have set a reminder due before the next sweep

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from telegram import Bot, BotCommand, Update
@@ -56,6 +57,7 @@ from scopehub.hub.transports.telegram.outbox import Outbox
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
 from scopehub.hub.transports.telegram.streaming import ReplyStream, stream_mode
 from scopehub.hub.transports.telegram.texts import HUB_COMMANDS
+from scopehub.hub.transports.telegram.topics import AgentTopics
 from scopehub.hub.transports.telegram.updates import ChatUpdates
 from scopehub.hub.transports.telegram.voice import Transcriber
 
@@ -110,6 +112,7 @@ class TelegramBot:
         self.buttons = Buttons(self)
         self.access = Access(self)
         self.transcriber = Transcriber(settings)
+        self.topics = AgentTopics(self)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def post_init(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
@@ -122,6 +125,7 @@ class TelegramBot:
         await asyncio.to_thread(self.transcriber.warm_up)
         quiet_library_logs()  # litellm, imported by the warm-up, adds a stdout handler of its own
         self._bot = application.bot
+        self.topics.start(application.bot)
         await self.outbox.start_sender(application.bot)
         if self.reminders.cancel_scope not in self.hub.erase_hooks:
             self.hub.erase_hooks.append(self.reminders.cancel_scope)
@@ -237,14 +241,34 @@ class TelegramBot:
             log.warning("allowed group %s is now supergroup %s: add %s to HUB_ALLOWED_CHATS", old_chat, new_chat, new_chat)
 
     def reply_stream(
-        self, bot: Bot, chat_id: int, draft_id: int, *, thread_id: int | None, reply_to: int | None, shown: asyncio.Event
+        self,
+        bot: Bot,
+        chat_id: int,
+        draft_id: int,
+        *,
+        thread_id: int | None,
+        reply_to: int | None,
+        shown: asyncio.Event,
+        find_thread: Callable[[], Awaitable[int | None]] | None = None,
     ) -> ReplyStream | None:
-        """A stream for one answer into the chat (None: ``HUB_STREAM=off``); ``shown`` is set at its first text."""
+        """A stream for one answer into the chat (None: ``HUB_STREAM=off``); ``shown`` is set at its first text.
+
+        ``find_thread``: where the answer goes, asked when its first text is shown (an agent's topic).
+        """
         mode = stream_mode(self.settings.stream, private=chat_id > 0, drafts_work=self.drafts_work)
         if mode is None:
             return None
         return ReplyStream(
-            self, bot, chat_id, mode=mode, draft_id=draft_id, thread_id=thread_id, reply_to=reply_to, every=self.stream_every, on_first=shown
+            self,
+            bot,
+            chat_id,
+            mode=mode,
+            draft_id=draft_id,
+            thread_id=thread_id,
+            reply_to=reply_to,
+            every=self.stream_every,
+            on_first=shown,
+            find_thread=find_thread,
         )
 
     # The outbox and answers, as reminders, the Maildir bridge and the webhook use them.

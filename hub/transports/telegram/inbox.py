@@ -182,6 +182,7 @@ class Inbox:
             ext_id=ext_id,
             reply_to_ext=reply_to_ext,
             addressed=answerable,
+            agent=transport.topics.agent_of_thread(scope, thread_id) if private else None,  # written in an agent's topic
         )
         intake = INTAKE.get()
         # A voice note (or audio) for us, with transcription on: stored as its marker first,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from telegram import Bot, ReplyParameters
@@ -65,6 +66,7 @@ class ReplyStream:
         reply_to: int | None = None,
         every: float | None = None,
         on_first: asyncio.Event | None = None,
+        find_thread: Callable[[], Awaitable[int | None]] | None = None,
     ) -> None:
         self.transport = transport
         self.bot = bot
@@ -75,6 +77,7 @@ class ReplyStream:
         self.reply_to = reply_to
         self.every = every if every is not None else (DRAFT_EVERY if mode == "draft" else PRIVATE_EVERY if chat_id > 0 else GROUP_EVERY)
         self.on_first = on_first  # set when the first text shows (the typing action stops)
+        self._find_thread = find_thread  # asked once, before the first text is shown
         self.placeholder: int | None = None  # the message the answer is edited into (edit mode)
         self.updates = 0  # drafts sent or edits made
         self._latest = ""
@@ -133,6 +136,12 @@ class ReplyStream:
 
     async def _show(self, text: str) -> None:
         shown = trim_text(text.rstrip() + " " + _TYPING, TELEGRAM_LIMIT)
+        if self._find_thread is not None:
+            find, self._find_thread = self._find_thread, None
+            try:
+                self.thread_id = await find() or self.thread_id
+            except Exception as exc:  # shown where the message came from then
+                log.info("no topic for the answer in %s (%s)", self.chat_id, exc)
         try:
             if self.mode == "draft":
                 await self.bot.send_message_draft(self.chat_id, self.draft_id, shown, message_thread_id=self.thread_id)

@@ -228,6 +228,21 @@ class BotMethods:
             message["edit_date"] = int(time.time())
             return copy.deepcopy(message)
 
+    def _create_forum_topic(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A topic in a private chat (the bot has topic mode) or a forum supergroup."""
+        chat_id, name = params.get("chat_id"), params.get("name")
+        if not isinstance(name, str) or not 1 <= len(name) <= 128:
+            raise BotAPIError(400, "Bad Request: topic name must be 1-128 characters")
+        with self._cond:
+            chat = self._chat_for(chat_id)
+            private = chat["type"] == "private"
+            if (private and not self.topics) or (not private and not chat.get("is_forum")):
+                raise BotAPIError(400, "Bad Request: the chat is not a forum")
+            thread = next(self._topic_ids)
+            self._topics.setdefault(chat["id"], {})[thread] = name
+            self._cond.notify_all()
+        return {"message_thread_id": thread, "name": name, "icon_color": int(params.get("icon_color") or 7322096)}
+
     def _send_message_draft(self, params: dict[str, Any]) -> bool:
         """A private chat's draft being streamed (Bot API 9.3): recorded, never stored as a message."""
         chat_id, draft_id, text = params.get("chat_id"), params.get("draft_id"), params.get("text", "")

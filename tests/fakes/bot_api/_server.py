@@ -49,8 +49,10 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         token: str | None = None,
         max_poll_timeout: float = 1.0,
         port: int = 0,
+        topics: bool = False,
     ) -> None:
         super().__init__(port=port)
+        self.topics = topics  # getMe's has_topics_enabled: forum topic mode in private chats (Bot API 9.3)
         self.username = username
         self.bot_id = bot_id
         self.first_name = first_name
@@ -65,6 +67,8 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         self._chats: dict[int, dict[str, Any]] = {}
         self._sent: list[dict[str, Any]] = []
         self._drafts: list[dict[str, Any]] = []
+        self._topics: dict[int, dict[int, str]] = {}  # chat -> message_thread_id -> name
+        self._topic_ids = itertools.count(1000)
         self._calls: list[tuple[str, dict[str, Any]]] = []
         self._log: list[dict[str, Any]] = []
         self._faults: dict[str, deque[Fault]] = {}
@@ -84,6 +88,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
             "sendMessage": self._send_message,
             "editMessageText": self._edit_message_text,
             "sendMessageDraft": self._send_message_draft,
+            "createForumTopic": self._create_forum_topic,
             "editMessageReplyMarkup": self._edit_message_reply_markup,
             "deleteMessage": self._delete_message,
             "setMyCommands": self._set_my_commands,
@@ -123,6 +128,7 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
             "can_join_groups": True,
             "can_read_all_group_messages": False,
             "supports_inline_queries": False,
+            "has_topics_enabled": self.topics,
         }
 
     # -- inspecting what the bot did ------------------------------------------------
@@ -142,6 +148,11 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         """Drafts streamed with sendMessageDraft: ``{"chat_id", "draft_id", "text", "message_thread_id"}``."""
         with self._lock:
             return [copy.deepcopy(d) for d in self._drafts if chat_id is None or d["chat_id"] == chat_id]
+
+    def forum_topics(self, chat_id: int) -> dict[int, str]:
+        """The topics made in a chat with createForumTopic: ``{message_thread_id: name}``."""
+        with self._lock:
+            return dict(self._topics.get(chat_id, {}))
 
     def texts(self, chat_id: int | None = None) -> list[str]:
         """Just the texts of `sent(chat_id)`."""
