@@ -386,6 +386,12 @@ def _v9_answer_lookups(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX calls_message ON calls(message_id)")
 
 
+def _v10_call_errors(db: sqlite_utils.Database) -> None:
+    """A failed call keeps why: its error's class and message (redacted), for the console."""
+    db.execute("ALTER TABLE calls ADD COLUMN error_class TEXT")
+    db.execute("ALTER TABLE calls ADD COLUMN error_message TEXT")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_core,
@@ -397,6 +403,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v7_digest,
     count_search_documents,
     _v9_answer_lookups,
+    _v10_call_errors,
 ]
 
 

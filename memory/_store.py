@@ -21,6 +21,7 @@ import sqlite_utils
 from ._chatlog import ImportReport, LogRecord
 from ._dialect import SQLITE, Dialect
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
+from ._redact import MAX_ERROR_CHARS, redact_secrets
 from ._schema import ensure_scope, migrate
 from .errors import DuplicateMessage, InvalidRecord, StoreError
 
@@ -405,12 +406,14 @@ class Store:
 
     # -- token accounting -------------------------------------------------------------
     def record_call(self, call: CallRecord) -> int:
-        """Record one agent call's token accounting; returns its id."""
+        """Record one agent call's token accounting; returns its id.
+
+        A failure's message is stored with credential-shaped text redacted, whoever recorded it."""
         tokens = {name: int(call.tokens.get(name, 0)) for name in _SECTIONS}
         columns = (
             "scope", "agent", "message_id", "via", "also_sees", "model", *_SECTIONS, "full_history_tokens",
             "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "billed_tokens", "cost",
-            "latency_ms", "ok", "ts", "extra",
+            "latency_ms", "ok", "ts", "extra", "error_class", "error_message",
         )  # fmt: skip
         values = (
             call.scope,
@@ -431,6 +434,8 @@ class Store:
             1 if call.ok else 0,
             call.ts if call.ts is not None else time.time(),
             json.dumps(call.extra, default=str),
+            call.error_class[:200] if call.error_class else None,
+            redact_secrets(call.error_message)[:MAX_ERROR_CHARS] if call.error_message else None,
         )
         with self.transaction() as conn:
             return conn.execute(

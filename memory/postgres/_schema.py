@@ -372,8 +372,14 @@ def _v3_message_times(conn: PgConnection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS messages_scope_ts ON messages(scope, ts)")
 
 
+def _v4_call_errors(conn: PgConnection) -> None:
+    """A failed call keeps why: its error's class and message (redacted), for the console."""
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_class TEXT")
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_message TEXT")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[PgConnection], None]] = [_v1_core, _v2_search, _v3_message_times]
+MIGRATIONS: list[Callable[[PgConnection], None]] = [_v1_core, _v2_search, _v3_message_times, _v4_call_errors]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
