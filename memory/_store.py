@@ -271,11 +271,13 @@ class Store:
         return True
 
     def is_answered(self, message_id: int) -> bool:
-        """Whether the message got its answer: a stored agent reply, or a failed call's apology."""
+        """Whether the message got its answer: a stored agent reply, or a failed agent call's apology.
+
+        A failed call of the hub's own (the LLM router's, the extractor's) answers nothing."""
         return bool(
             self.query(
                 "SELECT EXISTS(SELECT 1 FROM messages WHERE reply_to = ? AND role = 'agent')"
-                " OR EXISTS(SELECT 1 FROM calls WHERE message_id = ? AND ok = 0)",
+                " OR EXISTS(SELECT 1 FROM calls WHERE message_id = ? AND ok = 0 AND coalesce(via, '') NOT IN ('router', 'extractor'))",
                 (message_id, message_id),
             )[0][0]
         )

@@ -180,6 +180,17 @@ def test_a_failed_call_keeps_its_error_class_and_message_with_secrets_redacted(s
     assert (fine["error_class"], fine["error_message"]) == (None, None)
 
 
+def test_a_failed_router_or_extractor_call_does_not_answer_the_message(store):
+    """Only an agent's failed call is an answer (its apology was sent); the hub's own calls fail silently."""
+    mid = say(store, A, "hi")
+    for via in ("router", "extractor"):
+        store.record_call(CallRecord(scope=A, agent="hub", message_id=mid, via=via, also_sees=(), tokens={}, full_history_tokens=0,
+                                     ok=False, error_class="RouterError", error_message="router model timed out"))  # fmt: skip
+    assert not store.is_answered(mid)
+    store.record_call(CallRecord(scope=A, agent="general", message_id=mid, via="local", also_sees=(), tokens={}, full_history_tokens=0, ok=False))
+    assert store.is_answered(mid)
+
+
 def test_import_is_idempotent_by_scope_and_id(store):
     records = [LogRecord(id=f"x{i}", role="user", text=f"line {i}", ts=1_700_000_000 + i) for i in range(5)]
     first = store.import_records(records, default_scope=A)
