@@ -386,10 +386,17 @@ def _v9_answer_lookups(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX calls_message ON calls(message_id)")
 
 
-def _v10_call_errors(db: sqlite_utils.Database) -> None:
-    """A failed call keeps why: its error's class and message (redacted), for the console."""
+def _v10_call_failures_and_tools(db: sqlite_utils.Database) -> None:
+    """For the console: a failed call keeps why (its error's class and message, redacted),
+    and each call how many tool calls it made, so "calls that used a tool" is a column
+    test instead of parsing every call's JSON record."""
     db.execute("ALTER TABLE calls ADD COLUMN error_class TEXT")
     db.execute("ALTER TABLE calls ADD COLUMN error_message TEXT")
+    db.execute("ALTER TABLE calls ADD COLUMN tool_calls INTEGER NOT NULL DEFAULT 0")
+    db.execute(
+        "UPDATE calls SET tool_calls = json_array_length(extra, '$.tool_calls')"
+        " WHERE json_valid(extra) AND json_type(extra, '$.tool_calls') = 'array'"
+    )
 
 
 # Append only. Index i holds the migration from version i to i + 1.
@@ -403,7 +410,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v7_digest,
     count_search_documents,
     _v9_answer_lookups,
-    _v10_call_errors,
+    _v10_call_failures_and_tools,
 ]
 
 

@@ -415,7 +415,7 @@ class Store:
         columns = (
             "scope", "agent", "message_id", "via", "also_sees", "model", *_SECTIONS, "full_history_tokens",
             "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "billed_tokens", "cost",
-            "latency_ms", "ok", "ts", "extra", "error_class", "error_message",
+            "latency_ms", "ok", "ts", "extra", "error_class", "error_message", "tool_calls",
         )  # fmt: skip
         values = (
             call.scope,
@@ -438,6 +438,7 @@ class Store:
             json.dumps(call.extra, default=str),
             call.error_class[:200] if call.error_class else None,
             redact_secrets(call.error_message)[:MAX_ERROR_CHARS] if call.error_message else None,
+            len(tool_calls) if isinstance(tool_calls := call.extra.get("tool_calls"), list) else 0,
         )
         with self.transaction() as conn:
             return conn.execute(

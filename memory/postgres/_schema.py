@@ -372,14 +372,20 @@ def _v3_message_times(conn: PgConnection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS messages_scope_ts ON messages(scope, ts)")
 
 
-def _v4_call_errors(conn: PgConnection) -> None:
-    """A failed call keeps why: its error's class and message (redacted), for the console."""
+def _v4_call_failures_and_tools(conn: PgConnection) -> None:
+    """For the console: a failed call keeps why (its error's class and message, redacted),
+    and each call how many tool calls it made (SQLite's migration 10)."""
     conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_class TEXT")
     conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_message TEXT")
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS tool_calls BIGINT NOT NULL DEFAULT 0")
+    conn.execute(
+        "UPDATE calls SET tool_calls = jsonb_array_length(extra::jsonb -> 'tool_calls')"
+        " WHERE jsonb_typeof(extra::jsonb -> 'tool_calls') = 'array'"
+    )
 
 
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[PgConnection], None]] = [_v1_core, _v2_search, _v3_message_times, _v4_call_errors]
+MIGRATIONS: list[Callable[[PgConnection], None]] = [_v1_core, _v2_search, _v3_message_times, _v4_call_failures_and_tools]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -169,8 +169,10 @@ def test_a_failed_call_keeps_its_error_class_and_message_with_secrets_redacted(s
         CallRecord(scope=A, agent="general", message_id=mid, via="local", also_sees=(), tokens={"total": 3},
                    full_history_tokens=3, ok=False, error_class="litellm.AuthenticationError", error_message=message)
     )  # fmt: skip
-    store.record_call(CallRecord(scope=A, agent="general", message_id=mid, via="local", also_sees=(), tokens={}, full_history_tokens=0))
+    store.record_call(CallRecord(scope=A, agent="general", message_id=mid, via="local", also_sees=(), tokens={}, full_history_tokens=0,
+                                 extra={"tool_calls": [{"name": "add_task"}, {"name": "list_tasks"}]}))  # fmt: skip
     failed, fine = store.calls(A)
+    assert (failed["tool_calls"], fine["tool_calls"]) == (0, 2)  # counted from the record, for the console's filter
     assert (failed["ok"], failed["error_class"]) == (0, "litellm.AuthenticationError")
     kept = failed["error_message"]
     assert kept.startswith("AuthenticationError: Incorrect API key provided: [redacted]")

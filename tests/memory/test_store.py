@@ -161,6 +161,24 @@ def test_schema_is_versioned_and_migrates_an_older_database(tmp_path):
     assert store.window("user:1", 5)[0].text == "kept"
 
 
+def test_migration_10_counts_the_tool_calls_of_calls_recorded_before_it(tmp_path):
+    """A database at version 9 keeps its calls; each call's tool_calls column is filled from its JSON record."""
+    db = tmp_path / "v9.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    import sqlite_utils
+
+    database = sqlite_utils.Database(conn)
+    for step in MIGRATIONS[:9]:
+        step(database)
+    conn.execute("PRAGMA user_version = 9")
+    for extra in ('{"tool_calls": [{"name": "add_task"}, {"name": "list_tasks"}]}', '{"sent": {}}', "not json"):
+        conn.execute("INSERT INTO calls(scope, agent, ts, extra) VALUES ('user:1', 'tasks', 0, ?)", (extra,))
+    conn.close()
+    store = Store(db)
+    assert [row[0] for row in store.query("SELECT tool_calls FROM calls ORDER BY id")] == [2, 0, 0]
+    assert store.query("SELECT error_class, error_message FROM calls")[0] == (None, None)
+
+
 def test_a_database_from_a_newer_release_is_refused(tmp_path):
     db = tmp_path / "new.db"
     Store(db).close()
