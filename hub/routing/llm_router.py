@@ -91,6 +91,7 @@ class RouterCall:
     error: RouterError | None = None
     cause: BaseException | None = None  # what went wrong underneath the RouterError
     latency_ms: float = 0.0
+    local: Route | None = None  # the local router's route, which stands when this one fails
 
 
 async def ask_router(
@@ -149,14 +150,12 @@ async def refine_with_llm(
     window: Sequence[Message],
     timeout: float = 8.0,
     model_name: str | None = None,
-    on_usage: Callable[[int, int], None] | None = None,
     on_call: Callable[[RouterCall], None] | None = None,
 ) -> Route:
     """The LLM stage after the local cascade; any failure of it keeps the local route.
 
-    ``on_usage(prompt_tokens, completion_tokens)`` hears what a usable router answer cost;
-    ``on_call(call)`` hears every request, failed ones too, with its prompt and answer, so
-    the hub can record it like an agent call.
+    ``on_call(call)`` hears every request, failed ones too, with its prompt, answer and
+    tokens, so the hub can record it like an agent call.
 
     An explicit address or a reply to an agent is never second-guessed.
     """
@@ -167,6 +166,7 @@ async def refine_with_llm(
     except Exception:
         log.exception("LLM router crashed; keeping the local route")
         return local
+    call.local = local
     if on_call is not None:
         try:
             on_call(call)
@@ -175,9 +175,4 @@ async def refine_with_llm(
     if call.route is None:
         log.warning("LLM router unusable (%s); keeping the local route", call.error)
         return local
-    if on_usage is not None:
-        try:
-            on_usage(call.prompt_tokens or 0, call.completion_tokens or 0)
-        except Exception:  # accounting must never change the route
-            log.exception("router usage not recorded")
     return call.route

@@ -904,6 +904,6 @@ def test_a_failed_extractor_call_is_recorded_with_its_reason(tmp_path):
     assert (call["via"], call["ok"], call["error_class"]) == ("extractor", 0, "ModelUnavailable")
     assert call["error_message"] == "provider returned 503 for key [redacted]"
     assert json.loads(call["extra"])["proposed"] == []
-    unusable, _ = run_learning(store, "my email is other@example.com", "sure! here you go")
+    assert run_learning(store, "my email is other@example.com", "sure! here you go")[0] == []
     last = store.calls(SCOPE)[-1]
     assert (last["ok"], last["error_class"], json.loads(last["extra"])["answer"]) == (0, "UnusableAnswer", "sure! here you go")
