@@ -108,14 +108,14 @@ def fill_store(store: Store, messages: int, *, seed: int = 7, batch: int = 5000,
     ts = time.time() - messages * 60.0  # a message a minute: 100,000 span about ten weeks
     made = Filled(messages=0, last_call=0)
     for name, count in ((scope, messages), *((s, 100) for s in others)):
-        done = 0
+        done = pairs = 0
         recent: list[int] = []
         while done < count:
             with store.transaction():  # one commit per batch; each append is a savepoint in it
                 for _ in range(min(batch, count - done) // 2 or 1):
                     agent, via = rng.choice(AGENTS), rng.choice(VIAS)
                     ts += 120
-                    n = done // 2
+                    n, pairs = pairs, pairs + 1
                     text = _text(rng, rng.randint(4, 30))
                     if name == scope and n == count // 6:
                         text = f"the {NEEDLE} ferry tickets are in the blue folder"
@@ -126,7 +126,9 @@ def fill_store(store: Store, messages: int, *, seed: int = 7, batch: int = 5000,
                         made["needle_moment"] = datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
                     if name == scope and n == count // 4:
                         made["middle"] = asked.id
-                    failed = n % FAILED_EVERY == FAILED_EVERY - 1
+                    # A failed call leaves its message unanswered (the person got an apology); the last
+                    # message, when one place is left, too: the scope holds exactly ``count``.
+                    failed = n % FAILED_EVERY == FAILED_EVERY - 1 or count - done == 1
                     if not failed:
                         store.append(NewMessage(scope=name, role="agent", text=_text(rng, rng.randint(6, 40)), ts=ts + 2, agent=agent, via=via, reply_to=asked.id))
                     hub_calls = _hub_calls(store, rng, name, asked, agent, via, ts, n)
@@ -169,7 +171,9 @@ def fill_store(store: Store, messages: int, *, seed: int = 7, batch: int = 5000,
                             made["failed_call"] = call_id
                         if "tool_calls" in extra:
                             made["tool_call"] = call_id
-                    done += 2
+                    done += 1 if failed else 2
+                    if done >= count:
+                        break
     made["messages"] = store.count_messages(scope)
     return made
 

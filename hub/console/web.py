@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 from zoneinfo import ZoneInfo
 
 import jinja2
@@ -203,7 +204,8 @@ class Console:
     def done_url(self, request: Request, path: str, code: str, **query: Any) -> str:
         """``path`` with a signed notice of what an action did (shown once, briefly, to this session)."""
         ts = int(self.config.clock())
-        signature = self.signer.sign("done", self._notice_session(request, code), path, code, ts)
+        # Signed over the decoded path, as it is checked: never over one spelling of it.
+        signature = self.signer.sign("done", self._notice_session(request, code), unquote(path), code, ts)
         return page_url(path, **query, done=code, t=ts, sig=signature)
 
     def _notice_session(self, request: Request, code: str) -> str:
@@ -220,7 +222,7 @@ class Console:
             return None
         if not 0 <= self.config.clock() - int(ts) <= DONE_SECONDS:
             return None
-        ok = self.signer.check(signature, "done", self._notice_session(request, code), request.url.path, code, int(ts))
+        ok = self.signer.check(signature, "done", self._notice_session(request, code), unquote(request.url.path), code, int(ts))
         return DONE[code] if ok else None
 
     # -- the hub (replay, sandbox) ------------------------------------------------------------
