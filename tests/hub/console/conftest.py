@@ -199,3 +199,25 @@ def agent_calls(store, scope: str = "user:1") -> list[dict[str, Any]]:
 
 def hub_calls(store, via: str, scope: str = "user:1") -> list[dict[str, Any]]:
     return [c for c in store.calls(scope) if c["via"] == via]
+
+
+BIG_SCOPE = "user:big"
+BIG_MESSAGES = 20_000
+
+
+@dataclass
+class Big:
+    """The populated store with a scope of 20,000 messages beside the small ones."""
+
+    data: Populated
+    filled: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Big:
+    """Filled once per test session: batched appends, one commit per 5,000 (about 10 s here)."""
+    from scopehub.eval.console_bench import fill_store
+
+    data = populate(tmp_path_factory.mktemp("console-big"))
+    filled = fill_store(data.store, BIG_MESSAGES, scope=BIG_SCOPE, others=())
+    return Big(data=data, filled=dict(filled))
