@@ -246,3 +246,23 @@ def test_is_answered_reads_indexes_not_whole_tables(tmp_path):
     store.append(NewMessage(scope="user:1", role="agent", agent="general", text="hello", ts=2.0, reply_to=asked.id))
     assert store.is_answered(asked.id)
     store.close()
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-proj-abcdefghijklmnop1234",
+        "ghp_abcdefghijklmnopqrstuvwxyz012345",
+        "xoxb-1234567890-abcdefghij",
+        "AIzaSyA1234567890abcdefghijklmnopqrs",
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+        "0123456789abcdef0123456789abcdef",
+    ],
+)
+def test_credential_shaped_text_is_redacted_from_error_messages(secret):
+    from scopehub.memory import redact_secrets
+
+    kept = redact_secrets(f"request failed (credential {secret}) at https://api.example/v1: retry later")
+    assert secret not in kept and "[redacted]" in kept
+    assert kept.startswith("request failed (credential ") and kept.endswith("at https://api.example/v1: retry later")
+    assert redact_secrets("timeout after 30 s talking to gpt-4o-mini") == "timeout after 30 s talking to gpt-4o-mini"

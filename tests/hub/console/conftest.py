@@ -56,7 +56,7 @@ CONVERSATION = (
     "what tasks do I have?",
 )
 FAILING = "please book the dentist for monday"  # the agent's model fails on this one
-API_KEY = "sk-test-console-0123456789abcdef"  # the deployment's key: never shown, even inside an error
+API_KEY = "hunter2-console-key"  # the deployment's key (no shape gives it away): never shown, even inside an error
 PROVIDER_ERROR = f"provider returned 503 Service Unavailable (key {API_KEY})"
 # What the LLM router answers for each message (valid JSON but for the hostile one: unusable).
 ROUTER_ANSWERS = {

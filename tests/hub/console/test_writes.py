@@ -58,6 +58,14 @@ def test_a_crafted_done_link_shows_no_false_success(fresh):
     assert "Scope erased" not in writes.get("/?done=scope-erased&t=1800000000&sig=" + "ab" * 32).text
 
 
+def test_a_real_done_link_shows_nothing_on_a_read_only_console(fresh):
+    writes = make_client(fresh, allow_writes=True)
+    action = "/scopes/user:1/reminders/1/cancel"
+    done = writes.post(action, data={"csrf": forms(writes.get(action).text)[action]}).headers["location"]
+    assert "Reminder cancelled." in writes.get(done).text
+    assert "Reminder cancelled." not in make_client(fresh).get(done).text  # same secret, same (no) session, read-only
+
+
 def test_correct_a_fact_after_a_confirmation(fresh):
     store = fresh.store
     client = make_client(fresh, allow_writes=True)
@@ -141,6 +149,8 @@ def test_a_csrf_token_is_bound_to_its_action_and_row(fresh):
     token = forms(client.get(f"/scopes/user:2/facts/{other}/forget").text)[f"/scopes/user:2/facts/{other}/forget"]
     assert client.post(f"/scopes/user:1/facts/{fid}/forget", data={"csrf": token}).status_code == 403  # another row
     assert fid in [f.id for f in current_facts(fresh.store, "user:1")]
+    action = f"/scopes/user:1/facts/{fid}/forget"
+    assert client.post(action, data={"csrf": forms(client.get(action).text)[action]}).status_code == 303  # its own token works
 
 
 def test_a_cross_site_form_is_refused(fresh):
