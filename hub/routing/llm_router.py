@@ -21,7 +21,7 @@ from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, Route
 from scopehub.memory import Message
 
-__all__ = ["RouterAnswer", "RouterCall", "ask_router", "build_router_messages", "llm_route", "refine_with_llm"]
+__all__ = ["RouterAnswer", "RouterCall", "ask_router", "build_router_messages", "refine_with_llm"]
 
 log = logging.getLogger(__name__)
 
@@ -123,22 +123,6 @@ async def ask_router(
             call.error = exc
     call.latency_ms = (time.perf_counter() - started) * 1000
     return call
-
-
-async def llm_route(
-    text: str,
-    *,
-    model: ChatModel,
-    profiles: Sequence[AgentProfile],
-    window: Sequence[Message],
-    timeout: float = 8.0,
-    model_name: str | None = None,
-) -> tuple[Route, int, int]:
-    """Ask the router model; returns the route and the prompt/completion tokens it used."""
-    call = await ask_router(text, model=model, profiles=profiles, window=window, timeout=timeout, model_name=model_name)
-    if call.route is None:
-        raise call.error or RouterError("router answer unusable")
-    return call.route, call.prompt_tokens or 0, call.completion_tokens or 0
 
 
 async def refine_with_llm(

@@ -10,7 +10,7 @@ from scopehub.hub.errors import RouterError
 from scopehub.hub.models import ModelResponse
 from scopehub.hub.models.testing import ScriptedModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, route
-from scopehub.hub.routing.llm_router import llm_route, parse_router_answer
+from scopehub.hub.routing.llm_router import ask_router, parse_router_answer
 from tests.helpers import msg
 
 PROFILES = [
@@ -114,8 +114,16 @@ def test_router_never_crashes_on_odd_text():
 # -- the LLM router stage ------------------------------------------------------------
 
 
+def llm_route(text, **options):
+    """The router's answer for ``text``: (route, prompt tokens, completion tokens); RouterError when unusable."""
+    call = asyncio.run(ask_router(text, profiles=PROFILES, **options))
+    if call.route is None:
+        raise call.error
+    return call.route, call.prompt_tokens, call.completion_tokens
+
+
 def run_llm(model, window=()):
-    return asyncio.run(llm_route("book a taxi to the restaurant", model=model, profiles=PROFILES, window=list(window), timeout=1.0))
+    return llm_route("book a taxi to the restaurant", model=model, window=list(window), timeout=1.0)
 
 
 def test_llm_router_answer_is_validated_and_used():
@@ -151,7 +159,7 @@ def test_llm_router_times_out():
         return '{"agent": "taxi"}'
 
     with pytest.raises(RouterError):
-        asyncio.run(llm_route("x", model=ScriptedModel([slow]), profiles=PROFILES, window=[], timeout=0.05))
+        llm_route("x", model=ScriptedModel([slow]), window=[], timeout=0.05)
 
 
 def test_router_answer_in_code_fences_is_accepted():
