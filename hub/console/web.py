@@ -128,6 +128,7 @@ class Console:
             token_required=bool(self.settings.console_token),
             colours=SECTION_COLOURS,
             csrf=self.csrf,
+            installed_agents=frozenset(self.prompts),
         )
         return Jinja2Templates(env=env)
 
