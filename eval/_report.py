@@ -246,7 +246,8 @@ def build_report(
     exit_code: int = 0,
 ) -> dict[str, Any]:
     """The report's envelope: what ran, at which commit, when, on what machine and under what load."""
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    # Uncommitted documentation does not change a figure; uncommitted code may.
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs", ":!*.md", ":!mkdocs.yml")
     return {
         "report": REPORT_VERSION,
         "command": command,
