@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
@@ -221,8 +222,11 @@ def _command_line(ctx: click.Context) -> str:
 
 
 def _git(*args: str) -> str | None:
+    """Ask git about the checkout this code runs from (not the working directory); None outside one."""
     try:
-        done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(
+            ["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None

@@ -81,9 +81,9 @@ def _load_text(load: list[float] | None) -> str:
 
 def provenance(report: dict[str, Any]) -> str:
     """One line: the command, the commit, the date, the load average (1 minute) at start and end, the machine."""
-    commit = (report.get("commit") or "unknown")[:10]
+    commit = f"`{(report.get('commit') or 'unknown')[:10]}`"
     if report.get("dirty"):
-        commit += " (with uncommitted changes)"
+        commit += " (with uncommitted changes to the code)"
     date = str(report.get("date", "unknown")).replace("T", " ").replace("Z", " UTC")
     load = report.get("load_average") or {}
     machine = report.get("machine") or {}
@@ -91,7 +91,7 @@ def provenance(report: dict[str, Any]) -> str:
     exit_code = report.get("exit_code") or 0
     status = f" · exit status {exit_code}" if exit_code else ""
     return (
-        f"`{report.get('command', '?')}` · commit `{commit}` · {date} · {report.get('seconds', '?')} s · "
+        f"`{report.get('command', '?')}` · commit {commit} · {date} · {report.get('seconds', '?')} s · "
         f"load average {_load_text(load.get('start'))} at start, {_load_text(load.get('end'))} at end"
         + (f" on {cpus} CPUs" if cpus else "")
         + status
