@@ -293,3 +293,18 @@ def test_readme_agent_example_is_a_working_agent(tmp_path: Path) -> None:
     assert reply.agent == "weather"  # the router found it from its description and examples
     tool_turn = model.calls[1].messages[-1]  # and its tool ran, on the model's arguments
     assert tool_turn["role"] == "tool" and tool_turn["content"].startswith("Paris")
+
+
+def test_every_variable_the_docs_name_is_one_the_code_reads() -> None:
+    from scopehub.hub.settings import Settings
+
+    settings = {field.alias or f"HUB_{name.upper()}" for name, field in Settings.model_fields.items()}
+    configuration = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    outside = set(re.findall(r"^\| `([A-Z_]+)` \|", configuration.split("## Read outside the settings model")[1], re.MULTILINE))
+    known = settings | outside | {"HUB_TEST_POSTGRES_URL"}  # the tests' own, CONTRIBUTING and Scaling out
+    named = {
+        (variable, page.relative_to(ROOT).as_posix())
+        for page in [*PAGES, ROOT / "CONTRIBUTING.md"]
+        for variable in re.findall(r"\b(?:HUB|TELEGRAM)_[A-Z0-9_]+", page.read_text(encoding="utf-8"))
+    }
+    assert sorted((v, p) for v, p in named if v not in known) == []
