@@ -10,6 +10,7 @@ import functools
 import io
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -218,7 +219,11 @@ def _command_line(ctx: click.Context) -> str:
             continue
         for item in values:
             words.extend([flag, str(item)])
-    return shlex.join([*words, *arguments])
+    # A database URL's password never goes into a report (the docs quote the command line).
+    return _PASSWORD.sub(r"\1***@", shlex.join([*words, *arguments]))
+
+
+_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
 
 
 def _git(*args: str) -> str | None:

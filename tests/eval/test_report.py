@@ -55,8 +55,9 @@ def test_without_report_the_command_writes_nothing_and_prints_the_same(tmp_path,
 @click.option("--fast/--slow", default=False)
 @click.option("--status", type=int, default=0)
 @click.option("--fail", is_flag=True)
+@click.option("--db", default=None)
 @_report.report_option
-def probe(name: str, size: int, tags: tuple[str, ...], fast: bool, status: int, fail: bool) -> dict:
+def probe(name: str, size: int, tags: tuple[str, ...], fast: bool, status: int, fail: bool, db: str | None) -> dict:
     click.echo(_report.format_table(["name", "size"], [[name, size]], title="probe"))
     if fail:
         raise click.ClickException("broken input")
@@ -67,10 +68,13 @@ def probe(name: str, size: int, tags: tuple[str, ...], fast: bool, status: int, 
 
 def test_the_command_line_is_what_was_given_and_a_chosen_exit_status_is_kept(tmp_path):
     report = tmp_path / "r.json"
-    result = CliRunner().invoke(probe, ["x", "--tag", "a", "--tag", "b", "--slow", "--status", "1", "--report", str(report)])
+    args = ["x", "--tag", "a", "--tag", "b", "--slow", "--status", "1", "--db", "postgresql://hub:s3cret@db/hub"]
+    result = CliRunner().invoke(probe, [*args, "--report", str(report)])
     assert result.exit_code == 1
     data = json.loads(report.read_text(encoding="utf-8"))
-    assert data["command"] == f"probe --tag a --tag b --slow --status 1 --report {report} x"  # defaults left out
+    # defaults left out, a password masked
+    assert data["command"] == f"probe --tag a --tag b --slow --status 1 --db postgresql://hub:***@db/hub --report {report} x"
+    assert "s3cret" not in report.read_text(encoding="utf-8")
     assert data["exit_code"] == 1 and data["tables"][0]["rows"] == [["x", "1"]]
 
 
