@@ -33,6 +33,8 @@ import click
 
 from scopehub.memory import CallRecord, NewMessage, Store
 
+from . import _report
+
 __all__ = ["Filled", "bench_console", "console_bench_command", "fill_store"]
 
 SCOPE = "user:1"
@@ -286,6 +288,7 @@ def bench_console(db: Path, messages: int, runs: int) -> list[dict[str, Any]]:
 @click.option("--runs", default=20, show_default=True, type=click.IntRange(1, 10_000), help="timed requests per page")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None, help="keep the filled database here (default: a temporary file)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@_report.report_option
 def console_bench_command(messages: int, runs: int, db_path: str | None, as_json: bool) -> None:
     """Time every console page on a scope of MESSAGES messages: p50/p95 per page (target: p95 under 150 ms),
     and the clicks from the scopes list to a message found by a word and by a date."""
@@ -299,13 +302,16 @@ def console_bench_command(messages: int, runs: int, db_path: str | None, as_json
         return
     head = rows[0]
     load = ", ".join(f"{x:.2f}" for x in head["load"])
-    click.echo(f"{head['messages']:,} messages in {SCOPE} (+3 scopes of 100), filled in {head['fill_seconds']} s; {runs} runs per page; load average {load}")
-    for row in rows[1:]:
-        flag = "" if row["p95_ms"] < 150 else "   over 150 ms"
-        click.echo(
-            f"  {row['page']:<34} p50 {row['p50_ms']:>7.1f} ms   p95 {row['p95_ms']:>7.1f} ms"
-            f"   (CPU p50 {row['cpu_p50_ms']:>6.1f} ms, p95 {row['cpu_p95_ms']:>6.1f} ms){flag}"
+    click.echo(f"{head['messages']:,} messages in {SCOPE} (+3 scopes of 100), filled in {head['fill_seconds']} s; load average {load} after it")
+    click.echo(
+        _report.format_table(
+            ["page", "p50 ms", "p95 ms", "CPU p50 ms", "CPU p95 ms", "p95 < 150 ms"],
+            [
+                [row["page"], row["p50_ms"], row["p95_ms"], row["cpu_p50_ms"], row["cpu_p95_ms"], "yes" if row["p95_ms"] < 150 else "no"]
+                for row in rows[1:]
+            ],
+            title=f"Console pages on a {head['messages']:,}-message scope: {runs} timed requests each, after one warm-up",
         )
-    clicks = head["clicks"]
-    said = {k: f"{v} clicks" if v else "not found" for k, v in clicks.items()}
-    click.echo(f"  find a message from the scopes list: by a word {said['by_word']}, by its date {said['by_date']}")
+    )
+    said = {k: f"{v} clicks" if v else "not found" for k, v in head["clicks"].items()}
+    click.echo(f"Finding a message from the scopes list: by a word {said['by_word']}, by its date and time {said['by_date']}.")
