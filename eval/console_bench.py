@@ -267,7 +267,15 @@ def bench_console(db: Path, messages: int, runs: int) -> list[dict[str, Any]]:
     hub = build_hub(settings, store=store, model_required=False)
     config = ConsoleConfig(store=store, settings=settings, allow_writes=True, hub=hub)
     client = TestClient(create_app(config), base_url="http://127.0.0.1", follow_redirects=False)
-    rows: list[dict[str, Any]] = []
+    # The very first request reads every call into the tally (later ones read only what is new):
+    # its cost once, templates compiled cold too.
+    started, started_cpu = time.perf_counter(), time.process_time()
+    client.get("/")
+    first = [(time.perf_counter() - started) * 1000], [(time.process_time() - started_cpu) * 1000]
+    rows: list[dict[str, Any]] = [
+        {"page": "scopes list (first request after start)", "path": "/", "runs": 1,
+         "p50_ms": round(first[0][0], 1), "p95_ms": round(first[0][0], 1), "cpu_p50_ms": round(first[1][0], 1), "cpu_p95_ms": round(first[1][0], 1)}
+    ]  # fmt: skip
     for name, path in _pages(filled).items():
         wall, cpu = _time(client.get, path, runs)
         rows.append(

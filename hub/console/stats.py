@@ -94,7 +94,7 @@ def overall_totals(store: MemoryStore, tally: Tally) -> dict[str, int]:
 
 def time_span(tally: Tally, scope: str | None) -> tuple[float, float] | None:
     """The first and last hour of the agent calls, of one scope or all (None: no call yet)."""
-    hours = [hour for (s, hour, _) in tally.cells if scope is None or s == scope]
+    hours = [hour for (_, hour, _), _ in tally.of(scope)]
     return (float(min(hours) * HOUR), float((max(hours) + 1) * HOUR)) if hours else None
 
 
@@ -166,9 +166,8 @@ def agent_totals(tally: Tally, scope: str | None) -> list[AgentTotals]:
 def route_counts(store: MemoryStore, scope: str | None) -> list[tuple[str, int]]:
     """How the people's messages were routed: ``(via, count)``, most used first."""
     where = "role = 'user'" + (" AND scope = ?" if scope is not None else "")
-    rows = store.query(
-        f"SELECT coalesce(via, 'not routed'), count(*) FROM messages WHERE {where} GROUP BY coalesce(via, 'not routed')",
-        (scope,) if scope is not None else (),
-    )
-    return sorted(((str(via), int(n)) for via, n in rows), key=lambda item: (-item[1], item[0]))
+    # GROUP BY the bare column: the (scope, role, via) index gives the groups in order, no sort.
+    rows = store.query(f"SELECT via, count(*) FROM messages WHERE {where} GROUP BY via", (scope,) if scope is not None else ())
+    counts = [(str(via) if via is not None else "not routed", int(n)) for via, n in rows]
+    return sorted(counts, key=lambda item: (-item[1], item[0]))
 

@@ -60,6 +60,7 @@ class Tally:
     count: int = 0  # every call row it has seen (the hub's own calls included, not summed)
     max_id: int = 0
     cells: dict[tuple[str, int, str], Cell] = field(default_factory=dict)
+    by_scope: dict[str, dict[tuple[str, int, str], Cell]] = field(default_factory=dict)  # the same cells, per scope
     vias: dict[tuple[str, str], int] = field(default_factory=dict)  # (scope, via) -> agent calls
 
     def add(self, rows: Iterable[Sequence[Any]]) -> None:
@@ -71,14 +72,14 @@ class Tally:
             key = (str(scope), int(hour), str(agent))
             cell = self.cells.get(key)
             if cell is None:
-                cell = self.cells[key] = Cell()
+                cell = self.cells[key] = self.by_scope.setdefault(key[0], {})[key] = Cell()
             cell.add(ok, sent, full, provider, cost, latency)
             route = (str(scope), str(via or "?"))
             self.vias[route] = self.vias.get(route, 0) + 1
 
-    def of(self, scope: str | None) -> list[tuple[tuple[str, int, str], Cell]]:
+    def of(self, scope: str | None) -> Iterable[tuple[tuple[str, int, str], Cell]]:
         """The cells of one scope, or of all."""
-        return [(key, cell) for key, cell in self.cells.items() if scope is None or key[0] == scope]
+        return self.cells.items() if scope is None else self.by_scope.get(scope, {}).items()
 
 
 class Tallies:

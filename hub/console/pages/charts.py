@@ -41,7 +41,7 @@ def routes(console: Console) -> list[Route]:
     lock = threading.Lock()
 
     def time_charts(tally: Tally, scope: str | None) -> dict[str, object]:
-        """The time charts, drawn again only when a call was added (or the last bucket closed)."""
+        """The time charts and the per-agent sums, drawn again only when a call was added (or the last bucket closed)."""
         span = stats.time_span(tally, scope)
         size = next((s for s in BUCKETS if (span[1] - span[0]) / s <= 60), BUCKETS[-1]) if span else 0
         now_bucket = int(console.config.clock()) // size if size else 0
@@ -50,7 +50,7 @@ def routes(console: Console) -> list[Route]:
             if key in drawn:
                 drawn.move_to_end(key)
                 return drawn[key]
-        charts = draw_time_charts(tally, scope)
+        charts = {**draw_time_charts(tally, scope), "agents": stats.agent_totals(tally, scope)}
         with lock:
             drawn[key] = charts
             while len(drawn) > 32:
@@ -102,20 +102,20 @@ def routes(console: Console) -> list[Route]:
     def charts_page(request: Request) -> Response:
         scope = console.scope_of(request) if "scope" in request.path_params else None
         tally = console.tallies.current()
-        agents = stats.agent_totals(tally, scope)
+        drawn = time_charts(tally, scope)
+        agents = drawn["agents"]
         return console.page(
             request,
             "charts.html",
             scope=scope,
             routes_chart=bar_chart(stats.route_counts(store, scope)),
-            agents=agents,
             agent_tokens=bar_chart([(a.agent, a.tokens_sent) for a in agents], css_class="bar-chart agent-tokens"),
             agent_calls=bar_chart([(a.agent, a.calls) for a in agents], css_class="bar-chart agent-calls", colour="#59a14f"),
             agent_cost=bar_chart(
                 [(a.agent, a.cost) for a in agents if a.cost], css_class="bar-chart agent-cost", colour="#b6992d",
                 value_format=lambda v: f"${v:,.4f}",
             ),
-            **time_charts(tally, scope),
+            **drawn,
         )
 
     return [Route("/charts", charts_page), Route("/scopes/{scope:scope}/charts", charts_page)]

@@ -16,6 +16,7 @@ def test_bench_console_prints_figures_for_every_page_and_the_clicks_to_find(tmp_
     assert head["messages"] == 400 and len(head["load"]) == 3
     assert head["clicks"] == {"by_word": 2, "by_date": 2}  # from the scopes list: the scope, then the search or the jump
     pages = {row["page"]: row for row in rows[1:]}
+    assert pages.pop("scopes list (first request after start)")["runs"] == 1
     assert set(pages) == set(_pages({"middle": 1, "needle_id": 1, "needle_day": "", "last_call": 1, "tool_call": 1,
                                      "failed_call": 1, "router_call": 1, "extractor_call": 1}))  # fmt: skip
     assert {"search (a word)", "timeline (failed calls)", "call (LLM router)", "replay a message", "memory"} <= set(pages)
