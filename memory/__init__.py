@@ -167,6 +167,7 @@ from ._facts import (
 from ._interface import MemoryStore
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
+from ._redact import REDACTED, redact_secrets
 from ._schema import SCHEMA_VERSION
 from ._search import (
     SEARCH_METHODS,
@@ -204,6 +205,7 @@ __all__ = [
     "LESSON_LIMIT",
     "MAX_PINS",
     "PLAN_STATUSES",
+    "REDACTED",
     "SCHEMA_VERSION",
     "SEARCH_METHODS",
     "SUMMARY_CHARS",
@@ -331,6 +333,7 @@ __all__ = [
     "record_digest_failure",
     "record_feedback",
     "record_rejected_update",
+    "redact_secrets",
     "redeem_invite",
     "register_event_type",
     "rejected_updates",

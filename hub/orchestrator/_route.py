@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
 from scopehub.hub.routing.classifier import SEMANTIC_GATE
+from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import Message
 
@@ -71,14 +72,14 @@ async def decide_route(
     default_also_sees: Mapping[str, Sequence[str]],
     profiles: Sequence[AgentProfile],
     router_model: ChatModel | None,
-    on_usage: Callable[[int, int], None] | None = None,
+    on_call: Callable[[RouterCall], None] | None = None,
     agents: Collection[str] | None = None,
 ) -> Route:
     """The route of ``text``: the local router's, refined by the LLM router when there is one.
 
     ``embeds``: the classifier embeds messages, milliseconds of CPU kept off the event loop.
-    ``on_usage(prompt, completion)`` records the LLM router's tokens. ``agents``: the only
-    agents that may answer (the chat's /settings); None: every agent.
+    ``on_call(call)`` records each LLM router call (its prompt, answer and tokens). ``agents``:
+    the only agents that may answer (the chat's /settings); None: every agent.
     """
     routing = functools.partial(
         route,
@@ -101,5 +102,5 @@ async def decide_route(
         window=window,
         timeout=settings.router_timeout,
         model_name=settings.router_model or None,
-        on_usage=on_usage,
+        on_call=on_call,
     )
