@@ -64,14 +64,15 @@ def respond(request: dict[str, Any]) -> Step:
     return text("Your shopping list: milk, eggs.")
 
 
-def wait(check: Any, timeout: float = 30.0) -> Any:
+def wait(check: Any, timeout: float = 30.0, what: str = "the bot") -> Any:
+    """``check()``'s first true value, polled until ``timeout`` (then the demo stops, saying what it waited for)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
-        time.sleep(0.1)
-    raise SystemExit("timed out waiting for the bot")
+        time.sleep(0.05)
+    raise SystemExit(f"timed out waiting for {what}")
 
 
 def main(workdir: Path) -> None:

@@ -22,11 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.fakes.bot_api import FakeBotAPI
+from tests.fakes.lesson_demo import wait
 from tests.fakes.openai_server import FakeOpenAI, Step, text
 
 TOKEN = "123456:probe-token"
@@ -43,16 +43,6 @@ def respond(request: dict[str, Any]) -> Step:
     return text("Noted: " + " ".join(f"word{n}" for n in range(24)) + ".")
 
 
-def wait(check: Callable[[], Any], timeout: float = 60.0, what: str = "the bot") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {what}")
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -63,6 +53,22 @@ def say(who: str, line: str) -> None:
     print(f"{who:>7} : {line}")
 
 
+def bot_env(workdir: Path, tg: FakeBotAPI, llm: FakeOpenAI, token: str = TOKEN, **settings: str) -> dict[str, str]:
+    """The environment of a bot process on the fakes: nothing of the developer's settings, a database in ``workdir``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "TELEGRAM_"))}
+    return env | {
+        "TELEGRAM_BOT_TOKEN": token,
+        "TELEGRAM_BASE_URL": tg.base_url,
+        "HUB_MODEL": "openai/gpt-4o-mini",
+        "HUB_API_BASE": llm.base_url,
+        "HUB_API_KEY": "sk-loopback",
+        "HUB_DB": str(workdir / "hub.db"),
+        "HUB_MAILDIR": str(workdir / "maildir"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        **settings,
+    }
+
+
 class Bot:
     """One ``agents-hub telegram`` process and what it wrote."""
 
@@ -70,24 +76,11 @@ class Bot:
         self.workdir = workdir
         self.out = (workdir / "stdout.log").open("w+")
         self.err = (workdir / "stderr.log").open("w+")
-        settings = {
-            "TELEGRAM_BOT_TOKEN": TOKEN,
-            "TELEGRAM_BASE_URL": tg.base_url,
-            "HUB_MODEL": "openai/gpt-4o-mini",
-            "HUB_API_BASE": llm.base_url,
-            "HUB_API_KEY": "sk-loopback",
-            "HUB_DB": str(workdir / "hub.db"),
-            "HUB_MAILDIR": str(workdir / "maildir"),
-            "HUB_TRANSCRIBE_MODEL": "openai/whisper-1",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            **env,
-        }
         command = [sys.executable, "-m", "scopehub.hub.cli", "telegram"]
         if webhook_port is not None:
             command += ["--webhook-url", f"http://127.0.0.1:{webhook_port}/hook", "--listen", "127.0.0.1", "--port", str(webhook_port)]
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "TELEGRAM_"))}
-        self.started = time.monotonic()
-        self.process = subprocess.Popen(command, env={**clean, **settings}, stdout=self.out, stderr=self.err, cwd=workdir)
+        settings = bot_env(workdir, tg, llm, HUB_TRANSCRIBE_MODEL="openai/whisper-1", **env)
+        self.process = subprocess.Popen(command, env=settings, stdout=self.out, stderr=self.err, cwd=workdir)
 
     def stop(self) -> tuple[float, int]:
         """SIGTERM; seconds until it exited and its exit status."""

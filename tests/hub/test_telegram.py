@@ -88,11 +88,19 @@ async def running(hub: Hub, tg: FakeBotAPI, **options: Any) -> AsyncIterator[Tel
         await hub.drain()
 
 
-def bot_run(tmp_path: Path, scenario: Callable[[Hub, FakeBotAPI, TelegramBot], Any], hub: Hub | None = None, **options: Any) -> Hub:
+def bot_run(
+    tmp_path: Path,
+    scenario: Callable[[Hub, FakeBotAPI, TelegramBot], Any],
+    hub: Hub | None = None,
+    *,
+    fake: dict[str, Any] | None = None,
+    **options: Any,
+) -> Hub:
+    """Run ``scenario`` against a bot polling a fresh fake Bot API (``fake``: its options); ``options`` go to the bot."""
     hub = hub or make_hub(tmp_path / "hub.db")
 
     async def main() -> None:
-        with FakeBotAPI() as tg:
+        with FakeBotAPI(**(fake or {})) as tg:
             async with running(hub, tg, **options) as bot:
                 await scenario(hub, tg, bot)
 

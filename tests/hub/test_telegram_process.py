@@ -4,7 +4,6 @@ SIGTERM still stops it), and the process writes nothing to stdout and no traceba
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.openai_server import FakeOpenAI, text
+from tests.fakes.telegram_probe import bot_env
 from tests.helpers import CHECKOUT_MISMATCH, checkout_env, checkout_python
 from tests.hub.test_telegram_guard import poll_without_persistent_id
 
@@ -29,18 +29,7 @@ def wait(check, timeout: float) -> None:
 
 def test_a_poison_update_neither_stops_polling_nor_sigterm_and_logs_stay_quiet(tmp_path: Path) -> None:
     with FakeBotAPI(token=TOKEN) as tg, FakeOpenAI(default=lambda request: text("Noted.")) as llm:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "TELEGRAM_"))}
-        env |= {
-            "TELEGRAM_BOT_TOKEN": TOKEN,
-            "TELEGRAM_BASE_URL": tg.base_url,
-            "HUB_MODEL": "openai/gpt-4o-mini",
-            "HUB_API_BASE": llm.base_url,
-            "HUB_API_KEY": "sk-loopback",
-            "HUB_DB": str(tmp_path / "hub.db"),
-            "HUB_MAILDIR": str(tmp_path / "maildir"),
-            "HUB_ROUTER_EMBEDDER": "none",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        }
+        env = bot_env(tmp_path, tg, llm, TOKEN, HUB_ROUTER_EMBEDDER="none")
         tg.push_update(poll_without_persistent_id(tg, 42))  # waiting before the bot even starts
         tg.push_message(42, "add buy milk to my tasks")
         with (tmp_path / "out").open("w") as out, (tmp_path / "err").open("w") as err:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,21 +10,12 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.memory import Store, chat_settings
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.openai_server import FakeOpenAI, text
-from tests.hub.test_telegram import echo, make_hub, running
+from tests.hub.test_telegram import bot_run, echo, make_hub
 
 
 def run_with_topics(tmp_path: Path, scenario: Any, *, topics: bool = True, hub: Any = None, **options: Any) -> None:
-    hub = hub or make_hub(tmp_path / "hub.db", FunctionModel(echo))
-
-    async def main() -> None:
-        with FakeBotAPI(topics=topics) as tg:
-            async with running(hub, tg, **options) as bot:
-                await scenario(hub, tg, bot)
-
-    try:
-        asyncio.run(main())
-    finally:
-        hub.store.close()
+    """A bot whose getMe says whether it has topic mode (``topics``)."""
+    bot_run(tmp_path, scenario, hub=hub or make_hub(tmp_path / "hub.db", FunctionModel(echo)), fake={"topics": topics}, **options)
 
 
 def in_topic(tg: FakeBotAPI, text_: str, thread: int) -> None:
