@@ -72,6 +72,7 @@ from scopehub.memory import (
     recent_events,
     record_digest_failure,
     record_feedback,
+    record_rejected_update,
     release_claim,
     renew_claim,
     resume_chat_reminders,
@@ -80,6 +81,7 @@ from scopehub.memory import (
     traits_of,
     unconsumed_events,
     unseen_channel_messages,
+    update_chat_settings,
     update_goal,
     update_plan,
 )
@@ -289,6 +291,8 @@ def fill(store: MemoryStore, scope: str, tag: str) -> None:
     save_digest(store, scope, [DigestLine(f"{tag} digest line", (asked,), 1.0)], upto_id=asked, covered=1, kind="full", mode="extractive")
     save_reflection(store, scope, message_upto=asked, event_upto=event.id, now=5.0)
     add_knowledge(store, scope, f"{tag} knows", importance=0.5, messages=[asked], ts=5.0)
+    update_chat_settings(store, scope, timezone="Europe/Berlin", language=tag, now=5.0)
+    record_rejected_update(store, update_id=7, scope=scope, reason="TypeError: unreadable", body=f"{tag} update", now=5.0)
 
 
 def test_erase_empties_every_table_of_the_scope_and_only_that_scope(store):
