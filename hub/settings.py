@@ -43,6 +43,12 @@ class Settings(BaseSettings):
     )
     maildir_stale: float = Field(default=600.0, gt=0, description="seconds a Maildir file may wait before a warning is logged")
     model: str = Field(default="", description="the agents' model, any litellm model string; empty = embedded local model")
+    local_model: str = Field(
+        default="auto", description="the embedded model when HUB_MODEL is empty: auto (the default weights when installed), smollm2 or gemma3"
+    )
+    local_threads: int = Field(
+        default=1, ge=1, le=256, description="llama.cpp threads of the embedded model; more than one spin-waits on a busy machine"
+    )
     router_model: str = Field(default="", description="optional LLM router model; empty = local router only")
     api_base: str = Field(default="", description="optional OpenAI-compatible base URL")
     api_key: str = Field(default="", description="API key passed to the provider (else the provider's own env var)")

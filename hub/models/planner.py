@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier
 
 __all__ = [
@@ -153,7 +154,7 @@ class Generate:
     # wrong for arguments, which must copy the person's words.
     repeat_penalty: float = 1.0
     temperature: float = 0.0
-    stop: tuple[str, ...] = ("<|im_end|>",)
+    stop: tuple[str, ...] = ()  # besides the template's end of turn, which always stops it
 
 
 Step = Reply | Call | Generate
@@ -418,6 +419,7 @@ class Planner:
 
     catalogue: dict[str, tuple[Demo, ...]] = field(default_factory=dict)
     about: str = ""  # one sentence on what the whole assistant does, for answers in words
+    template: Template = CHATML  # the wire format of the weights that run the prompts
     _classifiers: dict[tuple[str, ...], LocalClassifier] = field(default_factory=dict, repr=False)
 
     def learn(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "") -> None:
@@ -491,7 +493,7 @@ class Planner:
         # A shape the span grammar does not cover: the tool's JSON schema constrains it instead.
         schema = None if grammar is not None else parameters
         start = prefill(parameters) if grammar is not None else ""
-        prompt = chatml(self._arguments_system(function), [("user", self._arguments_input(message, earlier))])
+        prompt = self.template.render(self._arguments_system(function), [("user", self._arguments_input(message, earlier))])
 
         framing = self._framing_words(name)
 
@@ -579,9 +581,10 @@ class Planner:
         if _BACK_REFERENCE.search(message):
             # The last exchange only when the message points at it: otherwise it is what gets copied.
             exchange = [(item["role"], _clip(item["content"], EARLIER_CHARS)) for item in turn.last_exchange]
-        first = chatml(system, [*ANSWER_DEMOS, *exchange, ("user", message)])
-        alone = chatml(system, [*ANSWER_DEMOS, ("user", message)])
-        words = {"grammar": None, "max_tokens": ANSWER_TOKENS, "stop": ("<|im_end|>", "\n\n"), "repeat_penalty": 1.1}
+        demos = [turn for said, answered in ANSWER_DEMOS for turn in (("user", said), ("assistant", answered))]
+        first = self.template.render(system, [*demos, *exchange, ("user", message)])
+        alone = self.template.render(system, [*demos, ("user", message)])
+        words = {"grammar": None, "max_tokens": ANSWER_TOKENS, "stop": ("\n\n",), "repeat_penalty": 1.1}
 
         def second(text: str) -> Step:
             answer = _tidy(text)
