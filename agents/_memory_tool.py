@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
+from scopehub.memory import get_vault_item
+
 from ._spec import ToolContext, tool
 
 __all__ = ["search_memory"]
@@ -48,7 +50,12 @@ def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
         return "no results"
     lines = []
     for hit in hits:
-        who = hit.agent or ("note" if hit.kind == "vault" else "user")
+        who = hit.agent or "user"
+        if hit.kind == "vault":
+            # What was kept says what it is (a note, an email, a draft): its agent's name
+            # would read like one of the agent's own replies.
+            item = get_vault_item(ctx.store, ctx.scope, hit.id)
+            who = item.kind if item is not None else "kept"
         if hit.importance is not None:  # a knowledge fragment distilled from older messages
             who = f"knowledge, importance {hit.importance:.2f}"
         lines.append(f"#{hit.id} {_when(hit.ts)} [{who}] {hit.snippet}")
