@@ -107,6 +107,7 @@ agent = AgentSpec(
     examples=(
         "take a note: the wifi password is sunflower42",
         "note that Sam's birthday is on June 4",
+        "take a note that the boiler was serviced on monday",
         "save this: parking spot is level 3, row F",
         "jot down the recipe for pancakes",
         "write down my passport number",

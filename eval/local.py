@@ -120,6 +120,7 @@ def _message_report(step: Step, obs: Observation) -> dict[str, Any]:
         "reply": obs.reply,
         "copy": obs.copy,
         "problems": obs.problems,
+        "known_at_reply": obs.known_at_reply,
         "seconds": round(obs.seconds, 2),
     }
 
@@ -245,7 +246,10 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
         line = f"{result['name']}: {s['right']} of {s['messages']} right"
         if which == "newcomer":
             line += f" (first session {s['core_right']} of {s['core_messages']}; held out {s['held_out_right']} of {s['held_out_messages']})"
-        line += f"; copies {s['copies']}; facts not in the person's words {len(s['invented_facts'])}; first reply {s['first_reply_seconds']:.1f} s"
+        line += (
+            f"; copies {s['copies']}; stated facts known at the reply (before the next message) {s['facts_known_at_reply']} of {s['facts_stated']}"
+            f"; facts not in the person's words {len(s['invented_facts'])}; first reply {s['first_reply_seconds']:.1f} s"
+        )
         click.echo(line, err=err)
     if which == "frozen":
         click.echo("per intent: " + ", ".join(f"{name} {row['right']}/{row['messages']}" for name, row in report["per_intent"].items()), err=err)

@@ -44,6 +44,7 @@ class Observation:
     timezone: str = "UTC"
     copy: bool = False
     problems: list[str] = field(default_factory=list)  # why the reply is no answer (see reply_problems)
+    known_at_reply: bool | None = None  # a stated fact: already kept when the reply came (before the next message)
     right: bool | None = None
 
     def tool_names(self) -> list[str]:
@@ -187,6 +188,8 @@ async def run_session(
         earlier_replies.append(obs.reply)
         if not step.after_learning:
             obs.right = step.check(obs, session) and not obs.copy and not obs.problems
+        else:
+            obs.known_at_reply = step.check(obs, session)
         session.observations.append(obs)
         if progress is not None:
             progress(index, obs)
@@ -224,6 +227,8 @@ def summarise(steps: Sequence[Step], observations: Sequence[Observation], sessio
         "held_out_right": sum(bool(obs.right) for step, obs in zip(steps, observations, strict=True) if step.held_out),
         "held_out_messages": sum(step.held_out for step in steps),
         "copies": sum(obs.copy for obs in observations),
+        "facts_stated": sum(step.after_learning for step in steps),
+        "facts_known_at_reply": sum(bool(obs.known_at_reply) for obs in observations),
         "invented_facts": invented_facts(session) if session is not None else [],
         "first_reply_seconds": round(observations[0].seconds, 2) if observations else None,
         "median_later_seconds": round(statistics.median(later), 2) if later else None,

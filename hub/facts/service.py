@@ -115,13 +115,29 @@ class FactKeeper:
             # The extractor saw something but wrote it in words the person did not use: keep
             # the person's own sentence instead, when the local reader knows what it is about.
             candidates = own_sentences(words, subject)
+        return self._keep(scope, message, candidates, words, subject)
+
+    def learn_stated(self, scope: str, message: Message) -> list[Decision]:
+        """Keep the facts the person states in words the local key reader knows ("my phone
+        number is 555 0142", "I live in Hamburg"), now: zero tokens, so the hub does it
+        before the reply and the next message knows them however quickly it comes. The
+        model's extraction after the reply still reads the message for the rest."""
+        if message.role != "user" or message.scope != scope:
+            return []
+        words = own_words(message.text)
+        if not looks_factual(words):
+            return []
+        subject, _ = subject_of(self.store, scope, message.id)
+        return self._keep(scope, message, own_sentences(words, subject), words, subject)
+
+    def _keep(self, scope: str, message: Message, candidates: Sequence[Candidate], words: str, subject: str) -> list[Decision]:
         if not candidates:
             return []
         # No await from here on: reading current facts and writing the result cannot interleave.
         decisions, _ = learn(
             self.store,
             scope,
-            candidates,
+            list(candidates),
             confidence="derived",
             explicit_message=is_explicit(words),
             source_message=message.id,

@@ -420,12 +420,16 @@ class Planner:
         return "\n\n".join(parts)
 
 
-_SMALL_TALK = re.compile(r"^\s*(?:who are you|what can you do|what do you do|how are you|what are you)\b", re.I)
+_SMALL_TALK = re.compile(
+    r"\b(?:who are you|what can you do|what do you do|how are you|what are you|help me with|how does this work|"
+    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes)\b",
+    re.I,
+)
 
 
 def _small_talk(message: str) -> bool:
     """A question about the bot itself: nothing to search for."""
-    return bool(_SMALL_TALK.match(message))
+    return bool(_SMALL_TALK.search(message))
 
 
 def _adding(step: Step, extra: Mapping[str, Any]) -> Step:

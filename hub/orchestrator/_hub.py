@@ -27,6 +27,7 @@ from scopehub.hub.orchestrator._intake import (
     UNKNOWN_COMMAND_REPLY,
     command_of,
     inbound_of,
+    learn_stated_facts,
     store_inbound,
 )
 from scopehub.hub.orchestrator._record import record_overhead, record_turn
@@ -288,7 +289,8 @@ class Hub:
         )
 
     async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:
-        """Context → run → record: the routed agent's answer to a stored message."""
+        """Stated facts → context → run → record: the routed agent's answer to a stored message."""
+        learn_stated_facts(self.deps, message)
         call = self.sections.prepare(inbound, message, decision, window)
         outcome = await run_call(self.deps, call, self.channels)
         return record_turn(self.deps, self.sent_sections, call, outcome)
