@@ -8,13 +8,13 @@ import logging
 import click
 
 from scopehub.hub.cli.options import scope_option, settings_of, store_of
-from scopehub.hub.transports.terminal import DEFAULT_SCOPE, NOISY_LOGGERS, TerminalChat
+from scopehub.hub.transports.terminal import NOISY_LOGGERS, TerminalChat
 
 __all__ = ["chat_command"]
 
 
 @click.command("chat")
-@scope_option(default=DEFAULT_SCOPE, help="whose memory: user:<id> or group:<id>")
+@scope_option(help="whose memory: user:<id> or group:<id>")
 @click.option("--message", "-m", "message", default=None, help="answer this one message and exit")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per reply (for scripts)")
 @click.pass_context
