@@ -21,7 +21,9 @@ __all__ = ["chat_command"]
 def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: bool) -> None:
     """Chat with the hub in the terminal (same agents, memory and commands as Telegram).
 
-    Reads lines from standard input when it is not a terminal. Each reply is followed by
+    Reads lines from standard input when it is not a terminal: each line is a message, and
+    the lines between two lines of three double quotes are one message (a pasted email).
+    Each reply is followed by
     `[agent ← also_sees] N tokens (full history M)`. With --message, the exit code is 1
     when the model call failed.
     """
@@ -41,9 +43,9 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
     if callable(load):
         load()  # the embedded model loads now, not during the first reply
     if settings.model or settings.router_model:
-        import litellm
+        from scopehub.hub.models.litellm_model import import_litellm
 
-        litellm.suppress_debug_info = True  # else it prints help banners on standard output
+        import_litellm()  # now, before the prompt, and with nothing on standard output
     hub = build_hub(settings, store=store_of(ctx), model=model)
     chat = TerminalChat(hub, scope, as_json=as_json)
     stdin = click.get_text_stream("stdin")
@@ -57,10 +59,12 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
         else:
             click.echo(
                 f"agents-hub chat · scope {scope} · model {getattr(model, 'name', '?')} · "
-                f"{', '.join(hub.registry.names)}\n/help for commands, /quit or Ctrl-D to leave.",
+                f"{', '.join(hub.registry.names)}\n/help for commands, /quit or Ctrl-D to leave. "
+                'A pasted text of several lines is one message; or type """ on a line, the lines, and """ again.',
                 err=True,
             )
-            chat.run_interactive(runner)
+            hub.warm_up()  # tokenizer and imports now, not during the first reply
+            chat.run_interactive()
         runner.run(hub.drain())
     if failed:
         ctx.exit(1)  # scripts must see that the model call failed (the apology is printed)

@@ -70,6 +70,7 @@ _ASKED_FOR = {
     "teléfono": {"phone", "teléfono", "número", "number"},
     "téléphone": {"phone", "téléphone", "numéro", "number"},
 }
+_ASKED_BY_STEM = {stem(word): forms for word, forms in _ASKED_FOR.items()}
 _ACKNOWLEDGE = {
     "en": "Noted, thanks for telling me.",
     "de": "Notiert, danke!",
@@ -137,12 +138,9 @@ def _facts(block: str) -> list[str]:
     return [match["text"] for line in block.splitlines() if (match := _FACT_LINE.match(line.strip()))]
 
 
-def _asked_words(question: str) -> set[str]:
-    words = content_words(question)
-    extra: set[str] = set()
-    for word in words:
-        extra |= {stem(item) for item in _ASKED_FOR.get(word, ())}
-    return words | extra
+def _asked_words(question: str) -> dict[str, set[str]]:
+    """Each content word of the question with the words a fact may say it in."""
+    return {word: {word, *(stem(item) for item in _ASKED_BY_STEM.get(word, ()))} for word in content_words(question)}
 
 
 def _second_person(fact: str) -> str:
@@ -156,19 +154,22 @@ def _second_person(fact: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def answer_from_facts(question: str, facts_block: str) -> str | None:
+def answer_from_facts(question: str, facts_block: str, *, whole: bool = False) -> str | None:
     """The fact that answers ``question`` ("what is my phone number?"), in the second
-    person; None when no fact shares a content word with it."""
+    person; None when no fact shares a content word with it (with ``whole``: unless a
+    fact has every content word of the question, in one of its forms)."""
     wanted = _asked_words(question)
     if not wanted or not facts_block:
         return None
     best, best_score = None, 0
     for fact in _facts(facts_block):
         have = content_words(fact)
-        score = len(wanted & have)
+        score = sum(1 for forms in wanted.values() if forms & have)
         if score > best_score:
             best, best_score = fact, score
-    return _second_person(best) if best is not None else None
+    if best is None or (whole and best_score < len(wanted)):
+        return None
+    return _second_person(best)
 
 
 def answer_from_hits(question: str, result: str) -> str:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scopehub.hub.facts.grounding import own_words
 from scopehub.hub.facts.keys import looks_factual
 from scopehub.hub.models import answers, references
 from scopehub.hub.models.grammar import (
@@ -146,6 +147,29 @@ def _signature(function: Mapping[str, Any]) -> str:
     return f"{function.get('name')}({', '.join(names)})"
 
 
+# Tools whose names say they only tell (the built-in agents' convention): the only ones a
+# question may call.
+_TELLING = ("list_", "read_", "search_", "show_", "get_", "find_")
+# A request in the first person ("I need to ...", "please add ...") is no statement about oneself.
+_REQUEST_START = re.compile(
+    r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+|i need to\s+|i have to\s+|i must\s+)?"
+    r"(?:add|put|write|draft|reply|answer|send|remind|set|cancel|delete|remove|show|list|tell|find|search|note|save|keep|"
+    r"jot|mark|complete|tick|move|change|rename|book|ping|ask|hand|open|read)\b",
+    re.I,
+)
+
+
+def _tells(name: str) -> bool:
+    return name.startswith(_TELLING)
+
+
+def _about_oneself(message: str) -> bool:
+    """A statement about the person ("my phone number is ...", "I live in Hamburg"), not a
+    request, and not a pasted email (whose addresses are someone else's words)."""
+    words = own_words(message)
+    return bool(words) and looks_factual(words) and not _REQUEST_START.match(words) and not answers.is_question(words)
+
+
 def _creates(function: Mapping[str, Any]) -> bool:
     """Whether the tool stores something new from the person's words (a required string)."""
     properties = parameters_of(function).get("properties") or {}
@@ -208,9 +232,11 @@ class Planner:
         if not scores:
             return ANSWER
         if answers.is_question(message):
-            # "where is the spare key?" asks to be told: never draft, add or save from it.
-            creating = {str(f.get("name")) for f in functions if _creates(f)}
-            scores = {name: score for name, score in scores.items() if name not in creating}
+            # "where is the spare key?" asks to be told: it lists, reads or searches, never
+            # adds, completes or cancels anything.
+            scores = {name: score for name, score in scores.items() if name == ANSWER or _tells(name)}
+        elif _about_oneself(message):
+            return ANSWER  # "my phone number is 555 0142" tells; it asks for no tool
         best = max(scores, key=lambda name: scores[name])
         # A tool acts (it may store something): it must be clearly likelier than words.
         return best if scores[best] >= TOOL_ODDS * scores.get(ANSWER, 0.0) else ANSWER
@@ -220,6 +246,10 @@ class Planner:
         """What to do next for this agent call."""
         turn = split_turn(messages)
         offered = {str(f.get("name")): f for f in (_function(t) for t in tools) if f.get("name")}
+        if not turn.steps and answers.is_question(turn.message):
+            known = answers.answer_from_facts(turn.message, turn.facts, whole=True)
+            if known is not None:
+                return Reply(known)  # "where do I live?": every word of it is in a fact
         choice = self.choose(turn.message, tools)
         if turn.steps:
             return self._after_tool(turn, offered, choice)
@@ -380,7 +410,7 @@ class Planner:
                 # The hub runs search_memory also where it was not offered: a question about
                 # something kept gets the item, not the model's guess.
                 return Call("search_memory", {"query": message})
-        elif looks_factual(message):
+        elif _about_oneself(message):
             return Reply(answers.acknowledgement(message, language_of(message)))
         return self._words(turn, offered, message)
 

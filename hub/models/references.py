@@ -19,6 +19,7 @@ from typing import Any
 __all__ = ["content_words", "email_reply_about", "listing_for", "number_parameter", "pick_line", "stem"]
 
 _LINE_NUMBER = re.compile(r"^#(\d+)\b")
+_POSSESSIVE = re.compile(r"['’]s$")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 # Words that say what to do with an item, not which item it is (several languages: the
 # router's). They never pick a line.
@@ -45,7 +46,12 @@ def stem(word: str) -> str:
 
 def content_words(text: str) -> set[str]:
     """The stems of the words that can name an item (not "delete", "the", "task")."""
-    return {stem(word) for word in _WORD.findall(text) if word.casefold() not in _NOT_CONTENT and not word.isdigit()}
+    found = set()
+    for word in _WORD.findall(text):
+        word = _POSSESSIVE.sub("", word.casefold())
+        if word not in _NOT_CONTENT and not word.isdigit():
+            found.add(stem(word))
+    return found
 
 
 def _shares(line_words: set[str], wanted: set[str]) -> int:
