@@ -55,7 +55,7 @@ def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
             # What was kept says what it is (a note, an email, a draft): its agent's name
             # would read like one of the agent's own replies.
             item = get_vault_item(ctx.store, ctx.scope, hit.id)
-            who = item.kind if item is not None else "kept"
+            who = f"{item.kind} #{item.number}" if item is not None else "kept"
         if hit.importance is not None:  # a knowledge fragment distilled from older messages
             who = f"knowledge, importance {hit.importance:.2f}"
         lines.append(f"#{hit.id} {_when(hit.ts)} [{who}] {hit.snippet}")

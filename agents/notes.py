@@ -65,8 +65,8 @@ def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
             source_message=ctx.message_id,
             now=ctx.now(),
         )
-        ctx.emit("note.saved", {"note_id": item.id, "title": item.title}, agent=NAME)
-    return f"Saved note #{item.id}: {item.title}"
+        ctx.emit("note.saved", {"note_id": item.number, "title": item.title}, agent=NAME)
+    return f"Saved note #{item.number}: {item.title}"
 
 
 @tool(examples=("show my notes", "what notes do I have", "list my notes", "my notes please", "which notes did I save"))
@@ -75,26 +75,26 @@ def list_notes(ctx: ToolContext, args: ListNotesArgs) -> str:
     items = memory.list_vault_items(ctx.store, ctx.scope, KIND, limit=args.limit)
     if not items:
         return "No notes."
-    return "\n".join(f"#{item.id} {_when(ctx, item.created)} {item.title}" for item in items)
+    return "\n".join(f"#{item.number} {_when(ctx, item.created)} {item.title}" for item in items)
 
 
 @tool(examples=(("read note 4", {"id": 4}), ("show me note 2 in full", {"id": 2}), "open that note", "read the note about the wifi"))
 def read_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     """Read one note in full."""
-    item = memory.get_vault_item(ctx.store, ctx.scope, args.id, KIND)
+    item = memory.vault_item_by_number(ctx.store, ctx.scope, KIND, args.id)
     if item is None:
         return f"No note #{args.id}; call list_notes or search_memory."
     body = item.body if len(item.body) <= _READ_CHARS else item.body[:_READ_CHARS] + "\n[cut]"
-    return f"#{item.id} {item.title} ({_when(ctx, item.created)})\n{body}"
+    return f"#{item.number} {item.title} ({_when(ctx, item.created)})\n{body}"
 
 
 @tool(examples=(("delete note 3", {"id": 3}), ("remove note 2", {"id": 2}), "delete the note about parking", "throw away that note"))
 def delete_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     """Delete a note."""
-    item = memory.get_vault_item(ctx.store, ctx.scope, args.id, KIND)
-    if item is None or not memory.delete_vault_item(ctx.store, ctx.scope, args.id, KIND):
+    item = memory.vault_item_by_number(ctx.store, ctx.scope, KIND, args.id)
+    if item is None or not memory.delete_vault_item(ctx.store, ctx.scope, item.id, KIND):
         return f"No note #{args.id}; nothing deleted."
-    return f"Deleted note #{item.id}: {item.title}"
+    return f"Deleted note #{item.number}: {item.title}"
 
 
 agent = AgentSpec(

@@ -127,6 +127,12 @@ def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> str:
         "tick off the plumber task",
         "I bought the milk, that one is done",
         "check off task 1",
+        "I finished the report",
+        "I've called the plumber",
+        "I did the laundry",
+        "finished cleaning the garage",
+        "the passport renewal is done",
+        "got the groceries, cross that off",
     )
 )
 def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:

@@ -5,7 +5,6 @@ Transports and the CLI build their hub here, so every surface runs the same hub.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 
 from scopehub.agents import AgentRegistry, discover_agents, search_memory
@@ -42,6 +41,7 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
     try:
         # Our own module: it imports llama_cpp only when a model is built, so an ImportError
         # here is a broken checkout or install, never a missing extra.
+        from scopehub.hub.models.engine import XLlamaEngine
         from scopehub.hub.models.local import LocalModel
     except ImportError as exc:
         log.error("the embedded model is off: scopehub.hub.models.local cannot be imported", exc_info=True)
@@ -51,7 +51,7 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
             return LocalModel.from_package(settings.local_model, n_threads=settings.local_threads, timeout=settings.model_timeout)
         except ModelNotConfigured as exc:
             local_problem = str(exc)
-            if importlib.util.find_spec("xllamacpp") is None:
+            if XLlamaEngine.available() is not None:
                 log.debug("no embedded model: %s", exc)  # the `local` extra is simply not installed
             else:  # installed, but broken or incomplete
                 log.warning("the embedded model is off: %s", exc, exc_info=exc)

@@ -43,7 +43,7 @@ _HIT = re.compile(r"^#(?P<id>\d+)\s+(?P<when>\d{4}-\d{2}-\d{2} \d{2}:\d{2})\s+\[
 _FACT_LINE = re.compile(r'^-\s*\[(?P<kind>[\w-]+)\]\s*"(?P<text>.*)"\s*$')
 _QUESTION_START = re.compile(
     r"^\s*(?:what|what's|whats|where|where's|when|when's|who|who's|whom|whose|which|how|why|is|are|do|does|did|"
-    r"can you tell|tell me|remind me what|wie|was|wo|wann|wer|welche[rsmn]?|quel(?:le)?s?|qu'est|où|quand|qui|"
+    r"remind me what|wie|was|wo|wann|wer|welche[rsmn]?|quel(?:le)?s?|qu'est|où|quand|qui|"
     r"comment|cuál|cual|qué|que|dónde|donde|cuándo|quién|cómo)\b",
     re.I,
 )
@@ -184,7 +184,7 @@ def answer_from_hits(question: str, result: str) -> str:
         who, text = match["who"], match["text"].strip().strip("…").strip()
         if is_question(text) or is_copy(text, [question]):
             continue
-        if who == "note":
+        if who.split(" #")[0] in ("note", "email"):
             rank = 0
         elif who == "user" or who.startswith("knowledge"):
             rank = 1
@@ -198,7 +198,8 @@ def answer_from_hits(question: str, result: str) -> str:
     overlap, _, text, who = candidates[0]
     if overlap == 0:
         return NOTHING_FOUND
-    source = "From your notes" if who == "note" else "You told me"
+    kind = who.split(" #")[0]
+    source = {"note": "From your notes", "email": "From your emails"}.get(kind, "You told me")
     return f"{source}: {text}"
 
 

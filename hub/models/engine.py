@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -85,7 +86,12 @@ class XLlamaEngine:
     @staticmethod
     def available() -> str | None:
         """Why the runtime cannot run here, or None when it can."""
-        if importlib.util.find_spec("xllamacpp") is None:
+        try:
+            # A None in sys.modules is how an absent package is simulated (and blocked).
+            spec = None if "xllamacpp" in sys.modules and sys.modules["xllamacpp"] is None else importlib.util.find_spec("xllamacpp")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
             return f"xllamacpp is not installed: {INSTALL_HINT}"
         return None
 

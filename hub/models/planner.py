@@ -56,6 +56,7 @@ from scopehub.hub.routing.lexicon import language_of
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
 
 ANSWER = "(answer)"  # the pseudo-tool "reply in words"; not a valid tool name, so it cannot clash
+SEARCH = "search_memory"  # the hub's archive search, runnable on every call
 MAX_DEMOS = 4  # demonstrations per arguments prompt
 EARLIER_CHARS = 500  # the last reply (or the email referred to) as the model sees it
 MESSAGE_CHARS = 1500  # the current message as the model sees it (long emails need no model call)
@@ -159,8 +160,12 @@ _REQUEST_START = re.compile(
 )
 
 
-def _tells(name: str) -> bool:
-    return name.startswith(_TELLING)
+def _changes(function: Mapping[str, Any]) -> bool:
+    """Whether a tool stores or changes something: it takes the person's words (a required
+    string), or acts on a numbered item and its name does not say it only tells."""
+    if str(function.get("name")).startswith(_TELLING):
+        return False
+    return _creates(function) or references.number_parameter(function) is not None
 
 
 def _about_oneself(message: str) -> bool:
@@ -234,7 +239,8 @@ class Planner:
         if answers.is_question(message):
             # "where is the spare key?" asks to be told: it lists, reads or searches, never
             # adds, completes or cancels anything.
-            scores = {name: score for name, score in scores.items() if name == ANSWER or _tells(name)}
+            changing = {str(f.get("name")) for f in functions if _changes(f)}
+            scores = {name: score for name, score in scores.items() if name not in changing}
         elif _about_oneself(message):
             return ANSWER  # "my phone number is 555 0142" tells; it asks for no tool
         best = max(scores, key=lambda name: scores[name])
@@ -276,6 +282,8 @@ class Planner:
                     return self._with_number(turn, function, number, picked)
         if not required_of(function):
             return Call(name, {})
+        if name == SEARCH and answers.is_question(message):
+            return Call(name, {"query": message})  # the question is the best query: no model call
         only = single_number_arguments(function, message)
         if only is not None:
             return Call(name, only)  # "mark task 1 as done": the grammar would admit nothing else
@@ -406,10 +414,10 @@ class Planner:
             known = answers.answer_from_facts(message, turn.facts)
             if known is not None:
                 return Reply(known)
-            if not _small_talk(message):
+            if not _small_talk(message) and not _BACK_REFERENCE.search(message):
                 # The hub runs search_memory also where it was not offered: a question about
                 # something kept gets the item, not the model's guess.
-                return Call("search_memory", {"query": message})
+                return Call(SEARCH, {"query": message})
         elif _about_oneself(message):
             return Reply(answers.acknowledgement(message, language_of(message)))
         return self._words(turn, offered, message)
