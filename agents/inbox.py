@@ -181,6 +181,11 @@ class EmailIdArgs(BaseModel):
     id: int
 
 
+class ReadEmailArgs(BaseModel):
+    id: int
+    draft: bool = Field(False, description="read draft #id, not email #id")
+
+
 class DraftReplyArgs(BaseModel):
     email_id: int | None = None
     body: str
@@ -257,13 +262,24 @@ def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
     )
 
 
-@tool(examples=(("read email 2", {"id": 2}), ("open email 5", {"id": 5}), "what did the last email say", "show me that mail again"))
-def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
-    """Read a kept email."""
-    item = memory.vault_item_by_number(ctx.store, ctx.scope, EMAIL, args.id)
+@tool(
+    examples=(
+        ("read email 2", {"id": 2}),
+        ("open email 5", {"id": 5}),
+        ("show me draft 1", {"id": 1, "draft": True}),
+        "what did the last email say",
+        "show me that mail again",
+    )
+)
+def read_email(ctx: ToolContext, args: ReadEmailArgs) -> str:
+    """Read a kept email or draft."""
+    kind = DRAFT if args.draft else EMAIL
+    item = memory.vault_item_by_number(ctx.store, ctx.scope, kind, args.id)
     if item is None:
-        return f"No email #{args.id}; call list_emails."
+        return f"No {kind} #{args.id}; call list_emails."
     body = item.body if len(item.body) <= _READ_CHARS else item.body[:_READ_CHARS] + "\n[cut]"
+    if args.draft:
+        return f"Draft (not sent) #{item.number}: {item.title}\nTo: {_sender_label(item.meta.get('to', '')) if item.meta.get('to') else '(fill in)'}\n{body}"
     return f"Email #{item.number}: {item.title}\nFrom: {_sender_label(item.meta.get('from', ''))}\n{body}"
 
 

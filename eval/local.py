@@ -154,10 +154,12 @@ async def _run_all(settings_of: Any, model: Any, sessions: Sequence[tuple[str, l
     from scopehub.hub.app import build_hub
 
     results = []
-    for name, steps in sessions:
+    for index, (name, steps) in enumerate(sessions):
         settings = settings_of(name)
         recorder = RecordingModel(model)
         hub = build_hub(settings, model=recorder)
+        if index == 0:
+            hub.warm_up()  # before the first message, as `agents-hub chat` does before its prompt
 
         def show(index: int, obs: Observation, name: str = name, total: int = len(steps)) -> None:
             if not quiet:

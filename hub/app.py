@@ -5,6 +5,7 @@ Transports and the CLI build their hub here, so every surface runs the same hub.
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from scopehub.agents import AgentRegistry, discover_agents, search_memory
@@ -86,7 +87,11 @@ def teach_tools(model: ChatModel | None, registry: AgentRegistry) -> None:
     # "To-do list: add, list ..." -> "to-do list": what each specialist is for, in a few words.
     topics = [spec.description.split(":", 1)[0].strip().lower() for spec in registry if ":" in spec.description]
     about = f"You are part of a chat assistant for {', '.join(topics[:-1])} and {topics[-1]}." if len(topics) > 1 else ""
-    learn(catalogue, about)
+    schemas = {tool.name: tool.schema() for spec in registry for tool in (*spec.tools, search_memory)}
+    if "schemas" in inspect.signature(learn).parameters:  # the embedded model warms its prompts up with them
+        learn(catalogue, about, schemas=list(schemas.values()))
+    else:
+        learn(catalogue, about)
 
 
 def build_router_model(settings: Settings) -> ChatModel | None:

@@ -47,6 +47,7 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
 
         import_litellm()  # now, before the prompt, and with nothing on standard output
     hub = build_hub(settings, store=store_of(ctx), model=model)
+    hub.warm_up()  # tokenizer, imports and the embedded model's prompts now, not during the first reply
     chat = TerminalChat(hub, scope, as_json=as_json)
     stdin = click.get_text_stream("stdin")
     failed = False
@@ -63,7 +64,6 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
                 'A pasted text of several lines is one message; or type """ on a line, the lines, and """ again.',
                 err=True,
             )
-            hub.warm_up()  # tokenizer and imports now, not during the first reply
             chat.run_interactive()
         runner.run(hub.drain())
     if failed:

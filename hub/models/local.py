@@ -114,6 +114,7 @@ class LocalModel:
         self.planner = planner or Planner()
         self.planner.template = template
         self._lock = threading.Lock()  # one llama.cpp slot: one completion at a time
+        self._schemas: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
 
     @classmethod
@@ -138,15 +139,26 @@ class LocalModel:
         """How long loading the weights took (the cold start), once loaded."""
         return getattr(self.engine, "load_seconds", None)
 
-    def learn_tools(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "") -> None:
+    def learn_tools(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "", schemas: Iterable[Mapping[str, Any]] = ()) -> None:
         """Example utterances per tool name (for choosing tools and demonstrating arguments),
-        and one sentence on what the assistant is for (for answers in words)."""
+        one sentence on what the assistant is for (for answers in words), and the tools'
+        schemas (for warming the prompts up)."""
         self.planner.learn(catalogue, about)
+        self._schemas = [dict(schema.get("function", schema)) for schema in schemas]
 
     def load(self) -> None:
         """Load the weights now (at startup) rather than on the first message."""
         with self._lock:
             self.engine.load()
+
+    def warm_up(self) -> None:
+        """Load the weights and evaluate the tools' demonstrations once (a few seconds at
+        start, blocking): the engine keeps them cached, so the first reply that writes
+        arguments costs its message only. The hub calls this before it takes messages."""
+        with self._lock:
+            self.engine.load()
+            for prompt in self.planner.warm_prompts(self._schemas):
+                self.engine.complete(Job(prompt, 1, stop=self.template.stop))
 
     # -- the ChatModel protocol ---------------------------------------------------------
     async def complete(

@@ -206,6 +206,15 @@ class Planner:
             self.about = about
         self._classifiers.clear()
 
+    def warm_prompts(self, functions: Iterable[Mapping[str, Any]]) -> list[str]:
+        """The stable start of the arguments prompt of each tool that writes the person's
+        words: evaluated once at start, a first "add ..." costs only its own message."""
+        return [
+            self.template.render(self._arguments_system(function), [])[: -len(self.template.turn_open["assistant"])]
+            for function in functions
+            if _creates(function) and str(function.get("name")) != SEARCH
+        ]
+
     # -- 1. which tool ---------------------------------------------------------------
     def _classifier(self, functions: Sequence[Mapping[str, Any]]) -> LocalClassifier:
         key = tuple(str(f.get("name")) for f in functions)
@@ -320,7 +329,7 @@ class Planner:
         # A shape the span grammar does not cover: the tool's JSON schema constrains it instead.
         schema = None if grammar is not None else parameters
         start = prefill(parameters) if grammar is not None else ""
-        prompt = self.template.render(self._arguments_system(function), [("user", self._arguments_input(message, earlier))])
+        prompt = self.template.render(self._arguments_system(function, bool(earlier)), [("user", self._arguments_input(message, earlier))])
         framing = self._framing_words(name)
         required = required_of(function)
 
@@ -357,7 +366,7 @@ class Planner:
                 inside.update(words_of(str(value)))
         return frozenset(around - inside)
 
-    def _arguments_system(self, function: Mapping[str, Any]) -> str:
+    def _arguments_system(self, function: Mapping[str, Any], with_earlier: bool = False) -> str:
         """Instruction and demonstrations: stable per tool, so llama.cpp reuses its cached prefix."""
         name = str(function.get("name"))
         lines = [
@@ -365,7 +374,12 @@ class Planner:
             "Copy the words from the message; leave out what it does not say.",
         ]
         properties = set((parameters_of(function).get("properties") or {}).keys())
-        demos = [demo for demo in self.catalogue.get(name, ()) if demo.arguments is not None and set(demo.arguments) <= properties][:MAX_DEMOS]
+        # A demonstration with an earlier text (an email) is long: shown only when this call has one.
+        demos = [
+            demo
+            for demo in self.catalogue.get(name, ())
+            if demo.arguments is not None and set(demo.arguments) <= properties and (with_earlier or not demo.earlier)
+        ][:MAX_DEMOS]
         # The last demonstrations weigh most with a small model: end on the plainest ones,
         # so that it adds optional arguments only when the message has them.
         demos.sort(key=lambda demo: -len(demo.arguments or {}))
