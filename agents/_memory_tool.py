@@ -41,6 +41,12 @@ def _when(ts: float) -> str:
         "when is Sam's birthday?",
         "what is the password for the router?",
         "what did we talk about last week",
+        'where did I put the passport?',
+        'what was the boiler pressure I noted?',
+        'did I write down the meeting room?',
+        "what did Anna's email say about the venue?",
+        'Wo ist der Ersatzschlüssel?',
+        'Quel était le code du portail ?',
     )
 )
 def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:

@@ -181,11 +181,6 @@ class EmailIdArgs(BaseModel):
     id: int
 
 
-class ReadEmailArgs(BaseModel):
-    id: int
-    draft: bool = Field(False, description="read draft #id, not email #id")
-
-
 class DraftReplyArgs(BaseModel):
     email_id: int | None = None
     body: str
@@ -250,7 +245,13 @@ def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
     return "\n".join(lines)
 
 
-@tool(examples=("show my emails", "list the mails I forwarded", "what emails do I have", "which emails did I keep"))
+@tool(
+    examples=(
+        "show my emails", "list the mails I forwarded", "what emails do I have", "which emails did I keep",
+        "any mails saved?", "list everything in my inbox", "Zeig meine E-Mails", "Quels courriels ai-je gardés ?",
+    ),
+    keywords=('show', 'list', 'which', 'any', 'inbox', 'zeig', 'quels', 'muestra'),
+)
 def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
     """List kept emails, newest first."""
     items = memory.list_vault_items(ctx.store, ctx.scope, EMAIL, limit=args.limit)
@@ -266,20 +267,23 @@ def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
     examples=(
         ("read email 2", {"id": 2}),
         ("open email 5", {"id": 5}),
-        ("show me draft 1", {"id": 1, "draft": True}),
         "what did the last email say",
         "show me that mail again",
-    )
+        'what did Anna write',
+        'open the email from the bank',
+        "read me the landlord's mail",
+        'show email number 3',
+        'Lies die Mail von Anna',
+    ),
+    keywords=('read', 'open', 'say', 'said', 'write', 'wrote', 'lies', 'lis', 'lee'),
 )
-def read_email(ctx: ToolContext, args: ReadEmailArgs) -> str:
-    """Read a kept email or draft."""
-    kind = DRAFT if args.draft else EMAIL
-    item = memory.vault_item_by_number(ctx.store, ctx.scope, kind, args.id)
+def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
+    """Read a kept email."""
+    # Emails are numbered among emails (drafts among drafts): email #1 is the first one kept.
+    item = memory.vault_item_by_number(ctx.store, ctx.scope, EMAIL, args.id)
     if item is None:
-        return f"No {kind} #{args.id}; call list_emails."
+        return f"No email #{args.id}; call list_emails."
     body = item.body if len(item.body) <= _READ_CHARS else item.body[:_READ_CHARS] + "\n[cut]"
-    if args.draft:
-        return f"Draft (not sent) #{item.number}: {item.title}\nTo: {_sender_label(item.meta.get('to', '')) if item.meta.get('to') else '(fill in)'}\n{body}"
     return f"Email #{item.number}: {item.title}\nFrom: {_sender_label(item.meta.get('from', ''))}\n{body}"
 
 
@@ -291,7 +295,14 @@ def read_email(ctx: ToolContext, args: ReadEmailArgs) -> str:
         "write a polite answer declining the invitation",
         "reply to the landlord's email",
         "draft an answer to that mail",
-    )
+        'write Anna a reply saying thanks',
+        "reply to the bank that I'll call them",
+        'tell the landlord in a reply that Monday is fine',
+        'draft a short answer to Tom: see you there',
+        'Antworte Anna, dass ich komme',
+        "Réponds à Paul que c'est d'accord",
+    ),
+    keywords=('reply', 'answer', 'draft', 'respond', 'antworte', 'réponds', 'responde'),
 )
 def draft_reply(ctx: ToolContext, args: DraftReplyArgs) -> str:
     """Save a reply draft for the person to send; nothing is sent."""

@@ -89,7 +89,8 @@ def teach_tools(model: ChatModel | None, registry: AgentRegistry) -> None:
     about = f"You are part of a chat assistant for {', '.join(topics[:-1])} and {topics[-1]}." if len(topics) > 1 else ""
     schemas = {tool.name: tool.schema() for spec in registry for tool in (*spec.tools, search_memory)}
     if "schemas" in inspect.signature(learn).parameters:  # the embedded model warms its prompts up with them
-        learn(catalogue, about, schemas=list(schemas.values()))
+        keywords = {tool.name: tool.keywords for spec in registry for tool in (*spec.tools, search_memory) if tool.keywords}
+        learn(catalogue, about, schemas=list(schemas.values()), keywords=keywords)
     else:
         learn(catalogue, about)
 

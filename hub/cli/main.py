@@ -233,6 +233,7 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "lessons": "scopehub.eval.lessons:lessons_command",
         "digest": "scopehub.eval.digest:digest_eval_command",
         "local": "scopehub.eval.local:local_command",
+        "phrasings": "scopehub.eval.local_intents:phrasings_command",
     },
 )
 def eval_group() -> None:

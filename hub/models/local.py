@@ -139,11 +139,17 @@ class LocalModel:
         """How long loading the weights took (the cold start), once loaded."""
         return getattr(self.engine, "load_seconds", None)
 
-    def learn_tools(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "", schemas: Iterable[Mapping[str, Any]] = ()) -> None:
-        """Example utterances per tool name (for choosing tools and demonstrating arguments),
-        one sentence on what the assistant is for (for answers in words), and the tools'
-        schemas (for warming the prompts up)."""
-        self.planner.learn(catalogue, about)
+    def learn_tools(
+        self,
+        catalogue: Mapping[str, Iterable[Demo]],
+        about: str = "",
+        schemas: Iterable[Mapping[str, Any]] = (),
+        keywords: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        """Example utterances and action words per tool name (for choosing tools and
+        demonstrating arguments), one sentence on what the assistant is for (for answers in
+        words), and the tools' schemas (for warming the prompts up)."""
+        self.planner.learn(catalogue, about, keywords)
         self._schemas = [dict(schema.get("function", schema)) for schema in schemas]
 
     def load(self) -> None:

@@ -57,6 +57,7 @@ __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply",
 
 ANSWER = "(answer)"  # the pseudo-tool "reply in words"; not a valid tool name, so it cannot clash
 SEARCH = "search_memory"  # the hub's archive search, runnable on every call
+KEEP_EMAIL = "keep_email"  # the inbox's tool for a pasted or forwarded email
 MAX_DEMOS = 4  # demonstrations per arguments prompt
 EARLIER_CHARS = 500  # the last reply (or the email referred to) as the model sees it
 MESSAGE_CHARS = 1500  # the current message as the model sees it (long emails need no model call)
@@ -69,7 +70,9 @@ IN_WORDS = (
     "hi", "hello there", "good morning", "hey, how are you", "thanks", "thank you so much", "great, thanks",
     "ok cool", "what can you do", "who are you", "tell me a joke", "bye", "help me please", "nice",
     "my name is Alex", "I live in Berlin", "my email is anna@example.com", "I'm vegetarian",
-    "my brother works at a bank", "I prefer window seats",
+    "my brother works at a bank", "I prefer window seats", "good night", "see you tomorrow", "you're great",
+    "how's it going?", "my birthday is on May 3", "I'm allergic to nuts", "my wife is called Mia", "I work as a nurse",
+    "Hallo!", "Danke schön", "Ich wohne in Köln", "Merci beaucoup", "Je m'appelle Léa", "¡Hola!", "Vivo en Madrid",
 )  # fmt: skip
 # Short demonstrations ahead of the conversation: a small model answers at the length it is shown.
 ANSWER_DEMOS = (
@@ -151,6 +154,11 @@ def _signature(function: Mapping[str, Any]) -> str:
 # Tools whose names say they only tell (the built-in agents' convention): the only ones a
 # question may call.
 _TELLING = ("list_", "read_", "search_", "show_", "get_", "find_")
+# What asks for the archive without being a question: "search for passport", "show me that mail again".
+_LOOK_UP = re.compile(
+    r"^\s*(?:please\s+)?(?:search|find|look\s+up|look\s+for|recall|such[e]?|finde|cherche|busca)\b|\b(?:again|wieder|encore|otra vez)\b",
+    re.I,
+)
 # A request in the first person ("I need to ...", "please add ...") is no statement about oneself.
 _REQUEST_START = re.compile(
     r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+|i need to\s+|i have to\s+|i must\s+)?"
@@ -194,14 +202,17 @@ class Planner:
     """Decides each step of an embedded-model reply (see the module docstring)."""
 
     catalogue: dict[str, tuple[Demo, ...]] = field(default_factory=dict)
+    keywords: dict[str, tuple[str, ...]] = field(default_factory=dict)  # action words per tool name
     about: str = ""  # one sentence on what the whole assistant does, for answers in words
     template: Template = CHATML  # the wire format of the weights that run the prompts
     _classifiers: dict[tuple[str, ...], LocalClassifier] = field(default_factory=dict, repr=False)
 
-    def learn(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "") -> None:
-        """Add (or replace) the example utterances of tools, by tool name."""
+    def learn(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "", keywords: Mapping[str, Iterable[str]] | None = None) -> None:
+        """Add (or replace) the example utterances of tools, and their action words, by tool name."""
         for name, demos in catalogue.items():
             self.catalogue[name] = tuple(demos)
+        for name, words in (keywords or {}).items():
+            self.keywords[name] = tuple(words)
         if about:
             self.about = about
         self._classifiers.clear()
@@ -225,7 +236,7 @@ class Planner:
                     name=str(function.get("name")),
                     description=str(function.get("description") or ""),
                     examples=tuple(demo.text for demo in self.catalogue.get(str(function.get("name")), ())),
-                    keywords=tuple(str(function.get("name")).split("_")),
+                    keywords=(*str(function.get("name")).split("_"), *self.keywords.get(str(function.get("name")), ())),
                 )
                 for function in functions
             ]
@@ -245,6 +256,8 @@ class Planner:
         scores = self._classifier(functions).scores(message)
         if not scores:
             return ANSWER
+        if KEEP_EMAIL in scores and own_words(message) != message.strip():
+            return KEEP_EMAIL  # a pasted email (its header block): kept, whatever it asks of someone
         if answers.is_question(message):
             # "where is the spare key?" asks to be told: it lists, reads or searches, never
             # adds, completes or cancels anything.
@@ -252,6 +265,10 @@ class Planner:
             scores = {name: score for name, score in scores.items() if name not in changing}
         elif _about_oneself(message):
             return ANSWER  # "my phone number is 555 0142" tells; it asks for no tool
+        elif not _LOOK_UP.search(message):
+            # A request that is no question ("jot down the recipe", "I did the laundry") asks
+            # for something to be done, not for the archive to be searched.
+            scores.pop(SEARCH, None)
         best = max(scores, key=lambda name: scores[name])
         # A tool acts (it may store something): it must be clearly likelier than words.
         return best if scores[best] >= TOOL_ODDS * scores.get(ANSWER, 0.0) else ANSWER

@@ -93,8 +93,7 @@ def test_list_read_and_draft_without_sending(store: memory.Store) -> None:
     saved = memory.vault_item_by_number(store, "user:1", "draft", 1)  # the first draft, whatever came before
     assert saved is not None and saved.kind == "draft" and saved.meta == {"reply_to": 1, "to": "Anna Schmidt <anna.schmidt@example.com>"}
     assert store.count_messages() == messages_before  # a draft is not a message: nothing went anywhere
-    assert call(read_email, ctx, id=1, draft=True).startswith("Draft (not sent) #1: Re: Q2 report and offsite")
-    assert call(read_email, ctx, id=1).startswith("Email #1: Q2 report and offsite")
+    assert call(read_email, ctx, id=1).startswith("Email #1: Q2 report and offsite")  # not draft #1
     assert "Re:" not in call(list_emails, ctx)  # drafts are not listed as received emails
 
 
