@@ -46,6 +46,8 @@ Check = Callable[["Observation", "Session"], bool]
 
 # --------------------------------------------------------------------------- replies
 
+# The evaluation's own idea of a non-answer, written apart from the planner's
+# (hub.models.answers): a check that shared the product's list could not catch its misses.
 # search_memory's result lines: "#12 2026-12-02 10:15 [user] ..."
 _DUMP_LINE = re.compile(r"^#\d+ \d{4}-\d{2}-\d{2} \d{2}:\d{2} \[", re.M)
 _APOLOGY = re.compile(

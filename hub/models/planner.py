@@ -28,6 +28,7 @@ prompts the planner writes, in the wire format of its weights (:mod:`.templates`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -511,16 +512,5 @@ def _adding(step: Step, extra: Mapping[str, Any]) -> Step:
         def finish(text: str) -> Step:
             return _adding(inner(text), extra)
 
-        return Generate(
-            prompt=step.prompt,
-            grammar=step.grammar,
-            max_tokens=step.max_tokens,
-            finish=finish,
-            purpose=step.purpose,
-            schema=step.schema,
-            prefill=step.prefill,
-            repeat_penalty=step.repeat_penalty,
-            temperature=step.temperature,
-            stop=step.stop,
-        )
+        return dataclasses.replace(step, finish=finish)
     return step
