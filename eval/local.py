@@ -119,6 +119,7 @@ def _message_report(step: Step, obs: Observation) -> dict[str, Any]:
         "stored": {kind: [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows] for kind, rows in obs.stored.items()},
         "reply": obs.reply,
         "copy": obs.copy,
+        "repeats": obs.repeats,
         "problems": obs.problems,
         "known_at_reply": obs.known_at_reply,
         "seconds": round(obs.seconds, 2),
@@ -229,6 +230,7 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
         "per_intent": _per_intent(messages),
         "summary": {
             "right": sum(bool(item["right"]) for item in messages),
+            "right_counting_repeats_wrong": sum(bool(item["right"]) and not item["repeats"] for item in messages),
             "messages": len(messages),
             "sessions_at_least_11_of_12": sum(r["summary"]["right"] >= 11 for r in results) if which == "frozen" else None,
             "first_reply_seconds": [r["summary"]["first_reply_seconds"] for r in results],
@@ -249,7 +251,8 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
         if which == "newcomer":
             line += f" (first session {s['core_right']} of {s['core_messages']}; held out {s['held_out_right']} of {s['held_out_messages']})"
         line += (
-            f"; copies {s['copies']}; stated facts known at the reply (before the next message) {s['facts_known_at_reply']} of {s['facts_stated']}"
+            f"; copies {s['copies']} (repeating 3+ words of an earlier reply: {s['repeats']}; right if those count wrong too: {s['right_counting_repeats_wrong']})"
+            f"; stated facts known at the reply (before the next message) {s['facts_known_at_reply']} of {s['facts_stated']}"
             f"; facts not in the person's words {len(s['invented_facts'])}; first reply {s['first_reply_seconds']:.1f} s"
         )
         click.echo(line, err=err)
@@ -257,7 +260,7 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
         click.echo("per intent: " + ", ".join(f"{name} {row['right']}/{row['messages']}" for name, row in report["per_intent"].items()), err=err)
     total = report["summary"]
     click.echo(
-        f"all: {total['right']} of {total['messages']} right"
+        f"all: {total['right']} of {total['messages']} right ({total['right_counting_repeats_wrong']} if a reply repeating 3+ words of an earlier one counts wrong)"
         + (f"; sessions with at least 11 of 12: {total['sessions_at_least_11_of_12']} of {len(results)}" if which == "frozen" else ""),
         err=err,
     )

@@ -21,7 +21,7 @@ from scopehub import memory
 from scopehub.agents._dates import local_now
 from scopehub.eval.local_checks import Check, reply_problems
 from scopehub.hub.facts.grounding import grounded, own_words
-from scopehub.hub.models.turns import is_copy
+from scopehub.hub.models.turns import is_copy, same_words
 
 __all__ = ["SCOPE", "Observation", "RecordingModel", "Session", "Step", "run_session", "summarise"]
 
@@ -42,7 +42,9 @@ class Observation:
     message_id: int | None = None
     now: float = 0.0
     timezone: str = "UTC"
-    copy: bool = False
+    copy: bool = False  # the whole reply said again: an earlier reply, word for word
+    repeats: bool = False  # three or more words in a row of an earlier reply (an answer restating a fact does)
+    checked: bool | None = None  # what was stored and replied met the expectation
     problems: list[str] = field(default_factory=list)  # why the reply is no answer (see reply_problems)
     known_at_reply: bool | None = None  # a stated fact: already kept when the reply came (before the next message)
     right: bool | None = None
@@ -183,11 +185,13 @@ async def run_session(
                 row.update({"_now": now, "_timezone": timezone, "_today": local_now(now, timezone).date().isoformat()})
         stored.pop("facts", None)  # facts are learnt after the reply; judged at the end
         obs.stored = stored
-        obs.copy = is_copy(obs.reply, earlier_replies)
+        obs.copy = same_words(obs.reply, earlier_replies)
+        obs.repeats = is_copy(obs.reply, earlier_replies)
         obs.problems = reply_problems(obs.reply, tool_names) if obs.kind == "agent" else []
         earlier_replies.append(obs.reply)
         if not step.after_learning:
-            obs.right = step.check(obs, session) and not obs.copy and not obs.problems
+            obs.checked = step.check(obs, session)
+            obs.right = obs.checked and not obs.copy and not obs.problems
         else:
             obs.known_at_reply = step.check(obs, session)
         session.observations.append(obs)
@@ -201,7 +205,8 @@ async def run_session(
         if learnt:
             obs.stored["facts"] = learnt
         if step.after_learning:
-            obs.right = step.check(obs, session) and not obs.copy and not obs.problems
+            obs.checked = step.check(obs, session)
+            obs.right = obs.checked and not obs.copy and not obs.problems
     return session.observations, session
 
 
@@ -227,6 +232,8 @@ def summarise(steps: Sequence[Step], observations: Sequence[Observation], sessio
         "held_out_right": sum(bool(obs.right) for step, obs in zip(steps, observations, strict=True) if step.held_out),
         "held_out_messages": sum(step.held_out for step in steps),
         "copies": sum(obs.copy for obs in observations),
+        "repeats": sum(obs.repeats for obs in observations),
+        "right_counting_repeats_wrong": sum(bool(obs.right) and not obs.repeats for obs in observations),
         "facts_stated": sum(step.after_learning for step in steps),
         "facts_known_at_reply": sum(bool(obs.known_at_reply) for obs in observations),
         "invented_facts": invented_facts(session) if session is not None else [],

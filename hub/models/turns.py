@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Turn", "clip", "is_copy", "split_turn", "text_of"]
+__all__ = ["Turn", "clip", "is_copy", "same_words", "split_turn", "text_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +100,9 @@ def is_copy(reply: str, earlier: Iterable[str]) -> bool:
         if probe == seen or (len(probe.split()) >= 3 and f" {probe} " in f" {seen} "):
             return True
     return False
+
+
+def same_words(reply: str, earlier: Iterable[str]) -> bool:
+    """Whether ``reply`` says one of the ``earlier`` texts again, whole (case and punctuation aside)."""
+    probe = _normal(reply)
+    return bool(probe) and any(probe == _normal(text) for text in earlier if text)
