@@ -101,3 +101,11 @@ def test_a_chat_on_the_embedded_model_prints_replies_and_metadata_lines_only(hub
 def test_dispatch_run_once_prints_only_what_it_delivered(hub_env):
     result = run(hub_env, "dispatch", "run", "--once")
     assert "Provider List" not in result.stdout and "INFO" not in result.stdout
+
+
+def test_forget_erases_only_the_scope_it_is_told(hub_env):
+    run(hub_env, "chat", stdin="add buy milk to my tasks\n")
+    result = CliRunner().invoke(cli, ["forget", "--yes"], env=hub_env)
+    assert result.exit_code == 2 and "Missing option '--scope'" in result.stderr  # never a default scope
+    facts = CliRunner().invoke(cli, ["search", "milk", "--json"], env=hub_env)
+    assert json.loads(facts.stdout), "nothing was erased"
