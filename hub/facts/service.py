@@ -128,7 +128,10 @@ class FactKeeper:
         if not looks_factual(words):
             return []
         subject, _ = subject_of(self.store, scope, message.id)
-        return self._keep(scope, message, own_sentences(words, subject), words, subject)
+        # Only sentences that start with the speaker ("my phone number is", "I live in"):
+        # the key reader also finds "my boss" in "here is an email from my boss: ...".
+        stated = [candidate for candidate in own_sentences(words, subject) if _SPEAKER_FIRST.match(candidate.text)]
+        return self._keep(scope, message, stated, words, subject)
 
     def _keep(self, scope: str, message: Message, candidates: Sequence[Candidate], words: str, subject: str) -> list[Decision]:
         if not candidates:
@@ -158,6 +161,7 @@ class FactKeeper:
 
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SPEAKER_FIRST = re.compile(r"^\s*(?:my|i|i'm|i am|i've|our|we|we're)\b", re.I)
 # A request ("write a reply to Dana saying Thursday works for me") states no fact of its own.
 _REQUEST = re.compile(
     r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+)?(?:add|put|write|draft|reply|answer|send|remind|set|"
