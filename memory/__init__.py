@@ -150,6 +150,7 @@ from ._facts import (
 from ._interface import MemoryStore
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
+from ._redact import REDACTED, redact_secrets
 from ._schema import SCHEMA_VERSION
 from ._search import (
     SEARCH_METHODS,
@@ -187,6 +188,7 @@ __all__ = [
     "LESSON_LIMIT",
     "MAX_PINS",
     "PLAN_STATUSES",
+    "REDACTED",
     "SCHEMA_VERSION",
     "SEARCH_METHODS",
     "SUMMARY_CHARS",
@@ -304,6 +306,7 @@ __all__ = [
     "recent_events",
     "record_digest_failure",
     "record_feedback",
+    "redact_secrets",
     "register_event_type",
     "release_claim",
     "renew_claim",

@@ -30,7 +30,7 @@ from scopehub.hub.orchestrator._intake import (
     learn_stated_facts,
     store_inbound,
 )
-from scopehub.hub.orchestrator._record import record_overhead, record_turn
+from scopehub.hub.orchestrator._record import record_router_call, record_turn
 from scopehub.hub.orchestrator._route import addressed_route, build_classifier, decide_route
 from scopehub.hub.orchestrator._run import run_call
 from scopehub.hub.orchestrator._sections import Sections
@@ -272,9 +272,7 @@ class Hub:
         self, text: str, window: list[Message], reply_to: Message | None, *, scope: str | None = None, message_id: int | None = None
     ) -> Route:
         settings = self.settings
-        on_usage = (
-            (lambda p, c: record_overhead(self.store, scope, message_id, "router", settings.router_model, p, c)) if scope else None
-        )
+        on_call = (lambda call: record_router_call(self.store, settings, scope, message_id, call)) if scope else None
         return await decide_route(
             text,
             window,
@@ -285,7 +283,7 @@ class Hub:
             default_also_sees=self.default_also_sees,
             profiles=self.profiles,
             router_model=self.deps.router_model,
-            on_usage=on_usage,
+            on_call=on_call,
         )
 
     async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
 from scopehub.hub.routing.classifier import SEMANTIC_GATE
+from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import Message
 
@@ -71,12 +72,12 @@ async def decide_route(
     default_also_sees: Mapping[str, Sequence[str]],
     profiles: Sequence[AgentProfile],
     router_model: ChatModel | None,
-    on_usage: Callable[[int, int], None] | None = None,
+    on_call: Callable[[RouterCall], None] | None = None,
 ) -> Route:
     """The route of ``text``: the local router's, refined by the LLM router when there is one.
 
     ``embeds``: the classifier embeds messages, milliseconds of CPU kept off the event loop.
-    ``on_usage(prompt, completion)`` records the LLM router's tokens.
+    ``on_call(call)`` records each LLM router call (its prompt, answer and tokens).
     """
     routing = functools.partial(
         route,
@@ -98,5 +99,5 @@ async def decide_route(
         window=window,
         timeout=settings.router_timeout,
         model_name=settings.router_model or None,
-        on_usage=on_usage,
+        on_call=on_call,
     )

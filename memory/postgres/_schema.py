@@ -372,7 +372,23 @@ def _v3_message_times(conn: PgConnection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS messages_scope_ts ON messages(scope, ts)")
 
 
-def _v4_vault_numbers(conn: PgConnection) -> None:
+def _v4_call_failures_and_tools(conn: PgConnection) -> None:
+    """For the console: a failed call keeps why (its error's class and message, redacted),
+    and each call how many tool calls it made; people's messages by route, failed calls and
+    calls with tools indexed (SQLite's migration 10; messages by time are migration 3)."""
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_class TEXT")
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_message TEXT")
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS tool_calls BIGINT NOT NULL DEFAULT 0")
+    conn.execute(
+        "UPDATE calls SET tool_calls = jsonb_array_length(extra::jsonb -> 'tool_calls')"
+        " WHERE jsonb_typeof(extra::jsonb -> 'tool_calls') = 'array'"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS messages_scope_route ON messages(scope, role, via)")
+    conn.execute("CREATE INDEX IF NOT EXISTS calls_failed ON calls(scope, message_id) WHERE ok = 0")
+    conn.execute("CREATE INDEX IF NOT EXISTS calls_tools ON calls(scope, message_id) WHERE tool_calls > 0")
+
+
+def _v5_vault_numbers(conn: PgConnection) -> None:
     """Notes, emails and drafts numbered per kind within their scope (``num``), never reused
     (counters of kind ``vault:<kind>``), as on SQLite."""
     conn.execute("ALTER TABLE vault ADD COLUMN IF NOT EXISTS num BIGINT")
@@ -402,7 +418,13 @@ $$"""
 
 
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[PgConnection], None]] = [_v1_core, _v2_search, _v3_message_times, _v4_vault_numbers]
+MIGRATIONS: list[Callable[[PgConnection], None]] = [
+    _v1_core,
+    _v2_search,
+    _v3_message_times,
+    _v4_call_failures_and_tools,
+    _v5_vault_numbers,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
