@@ -108,6 +108,7 @@ from ._data import (
     pause_chat_reminders,
     pending_reminders,
     resume_chat_reminders,
+    vault_item_by_number,
 )
 from ._digest import (
     DIGEST_KINDS,
@@ -357,5 +358,6 @@ __all__ = [
     "validate_channel_name",
     "validate_event_payload",
     "validate_scope",
+    "vault_item_by_number",
     "write_chatlog",
 ]

@@ -408,7 +408,33 @@ def _v10_call_failures_and_tools(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX calls_tools ON calls(scope, message_id) WHERE tool_calls > 0")
 
 
-def _v11_chat_settings_and_access(db: sqlite_utils.Database) -> None:
+def _v11_vault_numbers(db: sqlite_utils.Database) -> None:
+    """Notes, emails and drafts numbered per kind within their scope (``num``): the first
+    draft is Draft #1 whatever was kept before it. Like task numbers, never reused: the
+    counters live in ``scope_counters`` (kind ``vault:<kind>``), which erase keeps, and a
+    trigger numbers every insert. The row id stays internal (search rows refer to it)."""
+    conn = db.conn
+    conn.execute("ALTER TABLE vault ADD COLUMN num INTEGER")
+    conn.execute(
+        "UPDATE vault SET num = (SELECT n FROM (SELECT id, row_number() OVER (PARTITION BY scope, kind ORDER BY id) AS n"
+        " FROM vault) AS ranked WHERE ranked.id = vault.id)"
+    )
+    conn.execute("CREATE UNIQUE INDEX vault_scope_kind_num ON vault(scope, kind, num)")
+    conn.execute(
+        "INSERT INTO scope_counters(scope, kind, last) SELECT scope, 'vault:' || kind, max(num) FROM vault GROUP BY scope, kind"
+        " ON CONFLICT(scope, kind) DO UPDATE SET last = max(last, excluded.last)"
+    )
+    conn.execute(
+        "CREATE TRIGGER vault_number AFTER INSERT ON vault WHEN new.num IS NULL BEGIN"
+        " INSERT INTO scope_counters(scope, kind, last) VALUES (new.scope, 'vault:' || new.kind, 1)"
+        " ON CONFLICT(scope, kind) DO UPDATE SET last = last + 1;"
+        " UPDATE vault SET num = (SELECT last FROM scope_counters WHERE scope = new.scope AND kind = 'vault:' || new.kind)"
+        " WHERE id = new.id;"
+        " END"
+    )
+
+
+def _v12_chat_settings_and_access(db: sqlite_utils.Database) -> None:
     """Per-chat settings (/settings), the deployment's shared secrets (the webhook's), invite
     codes and the people paired through them, and updates the transport could not read."""
     db.execute(
@@ -462,7 +488,8 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     count_search_documents,
     _v9_answer_lookups,
     _v10_call_failures_and_tools,
-    _v11_chat_settings_and_access,
+    _v11_vault_numbers,
+    _v12_chat_settings_and_access,
 ]
 
 

@@ -190,6 +190,39 @@ class FactKeeper:
         self._record(message, exchange)
         return exchange.decisions
 
+    def learn_stated(self, scope: str, message: Message) -> list[Decision]:
+        """Keep the facts the person states in words the local key reader knows ("my phone
+        number is 555 0142", "I live in Hamburg"), now: zero tokens, so the hub does it
+        before the reply and the next message knows them however quickly it comes. The
+        model's extraction after the reply still reads the message for the rest."""
+        if message.role != "user" or message.scope != scope:
+            return []
+        words = own_words(message.text)
+        if not looks_factual(words):
+            return []
+        subject, _ = subject_of(self.store, scope, message.id)
+        # Only sentences that start with the speaker ("my phone number is", "I live in"):
+        # the key reader also finds "my boss" in "here is an email from my boss: ...".
+        stated = [candidate for candidate in own_sentences(words, subject) if _SPEAKER_FIRST.match(candidate.text)]
+        return self._keep(scope, message, stated, words, subject)
+
+    def _keep(self, scope: str, message: Message, candidates: Sequence[Candidate], words: str, subject: str) -> list[Decision]:
+        if not candidates:
+            return []
+        # No await from here on: reading current facts and writing the result cannot interleave.
+        decisions, _ = learn(
+            self.store,
+            scope,
+            list(candidates),
+            confidence="derived",
+            explicit_message=is_explicit(words),
+            source_message=message.id,
+            subject=subject,
+            now=self.clock(),
+            require_message=True,
+        )
+        return decisions
+
     @staticmethod
     def _in_own_words(candidate: Candidate, words: str) -> bool:
         """A candidate that would store something must take its values from the message;
@@ -201,6 +234,7 @@ class FactKeeper:
 
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SPEAKER_FIRST = re.compile(r"^\s*(?:my|i|i'm|i am|i've|our|we|we're)\b", re.I)
 # A request ("write a reply to Dana saying Thursday works for me") states no fact of its own.
 _REQUEST = re.compile(
     r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+)?(?:add|put|write|draft|reply|answer|send|remind|set|"

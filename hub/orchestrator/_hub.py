@@ -27,6 +27,7 @@ from scopehub.hub.orchestrator._intake import (
     UNKNOWN_COMMAND_REPLY,
     command_of,
     inbound_of,
+    learn_stated_facts,
     store_inbound,
 )
 from scopehub.hub.orchestrator._record import record_router_call, record_turn
@@ -326,7 +327,8 @@ class Hub:
         window: list[Message],
         on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> Reply:
-        """Context → run → record: the routed agent's answer to a stored message."""
+        """Stated facts → context → run → record: the routed agent's answer to a stored message."""
+        learn_stated_facts(self.deps, message)
         call = self.sections.prepare(inbound, message, decision, window)
         outcome = await run_call(self.deps, call, self.channels, on_text)
         return record_turn(self.deps, self.sent_sections, call, outcome)

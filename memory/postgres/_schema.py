@@ -388,10 +388,39 @@ def _v4_call_failures_and_tools(conn: PgConnection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS calls_tools ON calls(scope, message_id) WHERE tool_calls > 0")
 
 
-def _v5_chat_settings_and_access(conn: PgConnection) -> None:
+def _v5_vault_numbers(conn: PgConnection) -> None:
+    """Notes, emails and drafts numbered per kind within their scope (``num``), never reused
+    (counters of kind ``vault:<kind>``), as on SQLite."""
+    conn.execute("ALTER TABLE vault ADD COLUMN IF NOT EXISTS num BIGINT")
+    conn.execute(
+        "UPDATE vault SET num = ranked.n FROM (SELECT id, row_number() OVER (PARTITION BY scope, kind ORDER BY id) AS n FROM vault)"
+        " AS ranked WHERE ranked.id = vault.id AND vault.num IS NULL"
+    )
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS vault_scope_kind_num ON vault(scope, kind, num)")
+    conn.execute(
+        "INSERT INTO scope_counters(scope, kind, last) SELECT scope, 'vault:' || kind, max(num) FROM vault GROUP BY scope, kind"
+        " ON CONFLICT (scope, kind) DO UPDATE SET last = greatest(scope_counters.last, excluded.last)"
+    )
+    conn.execute(
+        """CREATE OR REPLACE FUNCTION hub_vault_number() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.num IS NULL THEN
+        INSERT INTO scope_counters(scope, kind, last) VALUES (NEW.scope, 'vault:' || NEW.kind, 1)
+            ON CONFLICT (scope, kind) DO UPDATE SET last = scope_counters.last + 1
+            RETURNING last INTO NEW.num;
+    END IF;
+    RETURN NEW;
+END
+$$"""
+    )
+    conn.execute("DROP TRIGGER IF EXISTS vault_number ON vault")
+    conn.execute("CREATE TRIGGER vault_number BEFORE INSERT ON vault FOR EACH ROW EXECUTE FUNCTION hub_vault_number()")
+
+
+def _v6_chat_settings_and_access(conn: PgConnection) -> None:
     """Per-chat settings (/settings), the deployment's shared secrets (the webhook's), invite
     codes and the people paired through them, and updates the transport could not read
-    (SQLite's migration 11)."""
+    (SQLite's migration 12)."""
     conn.raw.execute(
         """
         CREATE TABLE chat_settings (
@@ -432,7 +461,8 @@ MIGRATIONS: list[Callable[[PgConnection], None]] = [
     _v2_search,
     _v3_message_times,
     _v4_call_failures_and_tools,
-    _v5_chat_settings_and_access,
+    _v5_vault_numbers,
+    _v6_chat_settings_and_access,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

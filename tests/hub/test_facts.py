@@ -864,7 +864,32 @@ def test_learning_gives_way_to_the_next_message_and_is_done_after_it(tmp_path):
 
     assert asyncio.run(session()).text == "ok"
     assert cancelled == [True] and len(attempts) == 2
-    assert texts(current_facts(hub.store, SCOPE)) == {"User's email is sam@example.com"}
+    # The person's own sentence was kept before the first reply (the next message knew it);
+    # the extraction that ran again found the same fact and kept it as it was.
+    assert texts(current_facts(hub.store, SCOPE)) == {"my email is sam@example.com"}
+
+
+def test_a_fact_stated_in_words_the_key_reader_knows_is_kept_before_the_reply(tmp_path):
+    """However quickly the next message comes, it knows the fact: no model call was needed."""
+    from scopehub.hub.models.testing import FunctionModel
+
+    seen: list[str] = []
+
+    def agent(messages, tools):
+        seen.append(" ".join(str(m.get("content")) for m in messages if m.get("role") == "system"))
+        return "ok"
+
+    hub = make_hub(tmp_path, agent=FunctionModel(agent))
+
+    async def session():
+        first = await hub.handle(Inbound(scope=SCOPE, text="my phone number is 555 0142"))
+        # No schedule_after_send: the background extraction never ran when the next message comes.
+        second = await hub.handle(Inbound(scope=SCOPE, text="what is my phone number?"))
+        return first, second
+
+    asyncio.run(session())
+    assert any(fact.key == "user.phone" and "555 0142" in fact.text for fact in current_facts(hub.store, SCOPE))
+    assert "555 0142" in seen[-1]  # the second call's facts block has it
 
 
 # --------------------------------------------------------------------------- the extractor's call record
