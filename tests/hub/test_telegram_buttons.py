@@ -160,7 +160,7 @@ def test_settings_per_chat_change_the_agents_the_language_and_the_time_zone_admi
         return "ok: " + messages[-1]["content"]
 
     db = tmp_path / "hub.db"
-    config = load_settings(db=db, telegram_bot_token=TOKEN, router_embedder="none")
+    config = load_settings(db=db, telegram_bot_token=TOKEN, router_embedder="none", timezone="UTC")
     hub = Hub(Deps(store=Store(db), settings=config, model=FunctionModel(model)), registry_of(NOTES, CLOCK))
 
     async def scenario(hub, tg, bot) -> None:
