@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from scopehub.hub.errors import ConfigError
 
 if TYPE_CHECKING:
-    from scopehub.hub.routing import AgentProfile, LocalClassifier
+    from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier
 
 __all__ = [
     "EMBEDDERS",
@@ -541,7 +541,7 @@ def build_semantic_scorer(
     ``lexical`` is the purely lexical classifier over the same profiles (built here when
     not given); it tells which examples to set apart.
     """
-    from scopehub.hub.routing import LocalClassifier
+    from scopehub.hub.routing.classifier import LocalClassifier
 
     source: Any = CachedEmbedder(embedder, cache) if cache is not None else embedder
     texts = [(profile.name, example) for profile in profiles for example in dict.fromkeys(profile.examples) if example.strip()]

