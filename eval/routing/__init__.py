@@ -69,19 +69,13 @@ from .profiles import (
     sample_examples,
     slot_descriptions,
 )
-from .runs import (
-    EMBED_OPTIONS,
-    build_classifier,
-    embedding_figures,
-    evaluate_routing,
-    run_clinc,
-    run_dialogues,
-)
+from .router import RouterOptions, build_classifier, embedding_figures
+from .runs import evaluate_routing, route_all, run_clinc, run_dialogues
 
 __all__ = [
-    "EMBED_OPTIONS",
     "GENERAL",
     "MAX_EXAMPLES",
+    "RouterOptions",
     "RoutingResult",
     "agent_folds",
     "build_classifier",
@@ -98,6 +92,7 @@ __all__ = [
     "labelled_conversations",
     "load_labelled",
     "print_report",
+    "route_all",
     "routing_command",
     "routing_metrics",
     "run_clinc",

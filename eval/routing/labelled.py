@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from scopehub.hub.routing import (
-    SEMANTIC_WEIGHT,
     AgentProfile,
 )
 
@@ -22,7 +21,8 @@ from .metrics import (
     unseen_metrics,
 )
 from .profiles import hub_profiles
-from .runs import embedding_figures, route_all
+from .router import RouterOptions, embedding_figures
+from .runs import route_all
 
 
 def load_labelled(path: str | Path) -> list[dict[str, str]]:
@@ -68,8 +68,7 @@ def run_labelled(
     path: str,
     *,
     after: str | None = None,
-    embedder: str | None = None,
-    semantic_weight: float = SEMANTIC_WEIGHT,
+    options: RouterOptions | None = None,
     unseen: int = 0,
     show_progress: bool = False,
     profiles: Sequence[AgentProfile] | None = None,
@@ -86,7 +85,7 @@ def run_labelled(
     if after and after not in names:
         raise DatasetFormatError(f"--after {after}: no such agent (the hub has {', '.join(sorted(names))})")
     conversations = labelled_conversations(rows, profiles, after)
-    result, info = route_all(profiles, conversations, embedder=embedder, semantic_weight=semantic_weight, show_progress=show_progress)
+    result, info = route_all(profiles, conversations, options, show_progress=show_progress)
     # The opening exchange is routed but not a message of the file: score the file's only.
     scored = [(gold, guess) for gold, guess in zip(result.gold, result.predicted, strict=True)]
     if after:
@@ -116,7 +115,7 @@ def run_labelled(
     report.update(embedding_figures(info))
     unseen_folds = []
     for hidden in agent_folds(names, unseen) if unseen > 0 else []:
-        fold_result, fold_info = route_all(hide_examples(profiles, hidden), conversations, embedder=embedder, semantic_weight=semantic_weight)
+        fold_result, fold_info = route_all(hide_examples(profiles, hidden), conversations, options)
         fold_info.pop("_timed", None)
         pairs = list(zip(fold_result.gold, fold_result.predicted, strict=True))[1::2 if after else 1]
         unseen_folds.append(unseen_metrics([g for g, _ in pairs], [p for _, p in pairs], hidden))

@@ -152,6 +152,12 @@ def summarize(result: RoutingResult) -> dict[str, Any]:
     return report
 
 
+def _pooled(unseen: Sequence[dict[str, Any]]) -> float | None:
+    scored = [(fold["n"], fold["accuracy"]) for fold in unseen if fold["accuracy"] is not None and fold["n"]]
+    total = sum(n for n, _ in scored)
+    return round(sum(n * accuracy for n, accuracy in scored) / total, 4) if total else None
+
+
 def fold_report(accuracies: Sequence[float], unseen: Sequence[dict[str, Any]], latencies: Sequence[float]) -> dict[str, Any]:
     """Cross-validated figures: mean, sd, min and max over folds (never the best fold alone)."""
     report: dict[str, Any] = {}
@@ -162,6 +168,8 @@ def fold_report(accuracies: Sequence[float], unseen: Sequence[dict[str, Any]], l
             "accuracy": spread([fold["accuracy"] for fold in unseen if fold["accuracy"] is not None]),
             "precision": spread([fold["precision"] for fold in unseen if fold["precision"] is not None]),
             "overall_accuracy": spread([fold["overall_accuracy"] for fold in unseen if fold["overall_accuracy"] is not None]),
+            # Every hidden agent's turns together (each agent is hidden once in the rotation).
+            "pooled_accuracy": _pooled(unseen),
             "per_fold": list(unseen),
         }
     if latencies:

@@ -9,6 +9,7 @@ import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scopehub.hub.routing import (
     DEFAULT_AGENT,
@@ -16,6 +17,9 @@ from scopehub.hub.routing import (
 )
 
 from ..loaders import Dialogue
+
+if TYPE_CHECKING:
+    from ..holdout import Holdout
 
 MAX_EXAMPLES = 50
 GENERAL = DEFAULT_AGENT
@@ -147,18 +151,26 @@ def general_profile(extra_examples: Sequence[str] = ()) -> AgentProfile:
 
 
 def clinc_profiles(
-    path: str | Path, train_split: str, *, per_agent: int = MAX_EXAMPLES, leave_out: tuple[int, int] | None = None
+    path: str | Path,
+    train_split: str,
+    *,
+    per_agent: int = MAX_EXAMPLES,
+    leave_out: tuple[int, int] | None = None,
+    holdout: Holdout | None = None,
 ) -> list[AgentProfile]:
     """CLINC150 agents: one per domain (described by its intents) plus ``general``.
 
     ``leave_out=(fold, folds)`` leaves out the training items whose text hashes to ``fold``
-    modulo ``folds`` (cross-validation on the training split).
+    modulo ``folds`` (cross-validation on the training split). ``holdout``
+    (:class:`eval.holdout.Holdout`): its frozen messages are never examples.
     """
     from ..loaders import DatasetFormatError, clinc_domains, load_clinc
 
     domains_file = file_beside(path, "domains.json")
     domains = clinc_domains(domains_file)
     train = load_clinc(path, train_split, domains_path=domains_file)
+    if holdout is not None:
+        train, _ = holdout.split_texts(train)
     if leave_out is not None:
         train = [item for item in train if stable_hash(item[0]) % leave_out[1] != leave_out[0]]
     examples = sample_examples(((domain, text) for text, domain in train if domain), per_agent=per_agent)

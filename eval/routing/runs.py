@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from scopehub.hub.routing import (
-    SEMANTIC_WEIGHT,
     AgentProfile,
     LocalClassifier,
     route,
@@ -20,13 +19,13 @@ from scopehub.hub.routing import (
 from scopehub.memory import Message
 
 from .. import _report
+from ..holdout import Holdout, load_holdout
 from ..loaders import Dialogue, Turn
 from .metrics import (
     RoutingResult,
     agent_folds,
     fold_report,
     hide_examples,
-    percentile,
     routing_metrics,
     split_train,
     summarize,
@@ -41,6 +40,7 @@ from .profiles import (
     slot_descriptions,
     stable_hash,
 )
+from .router import RouterOptions, build_classifier, embedding_figures
 
 
 def evaluate_routing(
@@ -83,107 +83,25 @@ def _message(index: int, conversation: int, role: str, text: str, agent: str | N
     return Message(id=index + 1, scope=f"user:eval{conversation}", role=role, text=text, ts=float(index), agent=agent)
 
 
-# --------------------------------------------------------------------------- classifier
-
-
-# Set by the command line (--semantic-gate, --no-message-cache) for every classifier it builds.
-EMBED_OPTIONS: dict[str, Any] = {"semantic_gate": "default", "message_cache": True}
-
-
-class _TimedEmbedder:
-    """An embedder that records how long each call took (the eval reports it)."""
-
-    def __init__(self, embedder: Any) -> None:
-        self.embedder = embedder
-        self.latencies_ms: list[float] = []
-        self.model_id = getattr(embedder, "model_id", type(embedder).__name__)
-
-    def embed(self, texts: list[str]) -> list[Any]:
-        started = time.perf_counter()
-        vectors = self.embedder.embed(texts)
-        self.latencies_ms.append((time.perf_counter() - started) * 1000)
-        return vectors
-
-    def embed_passages(self, texts: list[str]) -> list[Any]:
-        return getattr(self.embedder, "embed_passages", self.embedder.embed)(texts)
-
-
-def build_classifier(
-    profiles: Sequence[AgentProfile],
-    embedder: str | None = None,
-    *,
-    semantic_weight: float = SEMANTIC_WEIGHT,
-    message_cache: bool | None = None,
-    semantic_gate: float | str | None = "default",
-) -> tuple[LocalClassifier, dict[str, Any]]:
-    """The local classifier (with semantic scores from ``embedder`` when one is named) and
-    the figures of its build for the report.
-
-    Examples and descriptions are embedded through the disk cache (as in the hub). With
-    ``message_cache`` the dataset's messages are too, so that folds and reruns embed each
-    text once; the embedding latencies are then those of the texts embedded in this run.
-    """
-    started = time.perf_counter()
-    message_cache = EMBED_OPTIONS["message_cache"] if message_cache is None else message_cache
-    if semantic_gate == "default":
-        semantic_gate = EMBED_OPTIONS["semantic_gate"]
-    if not embedder or embedder == "none":
-        classifier = LocalClassifier(profiles)
-        return classifier, {"embedder": None, "build_s": round(time.perf_counter() - started, 3)}
-    from scopehub.hub.routing.semantic import (
-        CachedEmbedder,
-        build_semantic_scorer,
-        shared_cache,
-        shared_embedder,
-    )
-
-    raw = shared_embedder(embedder)
-    cache = shared_cache(raw)
-    timed = _TimedEmbedder(raw)
-    messages: Any = CachedEmbedder(timed, cache) if message_cache else timed
-    scorer = build_semantic_scorer(profiles, messages, lexical=LocalClassifier(profiles), cache=cache)
-    gate = {} if semantic_gate == "default" else {"semantic_gate": semantic_gate}
-    classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=semantic_weight, **gate)
-    info = {
-        "embedder": embedder,
-        "semantic_weight": semantic_weight,
-        "semantic_gate": classifier.semantic_gate,
-        "build_s": round(time.perf_counter() - started, 3),
-        "embedded_examples": sum(len(set(p.examples)) for p in profiles),
-        "examples_set_apart": scorer.set_apart,
-        "message_cache": message_cache,
-    }
-    timed.latencies_ms.clear()  # from here on: one call per new message
-    return classifier, {**info, "_timed": timed}
-
-
-def embedding_figures(info: dict[str, Any]) -> dict[str, Any]:
-    timed = info.pop("_timed", None)
-    if timed is None:
-        return info
-    return {
-        **info,
-        "embedded_messages": len(timed.latencies_ms),
-        "embed_p50_ms": round(percentile(timed.latencies_ms, 50), 3),
-        "embed_p95_ms": round(percentile(timed.latencies_ms, 95), 3),
-    }
-
-
 def route_all(
     profiles: Sequence[AgentProfile],
     conversations: Sequence[Sequence[Turn]],
+    options: RouterOptions | None = None,
     *,
-    embedder: str | None,
-    semantic_weight: float,
     window: int = 40,
     show_progress: bool = False,
 ) -> tuple[RoutingResult, dict[str, Any]]:
-    classifier, info = build_classifier(profiles, embedder, semantic_weight=semantic_weight)
+    """Build the router over ``profiles`` and route every conversation with it."""
+    classifier, info = build_classifier(profiles, options)
     result = evaluate_routing(conversations, classifier, window=window, show_progress=show_progress)
     if classifier.semantic is not None:
         # Routed messages whose evidence needed an embedding (the others cost none).
         info["embedded_share"] = round(classifier.embedded / max(1, len(result.routed)), 4)
     return result, info
+
+
+def _holdout_report(holdout: Holdout, held_out: int, frozen: bool) -> dict[str, Any]:
+    return {"file": "eval/data/frozen.json", "dataset": holdout.dataset, "frozen_items_in_path": held_out, "scored": "frozen" if frozen else "the rest"}
 
 
 def run_clinc(
@@ -194,30 +112,36 @@ def run_clinc(
     *,
     per_agent: int,
     show_progress: bool,
-    embedder: str | None = None,
-    semantic_weight: float = SEMANTIC_WEIGHT,
+    options: RouterOptions | None = None,
     folds: int = 0,
     unseen: int = 0,
     sample: int = 1,
+    frozen: bool = False,
 ) -> dict[str, Any]:
     """CLINC150: in-scope domain accuracy, and where out-of-scope messages went.
 
     ``folds``: cross-validation on TRAIN_PATH's training split (examples from K-1 parts,
     the K-th routed). ``unseen``: K domains at a time lose their examples; the split is
-    routed and their turns scored.
+    routed and their turns scored. The frozen messages of ``split`` (eval/data/frozen.json)
+    are left out; ``frozen`` routes them alone.
     """
     from ..loaders import DatasetFormatError, load_clinc
 
-    profiles = clinc_profiles(train_path, train_split, per_agent=per_agent)
+    holdout = load_holdout("clinc150")
+    profiles = clinc_profiles(train_path, train_split, per_agent=per_agent, holdout=holdout)
     domains_file = file_beside(path, "domains.json")
     items = load_clinc(path, split, domains_path=domains_file)
     with contextlib.suppress(DatasetFormatError):  # a file without out-of-scope items
         items += load_clinc(path, f"oos_{split}", domains_path=domains_file)
+    rest, frozen_items = holdout.split_texts(items)
+    if frozen and not frozen_items:
+        raise click.UsageError(f"--frozen: {path} ({split}) holds none of the frozen messages (eval/data/frozen.json)")
+    items = frozen_items if frozen else rest
     if sample > 1:
         items = [item for item in items if (stable_hash(item[0]) // 7) % sample == 0]
     # Each CLINC message stands alone: one conversation of one turn each.
     conversations = [[Turn(f"{split}:{i}", "user", text, (domain,) if domain else ())] for i, (text, domain) in enumerate(items)]
-    result, classifier_info = route_all(profiles, conversations, embedder=embedder, semantic_weight=semantic_weight, show_progress=show_progress)
+    result, classifier_info = route_all(profiles, conversations, options, show_progress=show_progress)
     # Out-of-scope turns were routed but not scored (no gold agent): where did they go?
     oos = [agent for agent, (_, domain) in zip(result.routed, items, strict=True) if domain is None]
     oos_total, oos_general = len(oos), oos.count(GENERAL)
@@ -227,21 +151,18 @@ def run_clinc(
     report["oos_to_general"] = oos_general
     report["oos_to_general_rate"] = round(oos_general / oos_total, 4) if oos_total else None
     report["agents"] = len(profiles)
+    report["holdout"] = _holdout_report(holdout, len(frozen_items), frozen)
     report.update(embedding_figures(classifier_info))
     accuracies: list[float] = []
     unseen_folds: list[dict[str, Any]] = []
     latencies: list[float] = []
     if folds > 1:
-        train_items = [item for item in load_clinc(train_path, train_split, domains_path=file_beside(train_path, "domains.json")) if item[1]]
+        train_items, _ = holdout.split_texts(load_clinc(train_path, train_split, domains_path=file_beside(train_path, "domains.json")))
+        train_items = [item for item in train_items if item[1]]
         for fold in range(folds):
-            fold_profiles = clinc_profiles(train_path, train_split, per_agent=per_agent, leave_out=(fold, folds))
+            fold_profiles = clinc_profiles(train_path, train_split, per_agent=per_agent, leave_out=(fold, folds), holdout=holdout)
             held = [item for item in train_items if stable_hash(item[0]) % folds == fold and (stable_hash(item[0]) // 7) % sample == 0]
-            fold_result, info = route_all(
-                fold_profiles,
-                [[Turn(f"fold{fold}:{i}", "user", text, (domain,))] for i, (text, domain) in enumerate(held)],
-                embedder=embedder,
-                semantic_weight=semantic_weight,
-            )
+            fold_result, info = route_all(fold_profiles, [[Turn(f"fold{fold}:{i}", "user", text, (domain,))] for i, (text, domain) in enumerate(held)], options)
             info.pop("_timed", None)
             accuracies.append(routing_metrics(fold_result.gold, fold_result.predicted)["accuracy"])
             latencies.extend(fold_result.latencies_ms)
@@ -249,7 +170,7 @@ def run_clinc(
     if unseen > 0:
         domains = [profile.name for profile in profiles if profile.name != GENERAL]
         for number, hidden in enumerate(agent_folds(domains, unseen)):
-            fold_result, info = route_all(hide_examples(profiles, hidden), conversations, embedder=embedder, semantic_weight=semantic_weight)
+            fold_result, info = route_all(hide_examples(profiles, hidden), conversations, options)
             info.pop("_timed", None)
             unseen_folds.append(unseen_metrics(fold_result.gold, fold_result.predicted, hidden))
             latencies.extend(fold_result.latencies_ms)
@@ -278,11 +199,11 @@ def run_dialogues(
     per_agent: int,
     window: int,
     show_progress: bool,
-    embedder: str | None = None,
-    semantic_weight: float = SEMANTIC_WEIGHT,
+    options: RouterOptions | None = None,
     folds: int = 0,
     unseen: int = 0,
     sample: int = 1,
+    frozen: bool = False,
 ) -> dict[str, Any]:
     """SGD or MultiWOZ: every user turn, in conversation order.
 
@@ -291,17 +212,27 @@ def run_dialogues(
     TRAIN_PATH, PATH's dialogues are cut into K parts routed in turn. ``unseen`` K: K
     agents at a time lose their examples (leave agents out; fold j uses dialogue fold
     j modulo ``folds``). ``sample`` N routes every N-th test dialogue only.
+
+    The frozen dialogues (eval/data/frozen.json) are left out of both sides; ``frozen``
+    routes them alone, with examples from all the others (or from TRAIN_PATH).
     """
     from ..loaders import load_multiwoz, load_sgd, load_sgd_schema
 
+    if frozen and folds > 1:
+        raise click.UsageError("--frozen scores the frozen part once: drop --folds (the folds cross-validate the rest)")
     load = load_sgd if fmt == "sgd" else load_multiwoz
-    dialogues = load(path)
+    holdout = load_holdout(fmt)
+    dialogues, frozen_part = holdout.split(load(path))
+    if frozen and not frozen_part:
+        raise click.UsageError(f"--frozen: {path} holds none of the frozen dialogues (eval/data/frozen.json)")
     same = Path(train_path).resolve() == Path(path).resolve()
     schema = load_sgd_schema(path) if fmt == "sgd" else {}
-    separate_train = None if same else load(train_path)
+    separate_train = None if same else holdout.split(load(train_path))[0]
 
     def setup(fold: int, parts: int) -> tuple[list[AgentProfile], list[Dialogue], list[Dialogue], dict[str, list[str]], set[str]]:
-        if separate_train is None:
+        if frozen:
+            train, test = (separate_train if separate_train is not None else dialogues), frozen_part
+        elif separate_train is None:
             train, test = split_train(dialogues, folds=parts, fold=fold)
         else:
             train = separate_train
@@ -314,7 +245,7 @@ def run_dialogues(
         return build_profiles(agents, descriptions, examples), train, _sampled(test, sample), examples, agents
 
     profiles, train, test, examples, agents = setup(0, 5 if separate_train is None else 1)
-    result, info = route_all(profiles, [d.turns for d in test], embedder=embedder, semantic_weight=semantic_weight, window=window, show_progress=show_progress)
+    result, info = route_all(profiles, [d.turns for d in test], options, window=window, show_progress=show_progress)
     report = summarize(result)
     report["agents"] = len(profiles)
     report["dialogues"] = len(test)
@@ -322,13 +253,14 @@ def run_dialogues(
     report["train_from_path"] = same
     report["sample"] = sample
     report["agents_without_examples"] = sorted(a for a in agents if not examples.get(a))
+    report["holdout"] = _holdout_report(holdout, len(frozen_part), frozen)
     report.update(embedding_figures(info))
     accuracies: list[float] = []
     unseen_folds: list[dict[str, Any]] = []
     latencies: list[float] = []
     for fold in range(folds if folds > 1 else 0):
         fold_profiles, _, fold_test, _, _ = setup(fold, folds)
-        fold_result, info = route_all(fold_profiles, [d.turns for d in fold_test], embedder=embedder, semantic_weight=semantic_weight, window=window)
+        fold_result, info = route_all(fold_profiles, [d.turns for d in fold_test], options, window=window)
         info.pop("_timed", None)
         accuracies.append(routing_metrics(fold_result.gold, fold_result.predicted)["accuracy"])
         latencies.extend(fold_result.latencies_ms)
@@ -339,9 +271,7 @@ def run_dialogues(
                 fold_profiles, _, fold_test, _, _ = setup(number % folds, folds)
             else:
                 fold_profiles, fold_test = profiles, test
-            fold_result, info = route_all(
-                hide_examples(fold_profiles, hidden), [d.turns for d in fold_test], embedder=embedder, semantic_weight=semantic_weight, window=window
-            )
+            fold_result, info = route_all(hide_examples(fold_profiles, hidden), [d.turns for d in fold_test], options, window=window)
             info.pop("_timed", None)
             unseen_folds.append(unseen_metrics(fold_result.gold, fold_result.predicted, hidden))
             latencies.extend(fold_result.latencies_ms)

@@ -101,14 +101,26 @@ def route(
         # never switches. Text in another language is left to the scores and the margin.
         # Its evidence is weighed with the thread's if a later message turns (see
         # _thread_choice): scored now, a later message never pays for several embeddings.
-        if classifier.semantic is not None:
+        if classifier.semantic is not None and not classifier.words_decide_leaving(text, current):
             classifier.evidence(text)
         return finish(current, "sticky", 0.0)
-    evidence = classifier.evidence(text)
+    if current is not None and classifier.words_decide_leaving(text, current):
+        # The words decide whether the message leaves its agent; the embedding may then
+        # only hold it back, so it is asked only when the words would move it.
+        agent, via, confidence = _choose(classifier.lexical_evidence(text), current, window, classifier, text)
+        if agent != current:
+            agent, via, confidence = _choose(classifier.evidence_for(text, current), current, window, classifier, text)
+        return finish(agent, via, confidence)
+    agent, via, confidence = _choose(classifier.evidence(text), current, window, classifier, text)
+    return finish(agent, via, confidence)
+
+
+def _choose(evidence: dict[str, float], current: str | None, window: Sequence[Message], classifier: LocalClassifier, text: str) -> tuple[str, str, float]:
+    """(agent, via, confidence) the classifier's ``evidence`` gives, from ``current``'s side."""
     if not evidence:
-        return finish(current or classifier.default_agent, "sticky" if current else "default", 0.0)
+        return (current, "sticky", 0.0) if current else (classifier.default_agent, "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold_for(text)
+    margin = classifier.switch_threshold_for(text, current)
     if switch_cue(text):
         margin *= classifier.cue_factor  # "I also need a room": people announce a new errand
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
@@ -119,12 +131,12 @@ def route(
         # movie" → movies, then "rent it with subtitles" → media): weigh its user messages.
         corrected = _thread_choice(evidence, current, window, classifier, text)
         if corrected != current:
-            return finish(corrected, "local", _confidence(evidence, corrected))
-        return finish(current, "sticky", _confidence(evidence, current))
+            return corrected, "local", _confidence(evidence, corrected)
+        return current, "sticky", _confidence(evidence, current)
     confidence = _confidence(evidence, best)
     if confidence < classifier.min_confidence:
-        return finish(current or classifier.default_agent, "sticky" if current else "default", confidence)
-    return finish(best, "local", confidence)
+        return (current, "sticky", confidence) if current else (classifier.default_agent, "default", confidence)
+    return best, "local", confidence
 
 
 def _confidence(evidence: dict[str, float], agent: str) -> float:
@@ -145,9 +157,9 @@ def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Me
         if message.agent != current or counted >= THREAD_MESSAGES:
             break
         counted += 1
-        for agent, value in classifier.evidence(message.text).items():
+        for agent, value in classifier.thread_evidence(message.text, current).items():
             totals[agent] += value
     if not counted:
         return current
     best = max(totals, key=totals.__getitem__)
-    return best if totals[best] - totals[current] >= classifier.switch_threshold_for(text) else current
+    return best if totals[best] - totals[current] >= classifier.switch_threshold_for(text, current) else current

