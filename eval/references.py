@@ -10,7 +10,13 @@ both texts (lower case, words of letters and digits, number words one..twelve as
 - the value is in at least one *source*: one of the previous ``window`` messages of the
   chat whose gold domains (the dataset's labels, so the set is the same for gold and
   predicted routes) do not include the slot's domain; a message with no domain counts as
-  ``general``;
+  ``general``. When the chat chains several dialogues, the source is in the turn's own
+  dialogue: they are separate conversations, and a value matching across them ("centre"
+  said to the restaurant agent in one, asked of the attraction agent in the next) is a
+  coincidence (counted apart, ``other_dialogue``);
+- no earlier message of the slot's own domain within the window holds the value: the
+  agent's own history then has it, whatever another agent said (counted apart,
+  ``own_agent``: "what area is it in?" after the attraction agent named the area);
 - the value is informative: not a yes/no/don't-care placeholder and not a bare number
   of one or two digits (counts such as "4" people or "2" nights match unrelated numbers
   in earlier messages too often to name a source).
@@ -28,6 +34,7 @@ when that message is in the context.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,9 +99,22 @@ class Reference:
     raw_value: str = ""  # the value as annotated
 
 
-def find_references(turns: Sequence[Turn], *, window: int = 40) -> tuple[dict[int, list[Reference]], int]:
+def find_references(
+    turns: Sequence[Turn],
+    *,
+    window: int = 40,
+    dialogues: Sequence[str] | None = None,
+    excluded: Counter[str] | None = None,
+) -> tuple[dict[int, list[Reference]], int]:
     """References of one chat (its turns in order), keyed by turn index; and how many
-    (turn, value) pairs had their sources only beyond the window (not references)."""
+    (turn, value) pairs had their sources only beyond the window (not references).
+
+    ``dialogues`` names the dialogue of each turn when the chat chains several: a source
+    must then be in the turn's own dialogue. ``excluded`` counts the pairs that are no
+    references for the other two reasons: ``own_agent`` (an earlier message of the
+    slot's own domain within the window holds the value: the agent's own history has
+    it) and ``other_dialogue`` (only another dialogue of the chain holds it).
+    """
     normalized = [f" {normalize_value(turn.text)} " for turn in turns]
     position = {turn.id: index for index, turn in enumerate(turns)}
     found: dict[int, list[Reference]] = {}
@@ -120,9 +140,17 @@ def find_references(turns: Sequence[Turn], *, window: int = 40) -> tuple[dict[in
             needle = f" {value} "
             if _said(value, normalized[index]):
                 continue
-            holders = [
-                j for j in range(index) if needle in normalized[j] and slot.domain not in (turns[j].agents or (GENERAL,))
-            ]
+            holding = [j for j in range(index) if needle in normalized[j]]
+            if any(j >= start and slot.domain in (turns[j].agents or (GENERAL,)) for j in holding):
+                if any(slot.domain not in (turns[j].agents or (GENERAL,)) for j in holding) and excluded is not None:
+                    excluded["own_agent"] += 1
+                continue
+            holders = [j for j in holding if slot.domain not in (turns[j].agents or (GENERAL,))]
+            if dialogues is not None:
+                mine = [j for j in holders if dialogues[j] == dialogues[index]]
+                if holders and not mine and excluded is not None:
+                    excluded["other_dialogue"] += 1
+                holders = mine
             if not holders:
                 continue
             sources = tuple(turns[j].id for j in holders if j >= start)

@@ -555,7 +555,7 @@ class Hub:
             also = tuple(name for name in self.default_also_sees.get(inbound.agent, ()) if name != inbound.agent)
             decision = Route(agent=inbound.agent, also_sees=also, via="explicit")
         else:
-            decision = await self._route(inbound.text, window, reply_to, scope=inbound.scope, message_id=message.id)
+            decision = await self._route(inbound.text, window, reply_to, scope=inbound.scope, message_id=message.id, now=message.ts)
         store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
         if not inbound.addressed:
             return None
@@ -616,7 +616,14 @@ class Hub:
         return None
 
     async def _route(
-        self, text: str, window: list[Message], reply_to: Message | None, *, scope: str | None = None, message_id: int | None = None
+        self,
+        text: str,
+        window: list[Message],
+        reply_to: Message | None,
+        *,
+        scope: str | None = None,
+        message_id: int | None = None,
+        now: float | None = None,
     ) -> Route:
         routing = functools.partial(
             route,
@@ -626,6 +633,7 @@ class Hub:
             reply_to=reply_to,
             tail=self.settings.tail,
             default_also_sees=self.default_also_sees,
+            now=now,
         )
         # Embedding a message takes milliseconds of CPU: keep it off the event loop.
         local = await asyncio.to_thread(routing) if self.embedder_name else routing()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -18,6 +19,7 @@ from scopehub.hub.context import (
 )
 from scopehub.hub.context.tokens import MESSAGE_OVERHEAD, Tokenizer
 from scopehub.hub.routing import DEFAULT_AGENT, LocalClassifier, predict_also_sees, route
+from scopehub.hub.routing.cascade import opens_session
 from scopehub.memory import Message
 
 from .. import _report
@@ -139,6 +141,7 @@ def replay(
             default_also_sees=default_also_sees or {},
             judge_limit=judge_limit,
             times=message_times(group, gap=gap, session_gap=session_gap),
+            dialogue_of=[dialogue.id for dialogue in group for _ in dialogue.turns],
             awareness=AwarenessReplay(
                 f"user:replay{number}", agents=prompts, tokenizer=counter, view=awareness_view, budget=awareness_budget
             ),
@@ -179,9 +182,13 @@ def _replay_chat(
     judge_limit: int,
     times: list[float] | None = None,
     awareness: AwarenessReplay | None = None,
+    dialogue_of: Sequence[str] | None = None,
 ) -> None:
     aware = awareness or AwarenessReplay(scope, agents=prompts, tokenizer=tokenizer)
-    references, beyond = find_references(turns, window=window)
+    excluded: Counter[str] = Counter()
+    references, beyond = find_references(turns, window=window, dialogues=dialogue_of, excluded=excluded)
+    result.references_own_agent += excluded["own_agent"]
+    result.references_other_dialogue += excluded["other_dialogue"]
     caches = _chat_caches(result)
     times = times or [index * 30.0 for index in range(len(turns))]
     result.beyond_window += beyond
@@ -200,12 +207,12 @@ def _replay_chat(
         if routes == "gold":
             agent = gold or handler or GENERAL
             also = tuple(a for a in turn.also_sees if a in prompts and a != agent) or predict_also_sees(
-                turn.text, agent, recent, classifier, tail=tail
+                turn.text, agent, recent, classifier, tail=tail, new_session=opens_session(recent, times[index])
             )
             also = tuple(dict.fromkeys((*default_also_sees.get(agent, ()), *also)))
             via = "gold"
         else:
-            decision = route(turn.text, classifier=classifier, window=recent, tail=tail, default_also_sees=default_also_sees)
+            decision = route(turn.text, classifier=classifier, window=recent, tail=tail, default_also_sees=default_also_sees, now=times[index])
             agent, also, via = decision.agent, decision.also_sees, decision.via
         if agent not in prompts:
             agent = GENERAL

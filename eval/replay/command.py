@@ -73,6 +73,12 @@ def print_summary(report: dict[str, Any]) -> None:
         + f", also_sees on {_report.pct(router['also_sees_share'])} of calls"
         + f"; {report['references_beyond_window']} references only beyond the window (search_memory)"
     )
+    skipped = report.get("not_references") or {}
+    if any(skipped.values()):
+        click.echo(
+            f"not counted as references: {skipped.get('own_agent', 0)} values the agent's own earlier messages hold, "
+            f"{skipped.get('other_dialogue', 0)} found only in another dialogue of the chain"
+        )
     configured = router.get("configuration") or {}
     if configured.get("configuration"):
         click.echo(f"router: {configured['configuration']}")

@@ -36,6 +36,8 @@ class ReplayResult:
     calls: int = 0
     references: int = 0
     beyond_window: int = 0
+    references_own_agent: int = 0  # pairs the agent's own messages hold (not references)
+    references_other_dialogue: int = 0  # pairs only another dialogue of the chain holds (not references)
     modes: dict[str, ModeTotals] = field(default_factory=lambda: {mode: ModeTotals() for mode in MODES})
     by_via: Counter[str] = field(default_factory=Counter)
     labelled: int = 0  # user turns with a gold agent (predicted routes are scored on them)
@@ -84,6 +86,7 @@ class ReplayResult:
             "calls": self.calls,
             "references": self.references,
             "references_beyond_window": self.beyond_window,
+            "not_references": {"own_agent": self.references_own_agent, "other_dialogue": self.references_other_dialogue},
             "fixed_tokens_per_call": round(self.fixed_tokens / calls, 1),
             "search_memory_offered_share": round(self.search_offered / calls, 4),
             "search_memory": {

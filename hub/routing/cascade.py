@@ -72,15 +72,19 @@ def route(
     reply_to: Message | None = None,
     tail: int = 4,
     default_also_sees: dict[str, tuple[str, ...]] | None = None,
+    now: float | None = None,
 ) -> Route:
     """Route one message: explicit address → reply → sticky local classifier.
 
-    ``window`` is the scope's recent messages before this one (oldest first).
+    ``window`` is the scope's recent messages before this one (oldest first); ``now``
+    (unix seconds) is when this message came: after :data:`SESSION_GAP_S` of silence no
+    agent holds the conversation any more, and the message is routed as a first one.
     """
     defaults = default_also_sees or {}
+    new_session = opens_session(window, now)
 
     def finish(agent: str, via: str, confidence: float, routed_text: str | None = None) -> Route:
-        also = predict_also_sees(routed_text if routed_text is not None else text, agent, window, classifier, tail=tail)
+        also = predict_also_sees(routed_text if routed_text is not None else text, agent, window, classifier, tail=tail, new_session=new_session)
         merged = tuple(dict.fromkeys((*defaults.get(agent, ()), *also)))
         merged = tuple(name for name in merged if name != agent)
         return Route(agent=agent, also_sees=merged, via=via, text=routed_text, confidence=confidence)
@@ -94,7 +98,7 @@ def route(
         return finish(reply_to.agent, "reply", 1.0)
 
     current = current_agent(window)
-    if current not in classifier.agents:
+    if current not in classifier.agents or new_session:
         current = None
     if current is not None and readable(text) and not classifier.has_content(text):
         # No content words (or none we know) in a language the lexicon reads: a follow-up
@@ -113,6 +117,12 @@ def route(
         return finish(agent, via, confidence)
     agent, via, confidence = _choose(classifier.evidence(text), current, window, classifier, text)
     return finish(agent, via, confidence)
+
+
+def opens_session(window: Sequence[Message], now: float | None) -> bool:
+    """Whether a message sent at ``now`` opens a new conversation: the window's last message
+    is over :data:`SESSION_GAP_S` older (no agent holds the conversation any more)."""
+    return bool(now is not None and window and now - window[-1].ts > SESSION_GAP_S)
 
 
 def _choose(evidence: dict[str, float], current: str | None, window: Sequence[Message], classifier: LocalClassifier, text: str) -> tuple[str, str, float]:
@@ -144,6 +154,10 @@ def _confidence(evidence: dict[str, float], agent: str) -> float:
     return math.exp(evidence[agent] - peak) / sum(math.exp(value - peak) for value in evidence.values())
 
 
+# Silence after which a message opens a new conversation: no agent holds it any more (its
+# words and embedding decide as for a first message). Half an hour, the usual inactivity
+# timeout of a session; not tuned (the datasets' dialogues carry no time of day).
+SESSION_GAP_S = 1800.0
 THREAD_MESSAGES = 6  # user messages of the current thread weighed for a correction
 
 

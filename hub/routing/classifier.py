@@ -230,6 +230,9 @@ class LocalClassifier:
             term for counter in counts.values() for term in counter if " " not in term and not term.startswith("#")
         )
         self._vocabulary = frozenset(self._term_agents)
+        self._profile_terms = {
+            name: frozenset(term for term in counter if " " not in term and not term.startswith("#")) for name, counter in counts.items()
+        }
         self._cache: dict[str, dict[str, float]] = {}
         self._semantic_part: dict[str, dict[str, float]] = {}  # the weighted semantic scores in a cached blend
         self._lexical_cache: dict[str, dict[str, float]] = {}  # the words' evidence of texts not scored in full
@@ -328,6 +331,10 @@ class LocalClassifier:
             # One character n-gram in common ("genau" and "general") is chance, not evidence.
             return math.inf
         return self.switch_threshold * share
+
+    def profile_terms(self, agent: str) -> frozenset[str]:
+        """The stems of ``agent``'s profile (name, keywords, description, examples)."""
+        return self._profile_terms.get(agent, frozenset())
 
     def agents_using(self, term: str) -> int:
         """How many agents' profiles use ``term`` (a stem): 0 for names and rare words."""

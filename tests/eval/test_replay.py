@@ -304,13 +304,14 @@ MULTIWOZ = {
             {"text": "The acorn guest house is cheap . Book it ?", "dialog_act": {"Hotel-Inform": [["Name", "acorn guest house"]]}},
             {"text": "Yes , for friday please .", "dialog_act": {"Hotel-Inform": [["Day", "friday"]]}},
             {"text": "Booked .", "dialog_act": {"Booking-Book": [["Ref", "X1"]]}},
+            # A reference lives within one dialogue: the hotel's name, from the hotel agent.
+            {"text": "I also need a taxi to the hotel .", "dialog_act": {"Taxi-Inform": [["Dest", "acorn guest house"]]}},
+            {"text": "When do you want to leave ?", "dialog_act": {"Taxi-Request": [["Leave", "?"]]}},
         ]
     },
     "D2": {
         "log": [
-            {"text": "I also need a taxi to the hotel .", "dialog_act": {"Taxi-Inform": [["Dest", "acorn guest house"]]}},
-            {"text": "When do you want to leave ?", "dialog_act": {"Taxi-Request": [["Leave", "?"]]}},
-            {"text": "At 17:00 , thanks .", "dialog_act": {"Taxi-Inform": [["Leave", "17:00"]]}},
+            {"text": "I need a taxi at 17:00 , thanks .", "dialog_act": {"Taxi-Inform": [["Leave", "17:00"]]}},
             {"text": "Your taxi is booked .", "dialog_act": {"Taxi-Inform": [["Car", "red skoda"]]}},
         ]
     },
