@@ -90,9 +90,10 @@ def _frozen_file(path: str) -> dict[str, Any]:
     return data
 
 
-def load_holdout(dataset: str, path: str | Path = FROZEN_FILE) -> Holdout:
-    """The frozen part of ``dataset`` (``sgd``, ``multiwoz``, ``clinc150``) named by ``path``."""
-    entry = _frozen_file(str(path)).get(dataset) or {}
+def load_holdout(dataset: str, path: str | Path | None = None) -> Holdout:
+    """The frozen part of ``dataset`` (``sgd``, ``multiwoz``, ``clinc150``) named by ``path``
+    (default :data:`FROZEN_FILE`)."""
+    entry = _frozen_file(str(path or FROZEN_FILE)).get(dataset) or {}
     items = entry.get("dialogues") or entry.get("messages") or []
     return Holdout(dataset, frozenset(item["fingerprint"] for item in items))
 
