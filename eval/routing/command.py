@@ -99,6 +99,12 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
 @click.option("--sample", default=1, show_default=True, help="route every N-th test dialogue (CLINC150: message) only, for lean runs")
 @click.option("--after", default=None, help="jsonl: route each message after one exchange with this agent (default: as a first message)")
 @click.option("--semantic-gate", default=None, type=float, help="experiments: lexical lead (typical margins) above which English messages are not embedded; -1 embeds all  [default: the product's]")
+@click.option(
+    "--running-vote",
+    type=click.Choice(["hold", "full"]),
+    default=None,
+    help="experiments: while an agent holds the conversation, the embedding may only hold a message there (hold) or votes as on a first message (full)  [default: the product's, hold]",
+)
 @click.option("--frozen", is_flag=True, help="score the frozen test part of the dev data alone (eval/data/frozen.json; examples from the rest): once, at the end of tuning")
 @click.option("--no-message-cache", is_flag=True, help="with --embedder: embed every message afresh (true latencies; slow)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
@@ -118,6 +124,7 @@ def routing_command(
     sample: int,
     after: str | None,
     semantic_gate: float | None,
+    running_vote: str | None,
     frozen: bool,
     no_message_cache: bool,
     json_out: str | None,
@@ -125,7 +132,8 @@ def routing_command(
 ) -> None:
     """Route every user turn of a dataset with the local router; accuracy, F1, latency."""
     gate: float | str | None = PRODUCT if semantic_gate is None else (None if semantic_gate < 0 else semantic_gate)
-    options = RouterOptions(setting=embedder, semantic_weight=semantic_weight, semantic_gate=gate, message_cache=not no_message_cache)
+    overrides = {"running_vote": running_vote} if running_vote else {}
+    options = RouterOptions(setting=embedder, semantic_weight=semantic_weight, semantic_gate=gate, message_cache=not no_message_cache, overrides=overrides)
     if fmt == "jsonl":
         if folds:
             raise click.UsageError("--folds needs a dataset with training examples (clinc, sgd, multiwoz)")

