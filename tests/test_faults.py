@@ -21,6 +21,7 @@ from scopehub.eval import faults
 from scopehub.hub.cli import cli
 from scopehub.hub.facts import forget
 from scopehub.hub.orchestrator import Hub, Inbound, Reply
+from scopehub.hub.orchestrator._sections import Sections
 from scopehub.memory import NewMessage, Store
 
 
@@ -175,7 +176,7 @@ def test_the_fail_open_scenario(tmp_path):
 
 
 def test_a_failure_that_is_swallowed_silently_is_not_counted_as_verified(tmp_path, monkeypatch):
-    monkeypatch.setattr(Hub, "facts_block", lambda self, scope: "")  # no facts, and no log of why
+    monkeypatch.setattr(Sections, "facts_block", lambda self, scope: "")  # no facts, and no log of why
     out = faults.fail_open(tmp_path)
     assert out.crashed == 1 and "facts block raising: the failure was not logged" in out.notes[0]
     assert out.verified == {faults.FAILURES_ANSWERED: 4}
@@ -205,7 +206,7 @@ def test_the_faults_command_exits_1_when_anything_is_lost(tmp_path, monkeypatch)
         outcome.fail("lost", "a message vanished")
         return outcome
 
-    monkeypatch.setitem(faults._FUNCTIONS, "fail_open", losing)
+    monkeypatch.setitem(faults.REGISTRY, "fail_open", faults.Scenario(losing))
     result = CliRunner().invoke(cli, ["eval", "faults", "-k", "fail_open", "--workdir", str(tmp_path)])
     assert result.exit_code == 1
     assert "lost: a message vanished" in result.output and "FAILED: fail_open" in result.output

@@ -10,10 +10,11 @@ every input token is billed at the same price whatever it is.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
-__all__ = ["Price", "price_call"]
+__all__ = ["EMBEDDED_PREFIX", "Price", "price_call"]
+
+EMBEDDED_PREFIX = "local/"  # the names of the embedded models (hub.models.weights)
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,13 @@ def price_call(
         return Price(cost=None, billed_tokens=None)
     if not model:
         return _uncached(prompt, cached, written)
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    if model.startswith(EMBEDDED_PREFIX):
+        # The embedded model runs here: it costs nothing, and litellm does not know it (its
+        # look-up would only fail, after printing a "Provider List" banner).
+        return Price(cost=0.0, billed_tokens=float(prompt))
+    from scopehub.hub.models.litellm_model import import_litellm
+
+    litellm = import_litellm()
 
     try:
         info = litellm.get_model_info(model)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from scopehub.eval import faults
-from scopehub.eval.faults_maildir import (
-    MAILDIR_SCENARIOS,
+from scopehub.eval.faults.maildir import (
+    SCENARIOS as MAILDIR_SCENARIOS,
+)
+from scopehub.eval.faults.maildir import (
     maildir_cross_scope,
     maildir_half_written,
     maildir_hostile,
@@ -15,9 +17,9 @@ from scopehub.eval.faults_maildir import (
 
 def test_the_maildir_scenarios_are_registered_with_both_sizes() -> None:
     assert set(MAILDIR_SCENARIOS) <= set(faults.SCENARIOS)
-    assert faults._HEAVY["maildir_kill"] == {"files": 2000, "kills": 20, "scopes": 20}  # the sizes
-    assert faults._HEAVY["maildir_writers"]["writers"] == 5
-    assert all(name in faults._QUICK and name in faults._FUNCTIONS for name in MAILDIR_SCENARIOS)
+    assert faults.REGISTRY["maildir_kill"].heavy == {"files": 2000, "kills": 20, "scopes": 20}  # the sizes
+    assert faults.REGISTRY["maildir_writers"].heavy["writers"] == 5
+    assert all(faults.REGISTRY[name].quick for name in MAILDIR_SCENARIOS)
 
 
 def test_hub_killed_while_ingesting_answers_every_file_exactly_once(tmp_path) -> None:

@@ -395,7 +395,12 @@ def test_the_routing_eval_runs_what_hub_router_embedder_asks_and_says_so(tmp_pat
 def test_the_committed_frozen_part_is_a_quarter_of_the_dev_data_and_unchanged() -> None:
     # The figures reported "on the frozen part" mean these items: every fingerprint must
     # still name one of the dev data's items, a quarter of each dataset.
-    from scopehub.eval.holdout import FROZEN_FILE, FROZEN_SHARE, dialogue_fingerprint, message_fingerprint
+    from scopehub.eval.holdout import (
+        FROZEN_FILE,
+        FROZEN_SHARE,
+        dialogue_fingerprint,
+        message_fingerprint,
+    )
     from scopehub.eval.loaders import load_clinc, load_multiwoz, load_sgd
     from tests.conftest import data_path
 

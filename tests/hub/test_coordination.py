@@ -236,7 +236,7 @@ def test_awareness_fails_open(tmp_path, monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("events table unreadable")
 
-    monkeypatch.setattr("scopehub.hub.orchestrator.unconsumed_events", broken)
+    monkeypatch.setattr("scopehub.hub.orchestrator._sections.unconsumed_events", broken)
     reply = asyncio.run(hub.handle(Inbound(scope="user:1", text="/tasks what is on my list?")))
     assert reply.text == "fine" and AWARENESS_HEADER not in system_of(model.calls[0])
     assert "awareness unavailable" in caplog.text

@@ -195,7 +195,7 @@ def test_a_failing_memory_means_no_lessons_section_and_a_log_line_never_a_lost_r
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("lessons table unreadable")
 
-    monkeypatch.setattr("scopehub.hub.orchestrator.agent_memory", broken)
+    monkeypatch.setattr("scopehub.hub.orchestrator._sections.agent_memory", broken)
     with caplog.at_level(logging.ERROR):
         reply = say(hub, "what is on my todo list")
     assert reply.kind == "agent" and reply.text == "Shopping list: milk." and reply.tokens["lessons"] == 0

@@ -29,14 +29,15 @@ from typing import Any
 
 from scopehub.memory import Store, add_reminder, open_store
 
-from .workers import Dispatcher, Fakes, WorkerPool, start_postgres, tally, wait_replies, worker_env
+from ..workers import Dispatcher, Fakes, WorkerPool, start_postgres, tally, wait_replies, worker_env
+from ._outcome import KILLS_SURVIVED, Outcome, Scenario, timed
 
-__all__ = ["POSTGRES_URL_ENV", "worker_kills"]
+__all__ = ["POSTGRES_URL_ENV", "run_worker_kills", "worker_kills"]
 
 POSTGRES_URL_ENV = "HUB_FAULTS_POSTGRES_URL"  # a server whose user may create databases (else the embedded one)
 
 
-def worker_kills(
+def run_worker_kills(
     workdir: Path,
     *,
     workers: int = 3,
@@ -173,3 +174,61 @@ def _wait_reminders(fakes: Fakes, chats: set[int], count: int, *, quiet: float) 
             time.sleep(2.0)  # a duplicate would arrive right after
             return
         time.sleep(0.3)
+
+
+# -- the scenario's verdict ----------------------------------------------------------------------
+
+def worker_kills(
+    workdir: Path,
+    *,
+    workers: int = 3,
+    chats: int = 30,
+    kills: int = 10,
+    reminders: int = 20,
+    database: str = "postgresql",
+    seed: int = 0,
+) -> Outcome:
+    """Three webhook workers, one killed -9 ``kills`` times under load, PostgreSQL restarted once: nothing lost or twice."""
+    out = Outcome("worker_kills")
+    with timed(out):
+        counts = run_worker_kills(workdir, workers=workers, chats=chats, kills=kills, reminders=reminders, database=database, seed=seed)
+    if "skipped" in counts:
+        out.note(f"skipped: {counts['skipped']}")
+        out.details = counts
+        return out
+    out.verify(KILLS_SURVIVED, counts["kills"])
+    out.verify("messages answered once, in order, by several workers", counts["answered"] - counts["answered_twice"] - counts["out_of_order"])
+    out.verify("reminders fired once by several workers", counts["reminders_fired"] - counts["reminders_fired_twice"])
+    if counts["lost"] or counts["undelivered"]:
+        out.fail("lost", "messages never answered (or never taken by any worker)", counts["lost"] + counts["undelivered"])
+    if counts["answered_twice"] or counts["stored_replies_twice"]:
+        out.fail("duplicated", "messages answered twice", max(counts["answered_twice"], counts["stored_replies_twice"]))
+    if counts["reminders_fired_twice"]:
+        out.fail("duplicated", "reminders fired twice", counts["reminders_fired_twice"])
+    if counts["reminders_fired"] < counts["reminders"]:
+        out.fail("lost", "reminders never fired", counts["reminders"] - counts["reminders_fired"])
+    if counts["out_of_order"]:
+        out.fail("crashed", "replies of one chat out of order", counts["out_of_order"])
+    if counts["worker_tracebacks"]:
+        out.fail("crashed", f"tracebacks in the workers' logs: {counts['traceback_lines']}", counts["worker_tracebacks"])
+    restart = (
+        f"PostgreSQL restarted once ({counts['database_restart_s']} s)" if counts["database_restarts"] else f"no database restart ({counts['database']})"
+    )
+    out.note(
+        f"{counts['workers']} workers on {counts['database']}, {counts['kills']} SIGKILLs, {restart}; "
+        f"{counts['messages']} messages: answered {counts['answered']}, lost {counts['lost']}, twice {counts['answered_twice']}, "
+        f"out of order {counts['out_of_order']}; {counts['reminders']} reminders: fired {counts['reminders_fired']}, twice "
+        f"{counts['reminders_fired_twice']}; latency p50 {counts['p50_s']} s, p95 {counts['p95_s']} s; "
+        f"{counts['post_retries']} deliveries retried"
+    )
+    out.details = counts
+    return out
+
+
+
+
+SCENARIOS = {
+    "worker_kills": Scenario(
+        worker_kills, heavy={"workers": 3, "chats": 30, "kills": 10, "reminders": 20}, quick={"workers": 3, "chats": 5, "kills": 2, "reminders": 4}
+    ),
+}

@@ -41,6 +41,9 @@ from scopehub.memory import (
     unconsumed_events,
 )
 
+from ._harness import child_env
+from ._outcome import KILLS_SURVIVED, Outcome, Scenario, timed
+
 __all__ = ["event_storm", "two_hubs"]
 
 STORM_SCOPE = "group:-777"
@@ -58,21 +61,15 @@ if event_type(STORM_TYPE) is None:
     register_event_type(STORM_TYPE, Tick, description="a numbered event of the fault storm")
 
 
-def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HUB_", "TELEGRAM_")) or k == "HUB_TEST_GUARD"}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    return env
-
-
 def _spawn(code: str, *args: str, out: Path) -> subprocess.Popen:
     handle = out.open("a")
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=handle, stderr=subprocess.STDOUT, env=_child_env())
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=handle, stderr=subprocess.STDOUT, env=child_env())
 
 
 # -- children -----------------------------------------------------------------------------------
 
-_EMITTER = "from scopehub.eval.faults_coordination import _emitter_child; _emitter_child()"
-_CONSUMER = "from scopehub.eval.faults_coordination import _consumer_child; _consumer_child()"
+_EMITTER = "from scopehub.eval.faults.coordination import _emitter_child; _emitter_child()"
+_CONSUMER = "from scopehub.eval.faults.coordination import _consumer_child; _consumer_child()"
 
 
 def _emitter_child(argv: Sequence[str] | None = None) -> None:
@@ -204,13 +201,13 @@ def event_storm(
 
 # -- two hubs -----------------------------------------------------------------------------------
 
-_HUB = "from scopehub.eval.faults_coordination import _hub_child; _hub_child()"
+_HUB = "from scopehub.eval.faults.coordination import _hub_child; _hub_child()"
 
 
 def _hub_child(argv: Sequence[str] | None = None) -> None:
     """One hub process: answer every message of the stream file, fire every due reminder."""
     db, stream_path, fired_path, holder = (argv or sys.argv[1:])[:4]
-    from scopehub.eval.faults import echo_model, make_hub
+    from scopehub.eval.faults._harness import echo_model, make_hub
     from scopehub.hub.orchestrator import Inbound
     from scopehub.hub.reminders import fire_reminder
     from scopehub.memory import due_reminders
@@ -264,3 +261,71 @@ def two_hubs(workdir: Path, *, chats: int = 10, per_chat: int = 20, reminders: i
         "reminders_fired": len(fires),
         "reminders_fired_twice": sum(1 for n in fires.values() if n > 1),
     }
+
+
+# -- the scenarios' verdicts ---------------------------------------------------------------------
+
+
+
+def event_cursors(workdir: Path, *, emitters: int = 10, per_emitter: int = 1000, consumers: int = 3, kills: int = 20, seed: int = 0) -> Outcome:
+    """Emitters and consumers SIGKILLed at random: every consumer sees every event, none again after its cursor."""
+    out = Outcome("event_cursors")
+    with timed(out):
+        counts = event_storm(workdir, emitters=emitters, per_emitter=per_emitter, consumers=consumers, kills=kills, seed=seed)
+    if not counts["events_lost"] and not counts["ticks_missing"]:
+        out.verify("events seen by every consumer", counts["events_committed"])
+    out.verify(KILLS_SURVIVED, counts["emitters_killed"] + counts["consumers_killed"])
+    if counts["ticks_missing"]:
+        out.fail("lost", f"{counts['ticks_missing']} acknowledged events are not in the log")
+    if counts["events_lost"]:
+        out.fail("lost", f"{counts['events_lost']} events never shown to a consumer", counts["events_lost"])
+    if counts["shown_again_after_commit"]:
+        out.fail("duplicated", "events shown again after the cursor had passed them", counts["shown_again_after_commit"])
+    out.note(
+        f"{counts['events_committed']:,} events by {emitters} emitters, {consumers} consumers; "
+        f"SIGKILLs: {counts['emitters_killed']} emitters, {counts['consumers_killed']} consumers; "
+        f"every consumer saw every event at least once: {'yes' if not counts['events_lost'] else 'no'}; "
+        f"shown again after commit: {counts['shown_again_after_commit']}; "
+        f"shown again before commit (at-least-once, allowed): {counts['shown_again_before_commit']}"
+    )
+    out.details = counts
+    return out
+
+
+def two_processes(workdir: Path, *, chats: int = 10, per_chat: int = 20, reminders: int = 50, seed: int = 0) -> Outcome:
+    """Two hub processes on one database and one stream: nothing answered twice, no reminder fired twice."""
+    out = Outcome("two_processes")
+    with timed(out):
+        counts = two_hubs(workdir, chats=chats, per_chat=per_chat, reminders=reminders, seed=seed)
+    out.verify("messages answered once by two processes", counts["messages_answered"] - counts["messages_answered_twice"])
+    out.verify("reminders fired once by two processes", counts["reminders_fired"] - counts["reminders_fired_twice"])
+    if counts["processes_ok"] != 2:
+        out.fail("crashed", f"{2 - counts['processes_ok']} hub process(es) failed")
+    if counts["messages_answered_twice"]:
+        out.fail("duplicated", "messages answered twice", counts["messages_answered_twice"])
+    if counts["reminders_fired_twice"]:
+        out.fail("duplicated", "reminders fired twice", counts["reminders_fired_twice"])
+    missing = counts["messages"] - counts["messages_answered"] + counts["reminders"] - counts["reminders_fired"]
+    if missing:
+        out.fail("lost", f"{missing} messages or reminders never answered or fired", missing)
+    out.note(
+        f"{counts['messages']} messages delivered to both processes: answered {counts['messages_answered']}, twice "
+        f"{counts['messages_answered_twice']}; {counts['reminders']} due reminders: fired {counts['reminders_fired']}, "
+        f"twice {counts['reminders_fired_twice']}"
+    )
+    out.details = counts
+    return out
+
+
+
+
+SCENARIOS = {
+    "event_cursors": Scenario(
+        event_cursors,
+        heavy={"emitters": 10, "per_emitter": 1000, "consumers": 3, "kills": 20},
+        quick={"emitters": 3, "per_emitter": 100, "consumers": 2, "kills": 4},
+    ),
+    "two_processes": Scenario(
+        two_processes, heavy={"chats": 10, "per_chat": 20, "reminders": 50}, quick={"chats": 3, "per_chat": 4, "reminders": 6}
+    ),
+}

@@ -1,0 +1,220 @@
+"""After the reply, the last stage of a turn: learning off the request path.
+
+Lessons from the person's feedback, fact extraction and digest compaction run after the
+reply is sent, each fail-open and each (where two processes could do it twice) under a
+claim. They never delay an answer: a new message of the scope pauses the work in flight
+(it is cancelled and done again after that reply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from scopehub.agents import AgentRegistry
+from scopehub.hub.orchestrator._types import Deps, Inbound, LessonService, Reply
+from scopehub.hub.routing.correction import detect_correction
+from scopehub.memory import (
+    Feedback,
+    Lesson,
+    Message,
+    acquire_claim,
+    pending_feedback,
+    record_feedback,
+    release_claim,
+)
+
+__all__ = ["AfterReply"]
+
+log = logging.getLogger(__name__)
+
+
+class AfterReply:
+    """The work a reply leaves behind, per scope: queued, paused by new messages, resumed."""
+
+    def __init__(self, deps: Deps, registry: AgentRegistry, holder: str) -> None:
+        self.deps = deps
+        self.registry = registry
+        self.holder = holder
+        self._lessons: LessonService | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        # Learning after a reply, per scope: the replies still to learn from, oldest first,
+        # and the task working through them. A new message of the scope pauses that task.
+        self._to_learn: dict[str, list[Reply]] = {}
+        self._learning: dict[str, asyncio.Task[Any]] = {}
+
+    @property
+    def lessons(self) -> LessonService:
+        """The lesson learner: ``Deps.lessons``, else a LessonKeeper on the agents' model."""
+        if self.deps.lessons is not None:
+            return self.deps.lessons
+        if self._lessons is None:
+            from scopehub.hub.lessons import LessonKeeper
+
+            deps = self.deps
+            self._lessons = LessonKeeper(deps.store, deps.model, clock=deps.clock, timeout=deps.settings.model_timeout)
+        return self._lessons
+
+    async def after_send(self, reply: Reply | None) -> None:
+        """Learning off the request path (lessons from feedback, fact extraction, digest compaction); never raises."""
+        if reply is None or not reply.scope:
+            return
+        await self.learn_feedback(reply.scope)
+        if reply.kind != "agent" or reply.message_id is None:
+            return
+        deps = self.deps
+        if deps.facts is not None:
+            try:
+                message = deps.store.get(reply.scope, reply.message_id)
+                if message is not None:
+                    await deps.facts.after_reply(message.scope, message)
+            except Exception:
+                log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
+        if deps.digest is not None:
+            try:
+                await deps.digest.after_reply(reply.scope, self.holder)
+            except Exception:
+                log.exception("digest compaction failed for %s; the reply was not affected", reply.scope)
+
+    async def reflect_due(self) -> list[Any]:
+        """Reflect every scope that is due (transports call this on a schedule); never raises."""
+        if self.deps.reflector is None:
+            return []
+        try:
+            return await self.deps.reflector.reflect_due(self.holder, now=self.deps.clock())
+        except Exception:
+            log.exception("reflection failed; nothing else was affected")
+            return []
+
+    def schedule(self, reply: Reply | None) -> None:
+        """Run :meth:`after_send` in the background, never ahead of a reply of the same scope."""
+        if reply is None or not reply.scope:
+            return
+        deps = self.deps
+        background = reply.kind == "agent" and (deps.facts is not None or deps.digest is not None)
+        if not background and not self._has_pending_feedback(reply.scope):
+            return
+        self._to_learn.setdefault(reply.scope, []).append(reply)
+        self.resume(reply.scope)
+
+    # -- feedback: the person teaches the agents ---------------------------------------------
+    def feedback_on(
+        self, scope: str, reply: Message, text: str, *, source: str, signal: str, key: str | None = None
+    ) -> Feedback | None:
+        """Record the person's feedback on one agent reply (pending: it is learnt after the reply is sent).
+
+        None when ``reply`` is no agent's reply, or ``key`` was recorded already (a redelivery).
+        Fail-open: a failure is logged and the chat goes on.
+        """
+        if reply.role != "agent" or reply.agent not in self.registry:
+            return None
+        try:
+            return record_feedback(
+                self.deps.store,
+                scope,
+                reply.agent,
+                reply_id=reply.id,
+                source=source,
+                signal=signal,
+                text=text,
+                key=key,
+                now=self.deps.clock(),
+            )
+        except Exception:
+            log.exception("feedback on %s of %s not recorded", reply.id, scope)
+            return None
+
+    def note_correction(self, inbound: Inbound, message: Message, window: list[Message]) -> None:
+        """A correction right after an agent reply ("no, I meant ...") is feedback on that reply."""
+        corrected = detect_correction(inbound.text, window)
+        if corrected is not None:
+            self.feedback_on(inbound.scope, corrected, inbound.text, source="correction", signal="negative", key=f"correction:{message.id}")
+
+    def _has_pending_feedback(self, scope: str) -> bool:
+        try:
+            return bool(pending_feedback(self.deps.store, scope, limit=1))
+        except Exception:
+            log.exception("pending feedback of %s unreadable", scope)
+            return False
+
+    async def learn_feedback(self, scope: str) -> list[Lesson]:
+        """Turn the scope's pending feedback into lessons, each under a claim; never raises."""
+        store, clock = self.deps.store, self.deps.clock
+        learnt: list[Lesson] = []
+        lessons = self.lessons
+        try:
+            pending = pending_feedback(store, scope)
+        except Exception:
+            log.exception("pending feedback of %s unreadable; learning later", scope)
+            return learnt
+        for feedback in pending:
+            key = f"lesson:{feedback.id}"
+            note = f"{feedback.agent}: learning from the person's feedback"
+            try:
+                if acquire_claim(store, scope, key, self.holder, note=note, ttl=self.deps.settings.claim_ttl, now=clock()) is None:
+                    continue  # another process is learning it
+            except Exception:
+                log.exception("cannot claim feedback %s of %s; learning later", feedback.id, scope)
+                continue
+            try:
+                learnt.append(await lessons.learn(feedback))
+            except Exception:
+                log.exception("lesson from feedback %s of %s failed; it stays pending", feedback.id, scope)
+            finally:
+                try:
+                    release_claim(store, scope, key, self.holder)
+                except Exception:
+                    log.exception("claim %s of %s not released; it runs out", key, scope)
+        return learnt
+
+    def schedule_learning(self, scope: str) -> None:
+        """Learn the scope's pending feedback in the background (a reaction has no reply to send first)."""
+        self._in_background(self.learn_feedback(scope))
+
+    # -- pausing for the next reply ----------------------------------------------------------
+    def pause(self, scope: str) -> None:
+        """A message of ``scope`` is being answered: the learning in flight stops (it is done again later)."""
+        task = self._learning.get(scope)
+        if task is not None and not task.done():
+            task.cancel()
+
+    def resume(self, scope: str) -> None:
+        """Work through ``scope``'s queued replies again, unless that is already under way."""
+        if not self._to_learn.get(scope):
+            return
+        task = self._learning.get(scope)
+        if task is not None and not task.done() and not task.cancelling():
+            return  # already working through the list
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self._learn(scope, task))
+        self._learning[scope] = task
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _learn(self, scope: str, paused: asyncio.Task[Any] | None) -> None:
+        if paused is not None and not paused.done():
+            await asyncio.wait([paused])  # let the paused task unwind before the list is worked again
+        queue = self._to_learn.get(scope, [])
+        while queue:
+            await self.after_send(queue[0])  # a pause cancels here: the reply stays queued
+            queue.pop(0)
+        self._to_learn.pop(scope, None)
+
+    def _in_background(self, work: Awaitable[Any]) -> None:
+        task = asyncio.get_running_loop().create_task(work)  # type: ignore[arg-type]
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def drain(self) -> None:
+        """Wait for background work, learning put off included (tests, shutdown)."""
+        for scope in list(self._to_learn):
+            self.resume(scope)
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+            for scope in list(self._to_learn):
+                self.resume(scope)

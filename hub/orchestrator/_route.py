@@ -1,0 +1,83 @@
+"""Routing, the second stage of a turn: which agent answers, and whose messages it may read.
+
+The local router decides for zero tokens (:func:`scopehub.hub.routing.route`); the LLM
+router, when configured, may refine its decision. Both are pure over the window; this
+module only builds the classifier once and keeps embedding off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from scopehub.hub.models import ChatModel
+from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
+from scopehub.hub.routing.defaults import build_router
+from scopehub.hub.routing.llm_router import RouterCall
+from scopehub.hub.settings import Settings
+from scopehub.memory import Message
+
+__all__ = ["addressed_route", "build_classifier", "decide_route"]
+
+log = logging.getLogger(__name__)
+
+
+def build_classifier(profiles: Sequence[AgentProfile], settings: Settings) -> tuple[LocalClassifier, str | None]:
+    """The local router's scorer as ``HUB_ROUTER_EMBEDDER`` asks (``hub.routing.defaults``,
+    the build every evaluation runs too) and the embedder it blends in (None: lexical only)."""
+    classifier, config = build_router(profiles, settings.router_embedder)
+    log.info("router: %s", config.describe())
+    return classifier, config.embedder or None
+
+
+def addressed_route(agent: str, default_also_sees: Mapping[str, Sequence[str]]) -> Route:
+    """The route of a message the transport addressed to ``agent`` (a file in its inbox): as explicit as "/agent"."""
+    also = tuple(name for name in default_also_sees.get(agent, ()) if name != agent)
+    return Route(agent=agent, also_sees=also, via="explicit")
+
+
+async def decide_route(
+    text: str,
+    window: list[Message],
+    reply_to: Message | None,
+    *,
+    classifier: LocalClassifier,
+    embeds: bool,
+    settings: Settings,
+    default_also_sees: Mapping[str, Sequence[str]],
+    profiles: Sequence[AgentProfile],
+    router_model: ChatModel | None,
+    on_call: Callable[[RouterCall], None] | None = None,
+    now: float | None = None,
+) -> Route:
+    """The route of ``text``: the local router's, refined by the LLM router when there is one.
+
+    ``embeds``: the classifier embeds messages, milliseconds of CPU kept off the event loop.
+    ``on_call(call)`` records each LLM router call (its prompt, answer and tokens); ``now``
+    is when the message came (after a long silence it opens a new conversation).
+    """
+    routing = functools.partial(
+        route,
+        text,
+        classifier=classifier,
+        window=window,
+        reply_to=reply_to,
+        tail=settings.tail,
+        default_also_sees=default_also_sees,
+        now=now,
+    )
+    local = await asyncio.to_thread(routing) if embeds else routing()
+    if router_model is None:
+        return local
+    return await refine_with_llm(
+        local,
+        text,
+        model=router_model,
+        profiles=profiles,
+        window=window,
+        timeout=settings.router_timeout,
+        model_name=settings.router_model or None,
+        on_call=on_call,
+    )

@@ -1,0 +1,268 @@
+"""Context, the third stage of a turn: every section an agent call is sent, read fail-open.
+
+The store is read here (facts, events, claims, channel messages, lessons, the digest);
+the pure builder (:func:`scopehub.hub.context.build_context`) lays the sections out and
+counts them. A section that cannot be read is left out with a log line: it never blocks
+or loses a reply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from scopehub.agents import AgentRegistry, AgentSpec, Channel, channels_of, format_channel_message
+from scopehub.hub.context import Context, build_context
+from scopehub.hub.context.awareness import (
+    Awareness,
+    relative_time,
+    render_awareness,
+    still_talked_about,
+)
+from scopehub.hub.context.builder import select_history
+from scopehub.hub.context.lessons import render_lessons
+from scopehub.hub.context.offer import wants_team
+from scopehub.hub.context.prompt import AgentPrompt
+from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
+from scopehub.hub.orchestrator._types import Deps, Inbound
+from scopehub.hub.routing import Route
+from scopehub.hub.turns import is_bookkeeping
+from scopehub.memory import (
+    Event,
+    Message,
+    active_claims,
+    agent_memory,
+    cursor_of,
+    latest_events,
+    unconsumed_events,
+    unseen_channel_messages,
+)
+
+__all__ = [
+    "AWARENESS_CONTEXT",
+    "AWARENESS_EARLIER",
+    "AWARENESS_EVENTS",
+    "AWARENESS_HORIZON",
+    "CHANNEL_DIGEST",
+    "PreparedCall",
+    "Sections",
+]
+
+log = logging.getLogger(__name__)
+
+AWARENESS_EVENTS = 20  # unconsumed events read per call; the budget decides how many are shown
+AWARENESS_CONTEXT = 3  # latest events of collaborators considered...
+AWARENESS_HORIZON = 6 * 3600.0  # ...when they are this recent (seconds): old news is not news
+AWARENESS_EARLIER = 20  # newest consumed events checked for being still talked about (hub.context.awareness)
+CHANNEL_DIGEST = 10  # unseen channel messages read per call; the awareness budget decides how many are shown
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """One agent call of a turn, ready to run: what it answers and everything it is sent."""
+
+    inbound: Inbound
+    message: Message
+    decision: Route
+    spec: AgentSpec
+    text: str  # the message as the agent reads it (the router may have rewritten it)
+    context: Context
+    awareness: Awareness
+    digest: DigestSection
+
+
+class Sections:
+    """Reads each section of an agent's call from the store; the builder assembles them."""
+
+    def __init__(self, deps: Deps, registry: AgentRegistry, prompts: Mapping[str, AgentPrompt], channels: Mapping[str, Channel]) -> None:
+        self.deps = deps
+        self.registry = registry
+        self.prompts = prompts
+        self.channels = channels
+
+    def facts_block(self, scope: str) -> str:
+        """The scope's facts for every call; fail-open: a failure means no facts, logged."""
+        if self.deps.facts is None:
+            return ""
+        try:
+            return self.deps.facts.block(scope, self.deps.tokenizer, self.deps.settings.facts_tokens)
+        except Exception:
+            log.exception("facts unavailable for %s; answering without them", scope)
+            return ""
+
+    def recent(self, scope: str, before_id: int) -> list[Message]:
+        """The scope's last HUB_WINDOW messages before ``before_id``."""
+        return self.deps.store.window(scope, self.deps.settings.window, up_to=before_id - 1)
+
+    def awareness_for(
+        self,
+        agent: str,
+        scope: str,
+        *,
+        window: Sequence[Message] = (),
+        also_sees: Sequence[str] = (),
+        text: str = "",
+    ) -> Awareness:
+        """What the rest of the team did, for ``agent``; fail-open: a failure means no block, logged.
+
+        ``window`` (the scope's recent messages before this one), ``also_sees`` and ``text``
+        (the message) describe the call: events its history shows are not repeated, and
+        events already shown come back while the talk still names them.
+        """
+        settings = self.deps.settings
+        store = self.deps.store
+        budget = settings.awareness_tokens
+        spec = self.registry[agent]
+        if budget <= 0:
+            return Awareness()
+        try:
+            now = self.deps.clock()
+            visible = {m.id for m in select_history(window, agent, also_sees, window=settings.window, tail=settings.tail)}
+            in_window = [m for m in (window[-settings.window :] if settings.window > 0 else []) if m.via != "command"]
+            earlier: list[Event] = []
+            if in_window and spec.interests:
+                cursor = cursor_of(store, scope, agent)
+                candidates = [
+                    event
+                    for event in latest_events(store, scope, types=spec.interests, limit=AWARENESS_EARLIER, for_agent=agent)
+                    if event.id <= cursor and event.message_id is not None and event.message_id >= in_window[0].id
+                ]
+                talk = [m.text for m in (in_window[-settings.tail :] if settings.tail > 0 else [])] + [text]
+                earlier = still_talked_about(candidates, talk)
+            unconsumed = unconsumed_events(store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS)
+            collaborators = (
+                [
+                    event
+                    for event in latest_events(store, scope, agents=spec.collaborators, limit=AWARENESS_CONTEXT, for_agent=agent)
+                    if now - event.ts <= AWARENESS_HORIZON
+                ]
+                if spec.collaborators
+                else []
+            )
+            # Housekeeping (digest compaction, reflection) and the hub's bookkeeping (the
+            # scope's turn, owed messages, a pending /forget all) are not team work: not shown.
+            claims = [
+                c for c in active_claims(store, scope, now=now) if c.key not in BACKGROUND_CLAIMS and not is_bookkeeping(c.key)
+            ]
+            unseen = unseen_channel_messages(store, scope, agent, channels_of(agent, self.channels), limit=CHANNEL_DIGEST)
+            lines = [f"- {format_channel_message(m, relative_time(m.ts, now))}" for m in unseen]
+            awareness = render_awareness(
+                agent,
+                unconsumed=unconsumed,
+                collaborator_events=collaborators,
+                earlier=earlier,
+                visible=visible,
+                claims=claims,
+                channel_lines=lines,
+                now=now,
+                tokenizer=self.deps.tokenizer,
+                budget=budget,
+            )
+        except Exception:
+            log.exception("awareness unavailable for %s/%s; answering without it", scope, agent)
+            return Awareness()
+        # Channel lines are kept from the first (oldest) on: the cursor may pass what was shown.
+        shown = awareness.channels_shown
+        return dataclasses.replace(awareness, channel_upto=unseen[shown - 1].id) if shown else awareness
+
+    def lessons_for(self, agent: str, scope: str) -> str:
+        """``agent``'s own memory for its calls (no other agent's); fail-open: a failure means no section, logged."""
+        budget = self.deps.settings.lessons_tokens
+        if budget <= 0:
+            return ""
+        try:
+            return render_lessons(agent_memory(self.deps.store, scope, agent), tokenizer=self.deps.tokenizer, budget=budget)
+        except Exception:
+            log.exception("lessons unavailable for %s/%s; answering without them", scope, agent)
+            return ""
+
+    def digest_for(self, scope: str, before_id: int | None = None) -> DigestSection:
+        """The scope's digest for a call (read only); fail-open: a failure means no section, logged."""
+        if self.deps.digest is None:
+            return DigestSection()
+        try:
+            return self.deps.digest.section(scope, before_id)
+        except Exception:
+            log.exception("digest unavailable for %s; answering without it", scope)
+            return DigestSection()
+
+    def build_call(
+        self,
+        agent: str,
+        scope: str,
+        recent: list[Message],
+        text: str,
+        also_sees: tuple[str, ...] = (),
+        *,
+        lessons: str = "",
+        awareness: str = "",
+        digest: str = "",
+        sender: str | None = None,
+        channel_news: bool = False,
+    ) -> Context:
+        """The context ``agent`` is sent for ``text`` (from ``sender``) after the ``recent`` messages.
+
+        ``lessons``, ``awareness`` and ``digest`` are ready, budgeted text for their
+        sections (empty: left out); the facts block is read here. ``channel_news``: the
+        awareness shows unread channel messages (the team tool is offered to answer them).
+        """
+        settings = self.deps.settings
+        return build_context(
+            self.prompts[agent],
+            recent,
+            text,
+            tokenizer=self.deps.tokenizer,
+            also_sees=also_sees,
+            facts_block=self.facts_block(scope),
+            lessons=lessons,
+            awareness=awareness,
+            digest=digest,
+            window=settings.window,
+            tail=settings.tail,
+            message_tokens=settings.message_tokens,
+            offer_team=wants_team(text, channel_news=channel_news),
+            scope=scope,
+            sender=sender,
+        )
+
+    def context_for(self, agent: str, scope: str, message: Message, also_sees: tuple[str, ...] = ()) -> Context:
+        """Exactly what ``agent`` is sent for ``message`` (the ``agents-hub context`` command)."""
+        return self._assemble(agent, scope, message.id, self.recent(scope, message.id), message.text, also_sees, message.sender)[0]
+
+    def prepare(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> PreparedCall:
+        """The routed agent's call for ``message``, every section read and counted."""
+        spec = self.registry[decision.agent]
+        text = decision.text if decision.text else inbound.text
+        context, awareness, digest = self._assemble(
+            spec.name, inbound.scope, message.id, window, text, decision.also_sees, inbound.sender
+        )
+        return PreparedCall(inbound, message, decision, spec, text, context, awareness, digest)
+
+    def _assemble(
+        self,
+        agent: str,
+        scope: str,
+        message_id: int,
+        window: list[Message],
+        text: str,
+        also_sees: tuple[str, ...],
+        sender: str | None,
+    ) -> tuple[Context, Awareness, DigestSection]:
+        awareness = self.awareness_for(agent, scope, window=window, also_sees=also_sees, text=text)
+        lessons = self.lessons_for(agent, scope)
+        digest = self.digest_for(scope, message_id)
+        context = self.build_call(
+            agent,
+            scope,
+            window,
+            text,
+            also_sees,
+            lessons=lessons,
+            awareness=awareness.text,
+            digest=digest.text,
+            sender=sender,
+            channel_news=awareness.channels_shown > 0,
+        )
+        return context, awareness, digest
