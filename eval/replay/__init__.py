@@ -41,6 +41,11 @@ sums of all calls.
 
 References and how their recall is measured: see :mod:`eval.references`.
 
+The predicted routes come from the hub's own router (``--embedder``, default
+``HUB_ROUTER_EMBEDDER``), each message at its time (a message after half an hour of
+silence opens a new conversation); the frozen test part of the dev data
+(``eval/data/frozen.json``) is left out, and ``--frozen`` replays it alone.
+
 ``--judge`` asks the agent's model for each reference's value with the scoped and with
 the full context (see :mod:`eval.judge`).
 """

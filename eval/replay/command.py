@@ -179,6 +179,7 @@ def _token_spread(figure: dict[str, Any]) -> str:
 @click.option("--end-mark/--no-end-mark", default=None, help="anthropic: a breakpoint at the request's end too, not only after the stable part")
 @click.option("--gap", type=float, default=30.0, show_default=True, help="seconds between messages when the dataset has no timestamps")
 @click.option("--session-gap", type=float, default=3600.0, show_default=True, help="seconds between the chained dialogues of one chat")
+@_report.report_option
 def tokens_command(
     fmt: str,
     path: str,
@@ -206,7 +207,7 @@ def tokens_command(
     end_mark: bool | None,
     gap: float,
     session_gap: float,
-) -> None:
+) -> dict[str, Any]:
     """Replay a dataset through the router and context builder; tokens, billed-equivalent
     tokens under a prompt-cache model, and reference recall per mode."""
     from ..cache import preset
@@ -313,3 +314,4 @@ def tokens_command(
 
         for written in plot_replay(report, plots_dir):
             click.echo(f"wrote {written}")
+    return report

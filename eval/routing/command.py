@@ -109,6 +109,7 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
 @click.option("--no-message-cache", is_flag=True, help="with --embedder: embed every message afresh (true latencies; slow)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
+@_report.report_option
 def routing_command(
     fmt: str,
     path: str,
@@ -129,7 +130,7 @@ def routing_command(
     no_message_cache: bool,
     json_out: str | None,
     quiet: bool,
-) -> None:
+) -> dict[str, Any]:
     """Route every user turn of a dataset with the local router; accuracy, F1, latency."""
     gate: float | str | None = PRODUCT if semantic_gate is None else (None if semantic_gate < 0 else semantic_gate)
     overrides = {"running_vote": running_vote} if running_vote else {}
@@ -153,3 +154,4 @@ def routing_command(
     if json_out:
         _report.write_json(json_out, report)
         click.echo(f"\nwrote {json_out}")
+    return report

@@ -413,3 +413,23 @@ def test_the_committed_frozen_part_is_a_quarter_of_the_dev_data_and_unchanged() 
     texts = {message_fingerprint(text) for split in ("val", "oos_val") for text, _ in load_clinc(clinc, split)}
     prints = {item["fingerprint"] for item in frozen["clinc150"]["messages"]}
     assert prints <= texts and len(prints) == round(FROZEN_SHARE * len(texts))
+
+
+def test_routing_and_tokens_write_a_report_for_the_benchmarks_page(tmp_path: Path) -> None:
+    from tests.eval.test_replay import write_multiwoz
+
+    path = write_clinc(tmp_path)
+    report = tmp_path / "routing-report.json"
+    result = CliRunner().invoke(cli, ["eval", "routing", "--format", "clinc", str(path), "--train", str(path), "--quiet", "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(report.read_text())
+    assert " eval routing --format clinc" in written["command"] and "--report" in written["command"]
+    assert written["tables"][0]["headers"] == ["routing", "value"]
+    assert "router: HUB_ROUTER_EMBEDDER=none" in written["output"]
+    assert written["figures"]["router"]["setting"] == "none" and written["figures"]["n"] == 3
+    tokens = tmp_path / "tokens-report.json"
+    data = write_multiwoz(tmp_path)
+    result = CliRunner().invoke(cli, ["eval", "tokens", "--format", "multiwoz", str(data), "--quiet", "--report", str(tokens)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(tokens.read_text())
+    assert written["figures"]["modes"]["scoped"]["reference_recall"] is not None and "ref. recall" in written["tables"][0]["headers"]
