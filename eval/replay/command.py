@@ -54,6 +54,12 @@ def print_summary(report: dict[str, Any]) -> None:
         f"{data.get('routes', '?')} routes, window {data.get('window', '?')}, tail {data.get('tail', '?')}; "
         f"{report['calls']:,} calls, {report['references']:,} references"
     )
+    configured = (report["router"].get("configuration") or {}).get("configuration")
+    if configured and data.get("routes") == "predicted":
+        title += f"; router {configured}"
+    held = data.get("holdout") or {}
+    if held.get("frozen_dialogues_in_path"):
+        title += "; the frozen part" if held["replayed"] == "frozen" else "; the frozen part left out"
     click.echo(
         _report.format_table(
             [
@@ -79,13 +85,6 @@ def print_summary(report: dict[str, Any]) -> None:
             f"not counted as references: {skipped.get('own_agent', 0)} values the agent's own earlier messages hold, "
             f"{skipped.get('other_dialogue', 0)} found only in another dialogue of the chain"
         )
-    configured = router.get("configuration") or {}
-    if configured.get("configuration"):
-        click.echo(f"router: {configured['configuration']}")
-    held = data.get("holdout") or {}
-    if held.get("frozen_dialogues_in_path"):
-        replayed = "the frozen part only" if held["replayed"] == "frozen" else "the rest (the frozen part left out)"
-        click.echo(f"frozen test part ({held['file']}): {held['frozen_dialogues_in_path']} dialogues of PATH; replayed: {replayed}")
     search = report["search_memory"]
     if search["needed"]:
         click.echo(

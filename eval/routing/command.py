@@ -50,14 +50,14 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
             rows.append(["messages embedded", _report.pct(report["embedded_share"])])
     if "build_s" in report:
         rows.append(["router build s", f"{report['build_s']:.2f}"])
+    rows.append(["router", report.get("configuration", "?")])
+    holdout = report.get("holdout")
+    if holdout:
+        scored = f"the frozen part ({holdout['file']})" if holdout["scored"] == "frozen" else "the rest: the frozen part left out"
+        rows.append(["scored", f"{scored}; {holdout['frozen_items_in_path']} frozen items in PATH"])
     title = f"Routing ({fmt}, {report['agents']} agents, {router}"
     title += f", after one exchange with {report['after']})" if report.get("after") else ")"
     click.echo(_report.format_table(["routing", "value"], rows, title=title))
-    click.echo(f"router: {report.get('configuration', '?')}")
-    holdout = report.get("holdout")
-    if holdout:
-        scored = "the frozen part only" if holdout["scored"] == "frozen" else "the rest (the frozen part left out)"
-        click.echo(f"frozen test part ({holdout['file']}): {holdout['frozen_items_in_path']} items of PATH; scored: {scored}")
     if fmt == "jsonl":
         click.echo("")
         click.echo(
