@@ -1,9 +1,9 @@
 """``--judge``: does the agent actually find the referenced value, scoped and with full history?
 
-For each reference (see :mod:`eval.replay`), the agent's model gets the call exactly as
+For each reference (see :mod:`eval.references`), the agent's model gets the call exactly as
 built (persona, rules, history) with the current message followed by one question: which
 exact value of the slot the message refers to. The answer is scored by exact match after
-normalisation (:func:`eval.replay.normalize_value`); a lenient figure (the value appears
+normalisation (:func:`eval.references.normalize_value`); a lenient figure (the value appears
 in the answer) is reported beside it. Tools are not offered: the question is what the
 context holds, not what a search would find. ``jsonl`` references (``needs``) name a
 message, not a value, so the judge skips them.
@@ -13,23 +13,33 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import _report
+from .references import Reference, normalize_value
 
 if TYPE_CHECKING:
     from scopehub.hub.models import ChatModel
 
-    from .replay import JudgeItem
-
-__all__ = ["exact_match", "judge_messages", "model_from_settings", "run_judge"]
+__all__ = ["JudgeItem", "exact_match", "judge_messages", "model_from_settings", "run_judge"]
 
 QUESTION = (
     "\n\n[Evaluation question, not part of the chat] Which exact {slot} does this message refer to? "
     "Answer with the value only, as it appears in the conversation, or 'unknown'."
 )
+
+
+@dataclass
+class JudgeItem:
+    """One reference with the provider messages of its scoped and full calls."""
+
+    reference: Reference
+    agent: str
+    scoped: list[dict[str, Any]]
+    full: list[dict[str, Any]]
 
 
 def model_from_settings() -> ChatModel:
@@ -56,8 +66,6 @@ def judge_messages(messages: Sequence[dict[str, Any]], slot: str) -> list[dict[s
 
 def exact_match(answer: str | None, value: str) -> tuple[bool, bool]:
     """(exact, contained) after normalisation: the answer is the value / holds the value."""
-    from .replay import normalize_value
-
     got = normalize_value((answer or "").strip().strip(".\"'"))
     want = normalize_value(value)
     return got == want, bool(want) and f" {want} " in f" {got} "

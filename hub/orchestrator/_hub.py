@@ -265,7 +265,7 @@ class Hub:
         if inbound.agent is not None and inbound.agent in self.registry:
             decision = addressed_route(inbound.agent, self.default_also_sees)
         else:
-            decision = await self._route(inbound.text, window, reply_to, scope=inbound.scope, message_id=message.id)
+            decision = await self._route(inbound.text, window, reply_to, scope=inbound.scope, message_id=message.id, now=message.ts)
         store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
         if not inbound.addressed:
             return None
@@ -301,7 +301,14 @@ class Hub:
             return None
 
     async def _route(
-        self, text: str, window: list[Message], reply_to: Message | None, *, scope: str | None = None, message_id: int | None = None
+        self,
+        text: str,
+        window: list[Message],
+        reply_to: Message | None,
+        *,
+        scope: str | None = None,
+        message_id: int | None = None,
+        now: float | None = None,
     ) -> Route:
         settings = self.settings
         on_call = (lambda call: record_router_call(self.store, settings, scope, message_id, call)) if scope else None
@@ -317,6 +324,7 @@ class Hub:
             router_model=self.deps.router_model,
             on_call=on_call,
             agents=self.sections.allowed_agents(scope) if scope else None,
+            now=now,
         )
 
     async def _answer(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
-from scopehub.hub.routing.classifier import SEMANTIC_GATE
+from scopehub.hub.routing.defaults import build_router
 from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import Message
@@ -26,33 +26,11 @@ log = logging.getLogger(__name__)
 
 
 def build_classifier(profiles: Sequence[AgentProfile], settings: Settings) -> tuple[LocalClassifier, str | None]:
-    """The local router's scorer and the embedder it blends in (None: lexical only).
-
-    Lexical, blended with embeddings when configured (or, for ``auto``, when the
-    ``semantic`` extra is installed).
-    """
-    lexical = LocalClassifier(profiles)
-    from scopehub.hub.routing.semantic import (
-        auto_gate,
-        build_semantic_scorer,
-        make_embedder,
-        resolve_embedder,
-        shared_cache,
-    )
-
-    embedder_name = resolve_embedder(settings.router_embedder)
-    if not embedder_name:
-        return lexical, None
-    embedder = make_embedder(embedder_name)
-    try:
-        cache = shared_cache(embedder)  # examples and descriptions only, never messages
-    except (OSError, sqlite3.Error) as exc:
-        log.warning("embedding cache unavailable (%s); embedding the agents' examples afresh", exc)
-        cache = None
-    scorer = build_semantic_scorer(profiles, embedder, lexical=lexical, cache=cache)
-    # auto: on because it is installed, so it must keep the p95 (see auto_gate).
-    gate = auto_gate(embedder) if settings.router_embedder == "auto" else SEMANTIC_GATE
-    return LocalClassifier(profiles, semantic=scorer, semantic_gate=gate), embedder_name
+    """The local router's scorer as ``HUB_ROUTER_EMBEDDER`` asks (``hub.routing.defaults``,
+    the build every evaluation runs too) and the embedder it blends in (None: lexical only)."""
+    classifier, config = build_router(profiles, settings.router_embedder)
+    log.info("router: %s", config.describe())
+    return classifier, config.embedder or None
 
 
 def addressed_route(agent: str, default_also_sees: Mapping[str, Sequence[str]]) -> Route:
@@ -74,12 +52,14 @@ async def decide_route(
     router_model: ChatModel | None,
     on_call: Callable[[RouterCall], None] | None = None,
     agents: Collection[str] | None = None,
+    now: float | None = None,
 ) -> Route:
     """The route of ``text``: the local router's, refined by the LLM router when there is one.
 
     ``embeds``: the classifier embeds messages, milliseconds of CPU kept off the event loop.
     ``on_call(call)`` records each LLM router call (its prompt, answer and tokens). ``agents``:
-    the only agents that may answer (the chat's /settings); None: every agent.
+    the only agents that may answer (the chat's /settings); None: every agent. ``now``
+    is when the message came (after a long silence it opens a new conversation).
     """
     routing = functools.partial(
         route,
@@ -90,6 +70,7 @@ async def decide_route(
         tail=settings.tail,
         default_also_sees=default_also_sees,
         agents=agents,
+        now=now,
     )
     local = await asyncio.to_thread(routing) if embeds else routing()
     if router_model is None:

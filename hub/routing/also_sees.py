@@ -1,9 +1,9 @@
 """``also_sees``: other agents whose recent messages this message refers to.
 
 Predicted locally, with zero tokens: named domains, names only another agent's messages
-hold, back-references ("the same day", "there", "dort", "там": one list per language in
-:mod:`.lexicon`), and a thread's first also_sees kept for
-its next two messages.
+hold, back-references ("the same day", "there", "in the area", "dort", "там": one list
+per language in :mod:`.lexicon`), and a thread's first also_sees kept for its next two
+messages.
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ def _recent_other_agents(window: Sequence[Message], agent: str) -> list[str]:
     return list(seen)
 
 
-CARRY_MESSAGES = 2  # follow-ups of a thread that keep the also_sees its first message needed
+# Follow-ups of a thread that keep the also_sees its first message needed. Each one carried
+# costs history tokens on every thread that needed another agent: MultiWOZ val (frozen part
+# left out), chain 3, predicted routes, 5 parts of the chats, 0 / 1 / 2 / 3 carried:
+# references kept 97.8% / 98.9% / 100% / 100% at a history saving of 60.0% / 57.4% / 55.8%
+# / 55.1%; with 2, one part saved 54.3%, with 1 every part 56.0% or more. SGD dev: 75.6% /
+# 76.4% / 76.7% at 35.8% / 33.7% / 32.3%.
+CARRY_MESSAGES = 1
 _TYPO_CUTOFF = 88  # rapidfuzz ratio: "attractinon" names "attraction" (95), "hotels" is a stem away
 
 
@@ -49,16 +55,19 @@ def predict_also_sees(
     classifier: LocalClassifier,
     *,
     tail: int = 4,
+    new_session: bool = False,
 ) -> tuple[str, ...]:
     """Other agents whose recent messages this message refers to.
 
     A message refers to agent B when it names B's domain ("that email", "the
-    restaurant"); when it shares a specific word (one that at most one agent's profile
-    uses, such as a name) with B's messages that the routed agent cannot already see;
-    when it points back without naming anything ("the same day", "a cab there",
-    "between the two") — then B is the agent the conversation was with just before
-    (the two before, for "both" and "between"); and when the thread's previous message
-    already read B ("book a taxi from the hotel" → "at 5pm, please").
+    restaurant"); when it shares a specific word with B's messages that the routed agent
+    cannot already see (a word no agent's profile uses, such as a name, or one only B's
+    profile uses: a restaurant's name among the restaurant agent's examples); when it
+    points back without naming anything ("the same day", "a cab there", "a hotel in the
+    area", "between the two") — then B is the agent the conversation was with just
+    before (the two before, for "both" and "between"); and when the thread's previous
+    message already read B ("book a taxi from the hotel" → "at 5pm, please"), unless
+    this one opens a ``new_session`` (it starts a thread of its own).
     """
     others = _recent_other_agents(window, agent)
     others += [name for name in dict.fromkeys(m.agent for m in reversed(window)) if name and name != agent and name not in others]
@@ -74,25 +83,27 @@ def predict_also_sees(
             naming |= words
     tail_ids = {m.id for m in window[-tail:]} if tail > 0 else set()
     visible_terms: set[str] = set()
-    hidden: dict[str, set[str]] = {}
     hidden_count: dict[str, Counter[str]] = {}
     for message in window:
         words = set(content_terms(message.text))
         if message.agent == agent or message.id in tail_ids:
             visible_terms |= words
         elif message.agent:
-            hidden.setdefault(message.agent, set()).update(words)
             hidden_count.setdefault(message.agent, Counter()).update(words)
-    # A name the agents' profiles never use ("Pizza Hut", "Ram") seen in one or two hidden
-    # messages of another agent (asked and answered) points at them.
-    specific = {term for term in message_terms - visible_terms if len(term) >= 4 and not term.isdigit() and not classifier.agents_using(term)}
     if naming:
         # "leave the hotel": whoever's messages talk about a hotel (a misrouted one too).
         chosen.update(m.agent for m in window if m.agent and m.agent != agent and naming & set(content_terms(m.text)))
-    if specific:
-        for other, words in hidden.items():
-            if other != agent and any(hidden_count[other][term] <= 3 for term in specific & words):
+    # A name seen in one or two hidden messages of another agent (asked and answered)
+    # points at them: one no profile uses ("Pizza Hut", "Ram"), or one only that agent's
+    # profile uses ("Cocum" among the restaurant agent's examples).
+    candidates = {term for term in message_terms - visible_terms if len(term) >= 4 and not term.isdigit() and classifier.agents_using(term) <= 1}
+    for other, counts in hidden_count.items():
+        if other == agent or other in chosen:
+            continue
+        for term in candidates:
+            if 0 < counts[term] <= 3 and (not classifier.agents_using(term) or term in classifier.profile_terms(other)):
                 chosen.add(other)
+                break
     if not chosen:
         match = back_reference(text)
         if match:
@@ -104,7 +115,7 @@ def predict_also_sees(
     # ("book a taxi from the hotel" → "at 5pm, please"), then it has what it needs.
     carried = 0
     inherited: tuple[str, ...] = ()
-    for message in reversed(window):
+    for message in reversed(window if not new_session else ()):
         if message.role != "user":
             continue
         if message.agent != agent or not message.also_sees or (inherited and message.also_sees != inherited):

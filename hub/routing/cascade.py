@@ -73,19 +73,27 @@ def route(
     tail: int = 4,
     default_also_sees: dict[str, tuple[str, ...]] | None = None,
     agents: Collection[str] | None = None,
+    now: float | None = None,
 ) -> Route:
     """Route one message: explicit address → reply → sticky local classifier.
 
     ``window`` is the scope's recent messages before this one (oldest first). ``agents``:
     the only agents that may answer here (a chat's own choice); None: every agent. An
     address to, a reply to, or a thread of another agent is then decided by the scores.
+    ``now`` (unix seconds) is when this message came: after :data:`SESSION_GAP_S` of
+    silence no agent holds the conversation any more, and the message is routed as a first one.
     """
     defaults = default_also_sees or {}
     allowed = [name for name in classifier.agents if agents is None or name in agents] or list(classifier.agents)
     default_agent = classifier.default_agent if classifier.default_agent in allowed else allowed[0]
+    new_session = opens_session(window, now)
+
+    def choose(evidence: dict[str, float], current: str | None) -> tuple[str, str, float]:
+        allowed_evidence = {name: value for name, value in evidence.items() if name in allowed}
+        return _choose(allowed_evidence, current, window, classifier, text, default_agent)
 
     def finish(agent: str, via: str, confidence: float, routed_text: str | None = None) -> Route:
-        also = predict_also_sees(routed_text if routed_text is not None else text, agent, window, classifier, tail=tail)
+        also = predict_also_sees(routed_text if routed_text is not None else text, agent, window, classifier, tail=tail, new_session=new_session)
         merged = tuple(dict.fromkeys((*defaults.get(agent, ()), *also)))
         merged = tuple(name for name in merged if name != agent)
         return Route(agent=agent, also_sees=merged, via=via, text=routed_text, confidence=confidence)
@@ -99,21 +107,41 @@ def route(
         return finish(reply_to.agent, "reply", 1.0)
 
     current = current_agent(window)
-    if current not in allowed:
+    if current not in allowed or new_session:
         current = None
     if current is not None and readable(text) and not classifier.has_content(text):
         # No content words (or none we know) in a language the lexicon reads: a follow-up
         # never switches. Text in another language is left to the scores and the margin.
         # Its evidence is weighed with the thread's if a later message turns (see
         # _thread_choice): scored now, a later message never pays for several embeddings.
-        if classifier.semantic is not None:
+        if classifier.semantic is not None and not classifier.words_decide_leaving(text, current):
             classifier.evidence(text)
         return finish(current, "sticky", 0.0)
-    evidence = {name: value for name, value in classifier.evidence(text).items() if name in allowed}
+    if current is not None and classifier.words_decide_leaving(text, current):
+        # The words decide whether the message leaves its agent; the embedding may then
+        # only hold it back, so it is asked only when the words would move it.
+        agent, via, confidence = choose(classifier.lexical_evidence(text), current)
+        if agent != current:
+            agent, via, confidence = choose(classifier.evidence_for(text, current), current)
+        return finish(agent, via, confidence)
+    agent, via, confidence = choose(classifier.evidence(text), current)
+    return finish(agent, via, confidence)
+
+
+def opens_session(window: Sequence[Message], now: float | None) -> bool:
+    """Whether a message sent at ``now`` opens a new conversation: the window's last message
+    is over :data:`SESSION_GAP_S` older (no agent holds the conversation any more)."""
+    return bool(now is not None and window and now - window[-1].ts > SESSION_GAP_S)
+
+
+def _choose(
+    evidence: dict[str, float], current: str | None, window: Sequence[Message], classifier: LocalClassifier, text: str, default_agent: str
+) -> tuple[str, str, float]:
+    """(agent, via, confidence) the classifier's ``evidence`` gives, from ``current``'s side."""
     if not evidence:
-        return finish(current or default_agent, "sticky" if current else "default", 0.0)
+        return (current, "sticky", 0.0) if current else (default_agent, "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold_for(text)
+    margin = classifier.switch_threshold_for(text, current)
     if switch_cue(text):
         margin *= classifier.cue_factor  # "I also need a room": people announce a new errand
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
@@ -124,12 +152,12 @@ def route(
         # movie" → movies, then "rent it with subtitles" → media): weigh its user messages.
         corrected = _thread_choice(evidence, current, window, classifier, text)
         if corrected != current:
-            return finish(corrected, "local", _confidence(evidence, corrected))
-        return finish(current, "sticky", _confidence(evidence, current))
+            return corrected, "local", _confidence(evidence, corrected)
+        return current, "sticky", _confidence(evidence, current)
     confidence = _confidence(evidence, best)
     if confidence < classifier.min_confidence:
-        return finish(current or default_agent, "sticky" if current else "default", confidence)
-    return finish(best, "local", confidence)
+        return (current, "sticky", confidence) if current else (default_agent, "default", confidence)
+    return best, "local", confidence
 
 
 def _confidence(evidence: dict[str, float], agent: str) -> float:
@@ -137,6 +165,10 @@ def _confidence(evidence: dict[str, float], agent: str) -> float:
     return math.exp(evidence[agent] - peak) / sum(math.exp(value - peak) for value in evidence.values())
 
 
+# Silence after which a message opens a new conversation: no agent holds it any more (its
+# words and embedding decide as for a first message). Half an hour, the usual inactivity
+# timeout of a session; not tuned (the datasets' dialogues carry no time of day).
+SESSION_GAP_S = 1800.0
 THREAD_MESSAGES = 6  # user messages of the current thread weighed for a correction
 
 
@@ -150,10 +182,10 @@ def _thread_choice(evidence: dict[str, float], current: str, window: Sequence[Me
         if message.agent != current or counted >= THREAD_MESSAGES:
             break
         counted += 1
-        for agent, value in classifier.evidence(message.text).items():
+        for agent, value in classifier.thread_evidence(message.text, current).items():
             if agent in totals:  # an agent this chat does not use is not counted
                 totals[agent] += value
     if not counted:
         return current
     best = max(totals, key=totals.__getitem__)
-    return best if totals[best] - totals[current] >= classifier.switch_threshold_for(text) else current
+    return best if totals[best] - totals[current] >= classifier.switch_threshold_for(text, current) else current

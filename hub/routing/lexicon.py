@@ -173,7 +173,9 @@ DEICTIC_RE = re.compile(r"\b(?:that|this|those|these|the|same)\s+(\w+)")
 ANAPHORA_RE = re.compile(
     r"\b(?:same|both|between|the two"
     r"|(?<!is )(?<!are )there(?!['’]s| (?:is|are|was|were|will|would|should|might|be|any)\b)"
-    r"|that (?:area|day|date|time|place|location|price|night|trip|commute))\b",
+    r"|that (?:area|day|date|time|place|location|price|night|trip|commute|city|town)"
+    # "a hotel in the area", "anything nearby": the place the conversation was about.
+    r"|(?:in|around|near) the (?:area|vicinity|neighbou?rhood)|nearby|close by|around there|those parts)\b",
     re.I,
 )
 # These may point past the thread just before: look at the two before.

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ValidationError, field_validator
 
 from scopehub.hub.errors import RouterError
 from scopehub.hub.models import ChatModel
-from scopehub.hub.routing import AgentProfile, Route
+from scopehub.hub.routing.cascade import Route
+from scopehub.hub.routing.classifier import AgentProfile
 from scopehub.memory import Message
 
 __all__ = ["RouterAnswer", "RouterCall", "ask_router", "build_router_messages", "refine_with_llm"]

