@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from scopehub.hub.models import ChatModel
