@@ -320,7 +320,7 @@ def test_the_frozen_dialogues_are_left_out_and_scored_alone_with_frozen(tmp_path
         out = tmp_path / "out.json"
         result = CliRunner().invoke(cli, ["eval", "routing", "--format", "sgd", str(folder), "--train", str(folder), "--json", str(out), "--quiet", *extra])
         assert result.exit_code == 0, result.output
-        assert "frozen test part" in result.output
+        assert "frozen items in PATH" in result.output
         return json.loads(out.read_text())
 
     rest = run()
