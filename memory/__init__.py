@@ -64,9 +64,11 @@ from ._claims import (
     drop_expired_claim,
     expired_claims,
     get_claim,
+    live_claims,
     release_claim,
     renew_claim,
 )
+from ._cursors import advance_cursor, cursor_of
 from ._data import (
     Reminder,
     Task,
@@ -110,26 +112,28 @@ from ._digest import (
     save_digest,
     save_reflection,
 )
-from ._events import (
+from ._event_catalogue import DateMention
+from ._event_types import (
     SUMMARY_CHARS,
-    DateMention,
-    Event,
     EventPayload,
     EventType,
-    advance_cursor,
-    cursor_of,
-    emit_event,
     event_type,
     event_types,
-    events_after,
     expand_event_types,
     is_event_pattern,
+    register_event_type,
+    scoped_event_types,
+    validate_event_payload,
+)
+from ._events import (
+    Event,
+    count_unconsumed,
+    emit_event,
+    events_after,
     latest_events,
     recent_events,
-    register_event_type,
     summarize_event,
     unconsumed_events,
-    validate_event_payload,
 )
 from ._facts import (
     FACT_CONFIDENCES,
@@ -146,7 +150,9 @@ from ._facts import (
     get_fact,
     invalidate_facts,
 )
+from ._holders import holder_gone, parse_holder, process_holder
 from ._interface import MemoryStore
+from ._leases import ClaimLease, ClaimLost
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
 from ._schema import SCHEMA_VERSION
@@ -194,6 +200,8 @@ __all__ = [
     "CallRecord",
     "ChannelMessage",
     "Claim",
+    "ClaimLease",
+    "ClaimLost",
     "DateMention",
     "Digest",
     "DigestLine",
@@ -250,6 +258,7 @@ __all__ = [
     "channel_stats",
     "claims_of",
     "complete_task",
+    "count_unconsumed",
     "current_facts",
     "cursor_of",
     "delete_facts",
@@ -275,6 +284,7 @@ __all__ = [
     "get_task",
     "get_vault_item",
     "goals_of",
+    "holder_gone",
     "index_embeddings",
     "invalidate_facts",
     "is_event_pattern",
@@ -285,11 +295,13 @@ __all__ = [
     "list_reminders",
     "list_tasks",
     "list_vault_items",
+    "live_claims",
     "mark_reminder_sent",
     "messages_after",
     "normalise_topic",
     "note_reminder_failure",
     "open_store",
+    "parse_holder",
     "parse_ts",
     "pause_chat_reminders",
     "pending_feedback",
@@ -297,6 +309,7 @@ __all__ = [
     "pin_channel_message",
     "plans_of",
     "post_to_channel",
+    "process_holder",
     "react_to_channel_message",
     "read_channel",
     "read_chatlog",
@@ -309,6 +322,7 @@ __all__ = [
     "resume_chat_reminders",
     "save_digest",
     "save_reflection",
+    "scoped_event_types",
     "search_archive",
     "store_location",
     "summarize_event",

@@ -28,6 +28,7 @@ from scopehub.memory import (
     latest_events,
     list_tasks,
     register_event_type,
+    scoped_event_types,
     unconsumed_events,
     validate_event_payload,
 )
@@ -270,7 +271,14 @@ class PizzaOrdered(EventPayload):
     topping: str
 
 
-def test_a_plugin_registers_its_own_type_and_registering_it_again_is_harmless(store):
+@pytest.fixture
+def own_types():
+    """Types this test registers are forgotten after it."""
+    with scoped_event_types():
+        yield
+
+
+def test_a_plugin_registers_its_own_type_and_registering_it_again_is_harmless(store, own_types):
     entry = register_event_type(
         "pizza.ordered", PizzaOrdered, description="a pizza was ordered", summary="pizza #{order_id} with {topping}"
     )
