@@ -15,6 +15,8 @@ Both tables are scoped and erased with the scope.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +53,8 @@ DIGEST_KINDS = ("full", "incremental", "full_recompact")
 DIGEST_PATHS = ("cached", "incremental", "full", "full_recompact", "none")
 KNOWLEDGE_KIND = "knowledge"
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class DigestLine:
@@ -66,19 +70,42 @@ class DigestLine:
         return {"text": self.text, "sources": list(self.sources), "ts": self.ts, "who": self.who, "score": round(self.score, 4)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DigestLine:
+    def from_json(cls, data: Any) -> DigestLine:
+        """A stored line, checked: raises InvalidRecord (saying what is wrong) for anything else.
+
+        A line is text with the ids of its source messages and their time: a number, a
+        line without sources or without a time (it would be dated 1 January 1970) is not one.
+        """
+        if not isinstance(data, dict):
+            raise InvalidRecord(f"a digest line is an object, not {type(data).__name__} {data!r:.40}")
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidRecord(f"a digest line needs its text, not {text!r:.40}")
+        sources = data.get("sources")
+        if not isinstance(sources, list) or not sources or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in sources):
+            raise InvalidRecord(f"a digest line needs the ids of its source messages, not {sources!r:.40}")
+        ts = data.get("ts")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
+            raise InvalidRecord(f"a digest line needs the time of its sources, not {ts!r:.40}")
+        who = data.get("who")
+        score = data.get("score")
         return cls(
-            text=str(data["text"]),
-            sources=tuple(int(i) for i in data.get("sources") or ()),
-            ts=float(data.get("ts") or 0.0),
-            who=data.get("who"),
-            score=float(data.get("score") or 0.0),
+            text=text,
+            sources=tuple(sources),
+            ts=float(ts),
+            who=who if isinstance(who, str) and who else None,
+            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score) else 0.0,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Digest:
-    """The scope's digest; ``version`` 0 means none was made yet (only failures counted)."""
+    """The scope's digest; ``version`` 0 means none was made yet (only failures counted).
+
+    ``broken`` says why the stored lines could not be read (corrupt or wrong-shaped):
+    such a digest has no lines, is never shown, and is rebuilt from the messages at the
+    next compaction. Unreadable counters (``stats``) only start again from zero.
+    """
 
     scope: str
     lines: tuple[DigestLine, ...] = ()
@@ -90,39 +117,74 @@ class Digest:
     made: float = 0.0
     folds: int = 0  # incremental folds since the last full build
     stats: dict[str, Any] = field(default_factory=dict)
+    broken: str = ""
 
     @property
     def exists(self) -> bool:
-        return self.version > 0 and bool(self.lines)
+        return self.version > 0 and bool(self.lines) and not self.broken
 
 
 _DIGEST_COLUMNS = "scope, lines, upto_id, covered, version, kind, mode, made, folds, stats"
 
 
+def _number(value: Any, kind: type[int] | type[float]) -> int | float:
+    """A stored counter or time, as a number (0 when the column holds something else)."""
+    try:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return kind(0)
+    return number if math.isfinite(number) else kind(0)
+
+
 def _digest_row(row: Sequence[Any]) -> Digest:
+    """The stored row, checked line by line; a row that does not read is returned ``broken``, never raised."""
+    try:
+        stats = json.loads(row[9] or "{}")
+    except ValueError:
+        stats = None
+    if not isinstance(stats, dict):  # counters only: they start again, the lines stay usable
+        log.warning("the digest counters of %s are unreadable; they start again from zero", row[0])
+        stats = {}
+    broken, lines = "", ()
+    try:
+        raw = json.loads(row[1] or "[]")
+        if not isinstance(raw, list):
+            raise InvalidRecord(f"the lines are {type(raw).__name__}, not a list")
+        lines = tuple(DigestLine.from_json(item) for item in raw)
+    except (ValueError, InvalidRecord) as exc:  # json's errors are ValueErrors
+        broken, lines = str(exc), ()
     return Digest(
         scope=row[0],
-        lines=tuple(DigestLine.from_json(item) for item in json.loads(row[1] or "[]")),
-        upto_id=int(row[2]),
-        covered=int(row[3]),
-        version=int(row[4]),
-        kind=row[5],
-        mode=row[6],
-        made=float(row[7]),
-        folds=int(row[8]),
-        stats=json.loads(row[9] or "{}"),
+        lines=lines,
+        upto_id=int(_number(row[2], int)),
+        covered=int(_number(row[3], int)),
+        version=int(_number(row[4], int)),
+        kind=row[5] if row[5] in DIGEST_KINDS else "",
+        mode=str(row[6] or ""),
+        made=float(_number(row[7], float)),
+        folds=int(_number(row[8], int)),
+        stats=stats,
+        broken=broken,
     )
 
 
 def get_digest(store: Store, scope: str) -> Digest | None:
-    """The scope's digest row (with its counters), or None when nothing was ever tried."""
+    """The scope's digest row (with its counters), or None when nothing was ever tried.
+
+    Never raises for what the row holds: a row that does not read comes back ``broken``.
+    """
     rows = store.query(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,))
     return _digest_row(rows[0]) if rows else None
 
 
+def _count(stats: dict[str, Any], name: str) -> int:
+    """A counter of ``stats`` (0 when absent or not a number: the counters never break a read)."""
+    return int(_number(stats.get(name, 0), int))
+
+
 def _bump(stats: dict[str, Any], usage: dict[str, int] | None) -> None:
     for name, value in (usage or {}).items():
-        stats[name] = int(stats.get(name, 0)) + int(value or 0)
+        stats[name] = _count(stats, name) + int(value or 0)
 
 
 def save_digest(
@@ -137,12 +199,15 @@ def save_digest(
     now: float | None = None,
     usage: dict[str, int] | None = None,
     expect_version: int | None = None,
+    failure: str | None = None,
 ) -> Digest | None:
     """Store a new version of the scope's digest; None when ``expect_version`` is stale.
 
     ``usage`` adds to the cumulative counters (``model_calls``, ``prompt_tokens``,
     ``completion_tokens``). ``expect_version`` makes the write conditional: a compaction
     that started from version v never overwrites a v+1 another worker wrote meanwhile.
+    ``failure``: this version is a fallback (the model failed and there was no digest to
+    keep): the failure is counted as well.
     """
     validate_scope(scope)
     if kind not in DIGEST_KINDS:
@@ -157,8 +222,11 @@ def save_digest(
             return None
         stats = dict(old.stats)
         _bump(stats, usage)
-        stats[kind] = int(stats.get(kind, 0)) + 1
+        stats[kind] = _count(stats, kind) + 1
         stats.pop("retry_after", None)
+        if failure is not None:
+            stats["failed"] = _count(stats, "failed") + 1
+            stats["last_failure"] = failure[:200]
         folds = old.folds + 1 if kind == "incremental" else 0
         conn.execute(
             "INSERT INTO digests(scope, lines, upto_id, covered, version, kind, mode, made, folds, stats)"
@@ -193,7 +261,7 @@ def record_digest_failure(
         row = conn.execute(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,)).fetchone()
         stats = dict(_digest_row(row).stats) if row else {}
         _bump(stats, usage)
-        stats["failed"] = int(stats.get("failed", 0)) + 1
+        stats["failed"] = _count(stats, "failed") + 1
         stats["last_failure"] = reason[:200]
         stats["retry_after"] = int(retry_after)
         conn.execute(
@@ -242,11 +310,12 @@ def digest_usage(store: Store, scope: str) -> dict[str, Any]:
         "paths": paths,
         "version": digest.version if digest else 0,
         "lines": len(digest.lines) if digest else 0,
-        "compactions": {kind: int(stats.get(kind, 0)) for kind in DIGEST_KINDS},
-        "failed": int(stats.get("failed", 0)),
-        "model_calls": int(stats.get("model_calls", 0)),
-        "prompt_tokens": int(stats.get("prompt_tokens", 0)),
-        "completion_tokens": int(stats.get("completion_tokens", 0)),
+        "compactions": {kind: _count(stats, kind) for kind in DIGEST_KINDS},
+        "failed": _count(stats, "failed"),
+        "model_calls": _count(stats, "model_calls"),
+        "prompt_tokens": _count(stats, "prompt_tokens"),
+        "completion_tokens": _count(stats, "completion_tokens"),
+        "broken": digest.broken if digest else "",
     }
 
 
@@ -282,12 +351,21 @@ def save_reflection(
     event_upto: int,
     now: float,
     usage: dict[str, int] | None = None,
-) -> ReflectionState:
-    """Move the watermark (never back) and add ``usage`` to the counters (runs, fragments, model calls, tokens)."""
+    expect: tuple[int, int] | None = None,
+) -> ReflectionState | None:
+    """Move the watermark (never back) and add ``usage`` to the counters (runs, fragments, model calls, tokens).
+
+    ``expect`` (message_upto, event_upto) makes the move a compare-and-set: None, and
+    nothing written, when the stored watermark is no longer where the run read it (another
+    worker reflected those episodes meanwhile). Call it in the transaction that keeps the
+    episode's fragments, first: the fragments go only where the watermark moved.
+    """
     validate_scope(scope)
     with store.transaction() as conn:
         ensure_scope(conn, scope, now)
         old = get_reflection(store, scope)
+        if expect is not None and (old.message_upto, old.event_upto) != (int(expect[0]), int(expect[1])):
+            return None
         stats = dict(old.stats)
         _bump(stats, usage)
         conn.execute(
