@@ -264,7 +264,7 @@ def domain_agent(name: str, description: str = "") -> AgentSpec:
 def agent_prompts(agents: Iterable[str], descriptions: dict[str, str]) -> tuple[dict[str, AgentPrompt], dict[str, AgentSpec]]:
     """Prompts per agent: the hub's real agent when one has the name, else a domain agent."""
     from scopehub.agents import discover_agents
-    from scopehub.hub.orchestrator import agent_prompt
+    from scopehub.hub.context.prompt import agent_prompt
 
     registry = discover_agents()
     specs: dict[str, AgentSpec] = {}

@@ -254,7 +254,7 @@ class Store:
         indexed with this one's text as their context, are re-indexed too, so the old
         words are really gone from search.
         """
-        from ._search import _CONTEXT_TURNS
+        from ._search_base import _CONTEXT_TURNS
 
         if not isinstance(text, str):
             raise InvalidRecord("text must be a string")

@@ -242,7 +242,7 @@ def test_jsonl_needs_are_references() -> None:
 
 def test_domain_agent_is_shaped_like_a_real_agent() -> None:
     from scopehub.hub.context import fixed_tokens, get_tokenizer
-    from scopehub.hub.orchestrator import agent_prompt
+    from scopehub.hub.context.prompt import agent_prompt
 
     spec = domain_agent("restaurant", "Find and book restaurants.")
     prompt = agent_prompt(spec)
