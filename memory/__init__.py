@@ -167,6 +167,7 @@ from ._search import (
 )
 from ._store import Store
 from .errors import (
+    AlreadyDone,
     DuplicateMessage,
     InvalidEvent,
     InvalidRecord,
@@ -197,6 +198,7 @@ __all__ = [
     "SUMMARY_CHARS",
     "TRAIT_EVIDENCE",
     "AgentMemory",
+    "AlreadyDone",
     "CallRecord",
     "ChannelMessage",
     "Claim",

@@ -17,13 +17,13 @@ from scopehub.agents import AgentRegistry
 from scopehub.hub.orchestrator._types import Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.memory import (
+    AlreadyDone,
+    ClaimLease,
     Feedback,
     Lesson,
     Message,
-    acquire_claim,
     pending_feedback,
     record_feedback,
-    release_claim,
 )
 
 __all__ = ["AfterReply"]
@@ -150,23 +150,19 @@ class AfterReply:
             log.exception("pending feedback of %s unreadable; learning later", scope)
             return learnt
         for feedback in pending:
-            key = f"lesson:{feedback.id}"
             note = f"{feedback.agent}: learning from the person's feedback"
+            # Renewed while the lesson model runs; the pending -> learnt mark is the
+            # compare-and-set behind it (AlreadyDone: another worker learnt it first).
+            lease = ClaimLease(store, scope, f"lesson:{feedback.id}", self.holder, note=note, ttl=self.deps.settings.claim_ttl, clock=clock)
             try:
-                if acquire_claim(store, scope, key, self.holder, note=note, ttl=self.deps.settings.claim_ttl, now=clock()) is None:
-                    continue  # another process is learning it
-            except Exception:
-                log.exception("cannot claim feedback %s of %s; learning later", feedback.id, scope)
-                continue
-            try:
-                learnt.append(await lessons.learn(feedback))
+                async with lease:
+                    if not lease.held:
+                        continue  # another process is learning it
+                    learnt.append(await lessons.learn(feedback))
+            except AlreadyDone:
+                log.info("feedback %s of %s was learnt by another worker meanwhile", feedback.id, scope)
             except Exception:
                 log.exception("lesson from feedback %s of %s failed; it stays pending", feedback.id, scope)
-            finally:
-                try:
-                    release_claim(store, scope, key, self.holder)
-                except Exception:
-                    log.exception("claim %s of %s not released; it runs out", key, scope)
         return learnt
 
     def schedule_learning(self, scope: str) -> None:
