@@ -48,7 +48,9 @@ from ._channels import (
     channel_cursor_of,
     channel_message,
     channel_stats,
+    count_unseen_channel_messages,
     pin_channel_message,
+    pinned_channel_messages,
     post_to_channel,
     react_to_channel_message,
     read_channel,
@@ -109,6 +111,7 @@ from ._digest import (
     list_knowledge,
     messages_after,
     record_digest_failure,
+    research_of,
     save_digest,
     save_reflection,
 )
@@ -155,6 +158,7 @@ from ._interface import MemoryStore
 from ._leases import ClaimLease, ClaimLost
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
+from ._performance import ACK_WINDOW, Performance, performance_of
 from ._schema import SCHEMA_VERSION
 from ._search import (
     SEARCH_METHODS,
@@ -177,6 +181,7 @@ from .errors import (
 )
 
 __all__ = [
+    "ACK_WINDOW",
     "ACTIVE_PLANS",
     "CHANNEL_LIMIT",
     "CHANNEL_REACTIONS",
@@ -228,6 +233,7 @@ __all__ = [
     "Message",
     "NewFact",
     "NewMessage",
+    "Performance",
     "Plan",
     "ReflectionState",
     "Reminder",
@@ -261,6 +267,7 @@ __all__ = [
     "claims_of",
     "complete_task",
     "count_unconsumed",
+    "count_unseen_channel_messages",
     "current_facts",
     "cursor_of",
     "delete_facts",
@@ -308,7 +315,9 @@ __all__ = [
     "pause_chat_reminders",
     "pending_feedback",
     "pending_reminders",
+    "performance_of",
     "pin_channel_message",
+    "pinned_channel_messages",
     "plans_of",
     "post_to_channel",
     "process_holder",
@@ -321,6 +330,7 @@ __all__ = [
     "register_event_type",
     "release_claim",
     "renew_claim",
+    "research_of",
     "resume_chat_reminders",
     "save_digest",
     "save_reflection",

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._data import VaultItem, add_vault_item, list_vault_items
+from ._data import VaultItem, add_vault_item, get_vault_item, list_vault_items
 from ._model import validate_scope
 from ._schema import ensure_scope
 from ._store import Store
@@ -44,6 +44,7 @@ __all__ = [
     "list_knowledge",
     "messages_after",
     "record_digest_failure",
+    "research_of",
     "save_digest",
     "save_reflection",
 ]
@@ -379,7 +380,12 @@ def save_reflection(
 
 @dataclass(frozen=True, slots=True)
 class Knowledge:
-    """A knowledge fragment: 1–2 sentences distilled from older episodes, with its importance."""
+    """A knowledge fragment: 1–2 sentences distilled from older episodes or found by a request.
+
+    ``agent``: the agent whose research it is (a request it answered found it); None for
+    reflection's fragments, which belong to the whole scope. ``vault``: notes and emails
+    it came from; ``reply``: the reply that found it.
+    """
 
     id: int
     scope: str
@@ -389,19 +395,30 @@ class Knowledge:
     events: tuple[int, ...]
     ts: float  # the end of the episode it came from
     mode: str = ""
+    agent: str | None = None
+    vault: tuple[int, ...] = ()
+    reply: int | None = None
+
+
+def _ids(value: Any) -> tuple[int, ...]:
+    return tuple(int(i) for i in value if isinstance(i, int) and not isinstance(i, bool)) if isinstance(value, list) else ()
 
 
 def _knowledge(item: VaultItem) -> Knowledge:
-    meta = item.meta
+    meta = item.meta if isinstance(item.meta, dict) else {}
+    reply = meta.get("reply")
     return Knowledge(
         id=item.id,
         scope=item.scope,
         text=item.body,
-        importance=float(meta.get("importance", 0.0)),
-        messages=tuple(int(i) for i in meta.get("messages") or ()),
-        events=tuple(int(i) for i in meta.get("events") or ()),
+        importance=float(_number(meta.get("importance", 0.0), float)),
+        messages=_ids(meta.get("messages")),
+        events=_ids(meta.get("events")),
         ts=item.updated,
         mode=str(meta.get("mode", "")),
+        agent=item.agent,
+        vault=_ids(meta.get("vault")),
+        reply=reply if isinstance(reply, int) and not isinstance(reply, bool) else None,
     )
 
 
@@ -413,24 +430,62 @@ def add_knowledge(
     importance: float,
     messages: Sequence[int] = (),
     events: Sequence[int] = (),
+    vault: Sequence[int] = (),
     ts: float,
     mode: str = "",
-) -> Knowledge:
-    """Keep a fragment in the scope's vault (kind ``knowledge``): archive search finds it."""
-    if not messages and not events:
+    agent: str | None = None,
+    reply: int | None = None,
+) -> Knowledge | None:
+    """Keep a fragment in the scope's vault (kind ``knowledge``): archive search finds it.
+
+    With ``agent`` it is that agent's research too (:func:`research_of`). With ``reply``,
+    a reply keeps at most one fragment: None when it already has one (the work after a
+    reply may run again after a pause).
+    """
+    if not messages and not events and not vault:
         raise InvalidRecord("a knowledge fragment needs the ids of its sources")
-    meta = {
+    meta: dict[str, Any] = {
         "importance": round(min(1.0, max(0.0, float(importance))), 3),
         "messages": [int(i) for i in messages],
         "events": [int(i) for i in events],
         "mode": mode,
     }
-    item = add_vault_item(
-        store, scope, KNOWLEDGE_KIND, text, meta=meta, source_message=int(messages[0]) if messages else None, now=ts
-    )
+    if vault:
+        meta["vault"] = [int(i) for i in vault]
+    if reply is not None:
+        meta["reply"] = int(reply)
+    with store.transaction() as conn:
+        if reply is not None:
+            ensure_scope(conn, scope, ts)  # serialises the check and the insert per scope
+            found = conn.execute(
+                f"SELECT 1 FROM vault WHERE scope = ? AND kind = ? AND {store.dialect.json_number('meta', 'reply')} = ? LIMIT 1",
+                (scope, KNOWLEDGE_KIND, int(reply)),
+            ).fetchone()
+            if found:
+                return None
+        item = add_vault_item(
+            store,
+            scope,
+            KNOWLEDGE_KIND,
+            text,
+            meta=meta,
+            agent=agent,
+            source_message=int(messages[0]) if messages else None,
+            now=ts,
+        )
     return _knowledge(item)
 
 
 def list_knowledge(store: Store, scope: str, *, limit: int = 1000) -> list[Knowledge]:
     """The scope's knowledge fragments, newest first."""
     return [_knowledge(item) for item in list_vault_items(store, scope, KNOWLEDGE_KIND, limit=limit)]
+
+
+def research_of(store: Store, scope: str, agent: str, *, limit: int = 5) -> list[Knowledge]:
+    """``agent``'s research in the scope: what its requests found, with the sources, newest first (seed 000)."""
+    rows = store.query(
+        "SELECT id FROM vault WHERE scope = ? AND kind = ? AND agent = ? ORDER BY updated DESC, id DESC LIMIT ?",
+        (scope, KNOWLEDGE_KIND, agent, int(limit)),
+    )
+    found = [get_vault_item(store, scope, row[0], KNOWLEDGE_KIND) for row in rows]
+    return [_knowledge(item) for item in found if item is not None]
