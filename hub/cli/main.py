@@ -17,7 +17,7 @@ from scopehub.hub.commands import plural
 from scopehub.hub.errors import HubError
 from scopehub.memory import ImportReport, StoreError, read_chatlog
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "fault_line", "main"]
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -54,6 +54,7 @@ class LazyGroup(click.Group):
         "search": "scopehub.hub.cli.search:search_command",
         "dispatch": "scopehub.hub.transports.maildir.cli:dispatch_group",
         "events": "scopehub.hub.cli.events:events_group",
+        "claims": "scopehub.hub.cli.claims:claims_command",
         "chat": "scopehub.hub.cli.chat:chat_command",
         "telegram": "scopehub.hub.cli.telegram:telegram_command",
         "channels": "scopehub.hub.cli.team:channels_group",
@@ -275,6 +276,31 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        # A database or file fault (locked, read-only, disk full, connection lost) is one
+        # line for people, never a traceback; anything else is a bug and shows as one.
+        line = fault_line(exc)
+        if line is None:
+            raise
+        click.echo(f"error: {line}", err=True)
+        sys.exit(2)
+
+
+def fault_line(exc: BaseException) -> str | None:
+    """One line for a database or file fault (None: not one, let it show as the bug it is)."""
+    import sqlite3
+
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, sqlite3.Error):
+        if "locked" in text or "busy" in text:
+            return f"the database is busy ({text}): another process holds its write lock; try again in a moment"
+        return f"database: {text}"
+    if any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__):
+        return f"PostgreSQL: {text}"
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        return f"{exc.strerror or text}{where}"
+    return None
 
 
 if __name__ == "__main__":
