@@ -1,7 +1,9 @@
 """The awareness block: what the rest of the team is doing and did, as a few dense lines. Pure: no I/O.
 
 Seed 000's awareness index, narrowed for a chat hub and ordered by what the agent needs
-now. Within its token budget, lines are let in by priority, each group newest first:
+now. Within its token budget, the first line of each group is let in by priority, then
+the rest of each group by priority (so a busy group never crowds the others out
+entirely), each group newest first:
 
 1. *Working now*: the live claims of other agents in the scope (a claim's note starts
    with the agent doing the work, e.g. ``reminders: sending a reminder: call mom``): the
@@ -146,7 +148,7 @@ def _more_line(count: int, where: str) -> str:
 
 # Groups in the order the block shows them; PRIORITY is the order lines are let in.
 _GROUPS = ("claims", "news", "news_older", "context", "earlier", "pins", "channel", "channel_older")
-_PRIORITY = ("claims", "news", "news_older", "pins", "channel", "channel_older", "context", "earlier")
+_PRIORITY = ("claims", "news", "pins", "channel", "context", "earlier")
 _HEADINGS = {"claims": _WORKING, "channel": _CHANNELS, "channel_older": _CHANNELS, "pins": _CHANNELS}
 
 
@@ -266,33 +268,35 @@ def render_awareness(
         return Awareness(consumed_upto=max(read_ids, default=0) if quiet else 0, channel_upto=0)
 
     block = _Block(tokenizer, budget)
+    lines = {
+        "claims": [_claim_line(c, now) for c in others_claims],
+        "news": [_event_line(e, agent, now) for e in news],
+        "pins": list(pins),
+        "channel": [item.line for item in channel],
+        "context": [_event_line(e, agent, now) for e in context],
+        "earlier": [_event_line(e, agent, now) for e in again],
+    }
+    listed = [group for group in _PRIORITY if group in lines]
+    # The first line of every group first (by priority), then the rest (by priority): a busy
+    # group never crowds another out entirely (the pin stays visible beside 20 news).
     counts = dict.fromkeys(_GROUPS, 0)
+    for group in listed:
+        counts[group] = block.add(group, lines[group][:1])
+    for group in listed:
+        if counts[group]:
+            counts[group] += block.add(group, lines[group][1:])
+    # What has no room is counted, so the cursor may pass it; listed lines make room if need be.
     news_counted = channel_counted = True
-    for group in _PRIORITY:
-        if group == "claims":
-            counts[group] = block.add(group, [_claim_line(c, now) for c in others_claims])
-        elif group == "news":
-            counts[group] = block.add(group, [_event_line(e, agent, now) for e in news])
-        elif group == "news_older":
-            unlisted = len(news) - counts["news"] + older_unconsumed
-            if unlisted:
-                given_up = block.add_count(group, "news", lambda n: _more_line(n, "/events lists them"), unlisted)
-                news_counted = given_up >= 0
-                counts["news"] -= max(given_up, 0)
-        elif group == "channel":
-            counts[group] = block.add(group, [item.line for item in channel])
-        elif group == "channel_older":
-            unlisted = len(channel) - counts["channel"] + older_channel_news
-            if unlisted:
-                given_up = block.add_count(group, "channel", lambda n: _more_line(n, "the team tool reads them"), unlisted)
-                channel_counted = given_up >= 0
-                counts["channel"] -= max(given_up, 0)
-        elif group == "pins":
-            counts[group] = block.add(group, list(pins))
-        elif group == "context":
-            counts[group] = block.add(group, [_event_line(e, agent, now) for e in context])
-        else:
-            counts[group] = block.add(group, [_event_line(e, agent, now) for e in again])
+    unlisted = len(news) - counts["news"] + older_unconsumed
+    if unlisted:
+        given_up = block.add_count("news_older", "news", lambda n: _more_line(n, "/events lists them"), unlisted)
+        news_counted = given_up >= 0
+        counts["news"] -= max(given_up, 0)
+    unlisted = len(channel) - counts["channel"] + older_channel_news
+    if unlisted:
+        given_up = block.add_count("channel_older", "channel", lambda n: _more_line(n, "the team tool reads them"), unlisted)
+        channel_counted = given_up >= 0
+        counts["channel"] -= max(given_up, 0)
     text = block.text()
     shown_news = {e.id for e in news[: counts["news"]]}
     shown_channel = {item.id for item in channel[: counts["channel"]]}
