@@ -25,6 +25,9 @@ from scopehub.hub.orchestrator import Hub, Inbound, Reply
 from scopehub.hub.orchestrator._sections import Sections
 from scopehub.memory import NewMessage, Store
 
+# Child processes, SIGKILLs and a model-fault run of a minute or more on a busy machine.
+pytestmark = pytest.mark.timeout(900)
+
 
 def assert_clean(outcome: faults.Outcome) -> None:
     assert outcome.ok, "\n".join(outcome.notes)

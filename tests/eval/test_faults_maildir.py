@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from scopehub.eval import faults
 from scopehub.eval.faults.maildir import (
     SCENARIOS as MAILDIR_SCENARIOS,
@@ -14,6 +16,9 @@ from scopehub.eval.faults.maildir import (
     maildir_two_intakes,
     maildir_writers,
 )
+
+# A hub child process ingesting hundreds of files, killed and restarted: minutes on a busy machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_the_maildir_scenarios_are_registered_with_both_sizes() -> None:
