@@ -25,6 +25,7 @@ from scopehub.hub.context.builder import select_history
 from scopehub.hub.context.lessons import render_lessons
 from scopehub.hub.context.offer import wants_team
 from scopehub.hub.context.prompt import AgentPrompt
+from scopehub.hub.context.tokens import Tokenizer
 from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.orchestrator._types import Deps, Inbound
 from scopehub.hub.routing import Route
@@ -32,6 +33,7 @@ from scopehub.hub.turns import is_bookkeeping
 from scopehub.memory import (
     Event,
     Message,
+    Store,
     active_claims,
     agent_memory,
     count_unconsumed,
@@ -56,6 +58,7 @@ __all__ = [
     "RESEARCH_SHOWN",
     "PreparedCall",
     "Sections",
+    "lessons_section",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,21 @@ class PreparedCall:
     context: Context
     awareness: Awareness
     digest: DigestSection
+
+
+def lessons_section(store: Store, scope: str, agent: str, *, tokenizer: Tokenizer, budget: int, now: float) -> str:
+    """``agent``'s lessons section as its calls get it: its memory, its record of the last
+    RECORD_DAYS days and its newest research (``agents-hub memory show`` prints the same)."""
+    performance = performance_of(store, scope, agent, since=now - RECORD_DAYS * 86400)
+    research = [(fragment, relative_time(fragment.ts, now)) for fragment in research_of(store, scope, agent, limit=RESEARCH_SHOWN)]
+    return render_lessons(
+        agent_memory(store, scope, agent),
+        tokenizer=tokenizer,
+        budget=budget,
+        performance=performance,
+        record_days=RECORD_DAYS,
+        research=research,
+    )
 
 
 class Sections:
@@ -196,17 +214,7 @@ class Sections:
         if budget <= 0:
             return ""
         try:
-            store, now = self.deps.store, self.deps.clock()
-            performance = performance_of(store, scope, agent, since=now - RECORD_DAYS * 86400)
-            research = [(fragment, relative_time(fragment.ts, now)) for fragment in research_of(store, scope, agent, limit=RESEARCH_SHOWN)]
-            return render_lessons(
-                agent_memory(store, scope, agent),
-                tokenizer=self.deps.tokenizer,
-                budget=budget,
-                performance=performance,
-                record_days=RECORD_DAYS,
-                research=research,
-            )
+            return lessons_section(self.deps.store, scope, agent, tokenizer=self.deps.tokenizer, budget=budget, now=self.deps.clock())
         except Exception:
             log.exception("lessons unavailable for %s/%s; answering without them", scope, agent)
             return ""
