@@ -12,12 +12,13 @@ from typing import Any
 
 import click
 
+from scopehub.hub.cli.faults import fault_line
 from scopehub.hub.cli.options import echo_json, hub_of, json_option, scope_option, store_of
 from scopehub.hub.commands import plural
 from scopehub.hub.errors import HubError
 from scopehub.memory import ImportReport, StoreError, read_chatlog
 
-__all__ = ["cli", "fault_line", "main"]
+__all__ = ["cli", "main"]
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -285,23 +286,6 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"error: {line}", err=True)
         sys.exit(2)
-
-
-def fault_line(exc: BaseException) -> str | None:
-    """One line for a database or file fault (None: not one, let it show as the bug it is)."""
-    import sqlite3
-
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, sqlite3.Error):
-        if "locked" in text or "busy" in text:
-            return f"the database is busy ({text}): another process holds its write lock; try again in a moment"
-        return f"database: {text}"
-    if any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__):
-        return f"PostgreSQL: {text}"
-    if isinstance(exc, OSError):
-        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
-        return f"{exc.strerror or text}{where}"
-    return None
 
 
 if __name__ == "__main__":

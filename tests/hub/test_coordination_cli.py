@@ -125,3 +125,23 @@ def test_a_locked_database_is_one_clear_line_not_a_traceback(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "locked" in done.stderr or "busy" in done.stderr
+
+
+def test_chat_with_the_claims_table_unusable_answers_and_logs_one_line_per_fault(tmp_path):
+    db = tmp_path / "hub.db"
+    with Store(db) as store, store.transaction() as conn:
+        conn.execute("ALTER TABLE claims RENAME TO claims_broken")
+    with FakeOpenAI(default=lambda request: text("Your list has milk and eggs.")) as llm:
+        env = {
+            "HUB_TEST_GUARD": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HUB_ROUTER_EMBEDDER": "none",
+            "HUB_MODEL": "openai/fake", "HUB_API_BASE": llm.base_url, "HUB_API_KEY": "sk-fake", "HUB_DB": str(db),
+            "PATH": "/usr/bin:/bin",
+        }  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "scopehub.hub.cli", "chat", "-m", "what is on my list?"],
+            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Your list has milk and eggs.")  # answered, claims or not
+    assert "answering it unclaimed (OperationalError: database: no such table: claims)" in done.stderr
+    assert "Traceback" not in done.stderr
