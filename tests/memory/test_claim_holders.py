@@ -189,3 +189,28 @@ def test_a_lease_whose_claim_was_taken_says_so(store):
     with pytest.raises(Exception, match="taken by another worker"):
         lease.still_held()
     assert get_claim(store, U1, "reflect", now=clock[0]).holder == "worker-b"  # never released by the loser
+
+
+def test_a_restarted_worker_works_its_dead_predecessors_chat_at_once(tmp_path):
+    """The 128 s silence: a worker SIGKILLed mid-answer left its turn and live marks; the one
+    started after it on this machine works them at its first sweep, not a TTL later."""
+    from scopehub.hub.turns import TURN_KEY, Owed, ScopeTurns
+    from scopehub.memory import NewMessage, Store
+
+    child, dead = child_holder(stay=False)
+    child.wait(timeout=30)
+    now = time.time()
+    with Store(tmp_path / "hub.db") as store:
+        ids = [store.append(NewMessage(scope=U1, role="user", text=f"m{i}", ts=now, ext_id=f"m{i}")).id for i in range(2)]
+        before = ScopeTurns(store, dead, lambda scope, item: asyncio.sleep(0), ttl=HOUR, clock=lambda: now)
+        for message_id in ids:
+            before.owe(U1, message_id, "m")  # marks renewed until the kill: live for an hour
+        acquire_claim(store, U1, TURN_KEY, dead, note="hub: answering this chat's messages in order", ttl=HOUR, now=now)
+        worked: list[int] = []
+
+        async def work(scope: str, item: Owed) -> None:
+            worked.append(item.message_id)
+
+        restarted = ScopeTurns(store, process_holder(), work, ttl=HOUR, clock=lambda: now + 1)
+        assert asyncio.run(restarted.sweep()) == 2
+        assert worked == ids and restarted.owed(U1) == [] and get_claim(store, U1, TURN_KEY, now=now + 1) is None
