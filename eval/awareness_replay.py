@@ -193,15 +193,18 @@ class AwarenessReplay:
     def collaborators(self, agent: str) -> tuple[str, ...]:
         return tuple(a for a in self.agents if a != agent) if self.view.others_are_collaborators else ()
 
-    def unconsumed(self, agent: str) -> list[Event]:
-        """As :func:`scopehub.memory.unconsumed_events`: past the cursor, targeted at the agent or of an interesting type."""
+    def _meant(self, agent: str) -> list[Event]:
         cursor = self.cursors.get(agent, 0)
-        meant = [
-            e
-            for e in self.events
-            if e.id > cursor and (e.target == agent or (e.target is None and e.type in self._interests))
-        ]
-        return meant[:AWARENESS_EVENTS]
+        return [e for e in self.events if e.id > cursor and (e.target == agent or (e.target is None and e.type in self._interests))]
+
+    def unconsumed(self, agent: str) -> list[Event]:
+        """As the hub reads them (:func:`scopehub.memory.unconsumed_events`, ``newest=True``): the
+        newest past the cursor, targeted at the agent or of an interesting type, oldest first."""
+        return self._meant(agent)[-AWARENESS_EVENTS:]
+
+    def older_unconsumed(self, agent: str) -> int:
+        """As :func:`scopehub.memory.count_unconsumed`: how many more lie behind :meth:`unconsumed`."""
+        return max(0, len(self._meant(agent)) - AWARENESS_EVENTS)
 
     def collaborator_events(self, agent: str, now: float) -> list[Event]:
         """As the hub: :func:`scopehub.memory.latest_events` of the collaborators, within the horizon."""
@@ -245,6 +248,7 @@ class AwarenessReplay:
         return render_awareness(
             agent,
             unconsumed=self.unconsumed(agent),
+            older_unconsumed=self.older_unconsumed(agent),
             collaborator_events=self.collaborator_events(agent, now),
             earlier=earlier,
             visible=visible,

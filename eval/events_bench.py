@@ -2,8 +2,10 @@
 
 Fills a temporary database with N events in one scope (plus a few small other scopes),
 then times single emits (each its own committed transaction, as a tool's would be) and
-reads of an agent's unconsumed events, with the cursor a little behind the head (the
-usual case) and with no cursor at all (an agent's first call in an old scope).
+reads of an agent's unconsumed events as the awareness block makes them (the newest
+``limit``, and a count of the older ones when there are more), with the cursor a little
+behind the head (the usual case) and with no cursor at all (an agent's first call in an
+old scope: everything counted, up to the count's cap).
 
 Wall-clock percentiles include whatever else the machine runs (a preempted read takes
 a whole time slice); the CPU-time percentiles show the work itself.
@@ -25,6 +27,7 @@ import click
 from scopehub.memory import (
     Store,
     advance_cursor,
+    count_unconsumed,
     emit_event,
     latest_events,
     unconsumed_events,
@@ -192,13 +195,19 @@ def bench_events(
             for name, _ in readers:  # warm readers trail the head by `behind` events
                 advance_cursor(store, SCOPE, name, ids[-1])
 
+            def hub_read(agent: str, interests: Sequence[str]) -> None:
+                """As the awareness block reads: the newest unconsumed, and a count of the older ones when full."""
+                found = unconsumed_events(store, SCOPE, agent, interests=interests, limit=limit, newest=True)
+                if len(found) >= limit:
+                    count_unconsumed(store, SCOPE, agent, interests=interests, up_to=found[0].id - 1)
+
             def read_warm(i: int) -> None:
                 name, interests = readers[i % len(readers)]
-                unconsumed_events(store, SCOPE, name, interests=interests, limit=limit)
+                hub_read(name, interests)
 
             def read_cold(i: int) -> None:
                 name, interests = readers[i % len(readers)]
-                unconsumed_events(store, SCOPE, f"new_{name}", interests=interests, limit=limit)
+                hub_read(f"new_{name}", interests)
 
             def latest(i: int) -> None:
                 name, interests = readers[i % len(readers)]

@@ -162,9 +162,23 @@ def _outbox_writer(settings: Settings):
 def build_digest(
     settings: Settings, store: Store, model: ChatModel | None, registry: AgentRegistry
 ) -> tuple[DigestKeeper, Reflector]:
-    """The digest of older history and reflection, sharing one mode (``HUB_DIGEST_MODE``)."""
+    """The digest of older history and reflection, sharing one mode (``HUB_DIGEST_MODE``).
+
+    ``HUB_REFLECT_MODEL`` gives reflection a model of its own: it writes lasting knowledge
+    (seed 003: the model matters more there than for any other call).
+    """
     names = tuple(registry.names)
     digest = DigestKeeper(store, settings, model=model, names=names)
-    reflector = Reflector(store, settings, model=model, names=names)
-    log.debug("digest and reflection: %s", digest.mode)
+    if settings.reflect_model and settings.digest_mode != "extractive":
+        reflect_with = LiteLLMModel(
+            settings.reflect_model,
+            api_base=settings.api_base or None,
+            api_key=settings.api_key or None,
+            timeout=settings.digest_timeout,
+            retries=settings.model_retries,
+        )
+        reflector = Reflector(store, settings, model=reflect_with, mode="model", names=names)
+    else:
+        reflector = Reflector(store, settings, model=model, names=names)
+    log.debug("digest: %s; reflection: %s", digest.mode, reflector.mode)
     return digest, reflector

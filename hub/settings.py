@@ -82,6 +82,7 @@ class Settings(BaseSettings):
     digest_timeout: float = Field(default=30.0, gt=0, le=3600, description="seconds a compaction or reflection model call may take before the cached digest is kept")
     reflect_every_hours: float = Field(default=24.0, ge=0, le=24 * 365, description="hours between reflection runs per scope (Telegram job queue); 0 = only on demand")
     reflect_after_days: float = Field(default=7.0, ge=0, le=3650, description="reflection distills messages and events older than this many days")
+    reflect_model: str = Field(default="", description="the reflection model, any litellm model string; empty = the agents' model")
     claim_ttl: float = Field(default=120.0, gt=0, le=86_400, description="seconds a claim on work in flight lasts unless renewed; longer than one reply")
     max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")

@@ -12,10 +12,13 @@ step that needs the scope's *turn*, the claim ``turn`` of the scope:
 * a worker that finds the turn taken returns at once: the holder looks again after
   releasing the turn, so the message it just marked is answered.
 
-The claims' TTL is the only expiry. A worker killed mid-reply leaves its turn and its
-marks to run out; :meth:`ScopeTurns.sweep`, which every worker runs every so often,
-finds marks whose TTL ran out (nobody worked the scope for a whole TTL), takes the
-scope's turn and answers them. The holder renews the marks it sees while it works, so
+The claims' TTL is the only expiry across machines. A worker killed mid-reply leaves its
+turn and its marks to run out; :meth:`ScopeTurns.sweep`, which every worker runs every
+so often (and at start), finds marks whose TTL ran out (nobody worked the scope for a
+whole TTL), takes the scope's turn and answers them. On the dead worker's own machine
+the sweep does not wait: a turn whose holder's process is gone is taken over at once
+(:func:`scopehub.memory.holder_gone`), so a restarted worker answers its predecessor's
+chats as soon as it starts. The holder renews the marks it sees while it works, so
 a long queue never looks abandoned, and while one answer takes long a thread of the
 process renews the turn and that message's mark (:class:`Leases`): the TTL detects a
 dead process, not an event loop kept busy by other chats. A live worker whose turn ran
@@ -310,6 +313,16 @@ class ScopeTurns:
             log.warning("cannot look for abandoned messages (%s); trying again at the next sweep", exc)
             return 0
         scopes: dict[str, None] = {}
+        try:
+            # A turn left by a worker of this machine whose process is gone (SIGKILL, OOM):
+            # its marks are still live (it renewed them until it died), so its chats would
+            # wait a whole TTL; the turn is taken over now.
+            left = [c for c in expired_claims(self.store, prefix=TURN_KEY, now=self.clock(), limit=limit) if c.key == TURN_KEY]
+        except Exception as exc:
+            log.warning("cannot look for abandoned turns (%s); trying again at the next sweep", exc)
+            left = []
+        for claim in left:
+            scopes.setdefault(claim.scope)
         for claim in stale:
             if Owed.parse(claim.key) is None:
                 continue

@@ -48,7 +48,9 @@ from ._channels import (
     channel_cursor_of,
     channel_message,
     channel_stats,
+    count_unseen_channel_messages,
     pin_channel_message,
+    pinned_channel_messages,
     post_to_channel,
     react_to_channel_message,
     read_channel,
@@ -82,9 +84,11 @@ from ._claims import (
     drop_expired_claim,
     expired_claims,
     get_claim,
+    live_claims,
     release_claim,
     renew_claim,
 )
+from ._cursors import advance_cursor, cursor_of
 from ._data import (
     Reminder,
     Task,
@@ -126,29 +130,32 @@ from ._digest import (
     list_knowledge,
     messages_after,
     record_digest_failure,
+    research_of,
     save_digest,
     save_reflection,
 )
-from ._events import (
+from ._event_catalogue import DateMention
+from ._event_types import (
     SUMMARY_CHARS,
-    DateMention,
-    Event,
     EventPayload,
     EventType,
-    advance_cursor,
-    cursor_of,
-    emit_event,
     event_type,
     event_types,
-    events_after,
     expand_event_types,
     is_event_pattern,
+    register_event_type,
+    scoped_event_types,
+    validate_event_payload,
+)
+from ._events import (
+    Event,
+    count_unconsumed,
+    emit_event,
+    events_after,
     latest_events,
     recent_events,
-    register_event_type,
     summarize_event,
     unconsumed_events,
-    validate_event_payload,
 )
 from ._facts import (
     FACT_CONFIDENCES,
@@ -165,9 +172,12 @@ from ._facts import (
     get_fact,
     invalidate_facts,
 )
+from ._holders import holder_gone, parse_holder, process_holder
 from ._interface import MemoryStore
+from ._leases import ClaimLease, ClaimLost
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
+from ._performance import ACK_WINDOW, Performance, performance_of
 from ._redact import REDACTED, redact_secrets
 from ._schema import SCHEMA_VERSION
 from ._search import (
@@ -181,6 +191,7 @@ from ._search import (
 )
 from ._store import Store
 from .errors import (
+    AlreadyDone,
     DuplicateMessage,
     InvalidEvent,
     InvalidRecord,
@@ -190,6 +201,7 @@ from .errors import (
 )
 
 __all__ = [
+    "ACK_WINDOW",
     "ACTIVE_PLANS",
     "CHANNEL_LIMIT",
     "CHANNEL_REACTIONS",
@@ -212,10 +224,13 @@ __all__ = [
     "SUMMARY_CHARS",
     "TRAIT_EVIDENCE",
     "AgentMemory",
+    "AlreadyDone",
     "CallRecord",
     "ChannelMessage",
     "ChatSettings",
     "Claim",
+    "ClaimLease",
+    "ClaimLost",
     "DateMention",
     "Digest",
     "DigestLine",
@@ -241,6 +256,7 @@ __all__ = [
     "Message",
     "NewFact",
     "NewMessage",
+    "Performance",
     "Plan",
     "ReflectionState",
     "RejectedUpdate",
@@ -276,6 +292,8 @@ __all__ = [
     "chat_settings",
     "claims_of",
     "complete_task",
+    "count_unconsumed",
+    "count_unseen_channel_messages",
     "create_invite",
     "current_facts",
     "cursor_of",
@@ -303,6 +321,7 @@ __all__ = [
     "get_task",
     "get_vault_item",
     "goals_of",
+    "holder_gone",
     "index_embeddings",
     "invalidate_facts",
     "invites",
@@ -315,18 +334,23 @@ __all__ = [
     "list_reminders",
     "list_tasks",
     "list_vault_items",
+    "live_claims",
     "mark_reminder_sent",
     "messages_after",
     "normalise_topic",
     "note_reminder_failure",
     "open_store",
+    "parse_holder",
     "parse_ts",
     "pause_chat_reminders",
     "pending_feedback",
     "pending_reminders",
+    "performance_of",
     "pin_channel_message",
+    "pinned_channel_messages",
     "plans_of",
     "post_to_channel",
+    "process_holder",
     "react_to_channel_message",
     "read_channel",
     "read_chatlog",
@@ -340,10 +364,12 @@ __all__ = [
     "rejected_updates",
     "release_claim",
     "renew_claim",
+    "research_of",
     "resume_chat_reminders",
     "revoke_invite",
     "save_digest",
     "save_reflection",
+    "scoped_event_types",
     "search_archive",
     "set_agent_topic",
     "spending_since",

@@ -32,7 +32,7 @@ from typing import Any
 from ._model import validate_scope
 from ._schema import ensure_scope, lock_scope
 from ._store import Store
-from .errors import InvalidRecord
+from .errors import AlreadyDone, InvalidRecord
 
 __all__ = [
     "ACTIVE_PLANS",
@@ -228,9 +228,10 @@ def add_lesson(
     """Record a lesson, prune the agent's lessons to LESSON_LIMIT and update its traits.
 
     With ``feedback_id``, that feedback is marked learnt in the same transaction: a crash
-    leaves both or neither. A lesson with the same kind and text counts once more instead
-    of being stored twice. The returned lesson may already be pruned (a low one among
-    LESSON_LIMIT high ones).
+    leaves both or neither, and the mark is a compare-and-set (pending to learnt): feedback
+    another worker learnt meanwhile raises :class:`AlreadyDone` and nothing is written. A
+    lesson with the same kind and text counts once more instead of being stored twice.
+    The returned lesson may already be pruned (a low one among LESSON_LIMIT high ones).
     """
     _check(scope, agent)
     body = _text(text, "lesson")
@@ -240,6 +241,10 @@ def add_lesson(
     ts = _now(now)
     with store.transaction() as conn:
         ensure_scope(conn, scope, ts)
+        if feedback_id is not None and not conn.execute(
+            "UPDATE feedback SET status = 'learnt' WHERE scope = ? AND id = ? AND status = 'pending'", (scope, feedback_id)
+        ).rowcount:
+            raise AlreadyDone(f"feedback {feedback_id} of {scope} was already learnt (or is gone)")
         same = conn.execute(
             f"SELECT {_LESSON_COLUMNS} FROM lessons WHERE scope = ? AND agent = ? AND kind = ? AND text = ?",
             (scope, agent, kind, body),
@@ -259,9 +264,7 @@ def add_lesson(
                 (scope, agent, kind, importance, body, label, source, feedback_id, ts),
             ).fetchone()[0]
         if feedback_id is not None:
-            conn.execute(
-                "UPDATE feedback SET status = 'learnt', lesson_id = ? WHERE scope = ? AND id = ?", (new_id, scope, feedback_id)
-            )
+            conn.execute("UPDATE feedback SET lesson_id = ? WHERE scope = ? AND id = ?", (new_id, scope, feedback_id))
         # Traits count the lessons before pruning: the evidence is what was learnt.
         if label is not None:
             _update_traits(conn, scope, agent, label, ts)

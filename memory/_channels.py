@@ -39,7 +39,9 @@ __all__ = [
     "channel_cursor_of",
     "channel_message",
     "channel_stats",
+    "count_unseen_channel_messages",
     "pin_channel_message",
+    "pinned_channel_messages",
     "post_to_channel",
     "react_to_channel_message",
     "read_channel",
@@ -253,18 +255,61 @@ def channel_cursor_of(store: Store, scope: str, agent: str) -> int:
     return int(rows[0][0]) if rows else 0
 
 
+def _unseen_where(store: Store, scope: str, agent: str, names: Sequence[str]) -> tuple[str, list[Any]]:
+    marks = ",".join("?" * len(names))
+    return (
+        f"scope = ? AND id > ? AND channel IN ({marks}) AND agent != ?",
+        [scope, channel_cursor_of(store, scope, agent), *names, agent],
+    )
+
+
 def unseen_channel_messages(
-    store: Store, scope: str, agent: str, channels: Iterable[str], *, limit: int = 10
+    store: Store, scope: str, agent: str, channels: Iterable[str], *, limit: int = 10, newest: bool = False
 ) -> list[ChannelMessage]:
-    """Messages past the agent's channel cursor in ``channels``, written by others, oldest first."""
+    """Messages past the agent's channel cursor in ``channels``, written by others, oldest first.
+
+    ``newest``: the newest ``limit`` of them (what an awareness block shows first), else
+    the oldest ``limit``.
+    """
+    names = sorted(set(channels))
+    if not names:
+        return []
+    where, params = _unseen_where(store, scope, agent, names)
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM channel_messages WHERE {where} ORDER BY id {'DESC' if newest else 'ASC'} LIMIT ?",
+        (*params, int(limit)),
+    )
+    return _rows(store, scope, sorted(rows, key=lambda row: row[0]))
+
+
+def count_unseen_channel_messages(
+    store: Store, scope: str, agent: str, channels: Iterable[str], *, below: int, cap: int = 10_000
+) -> int:
+    """How many unseen messages of ``channels`` (see :func:`unseen_channel_messages`) have an id below ``below``."""
+    names = sorted(set(channels))
+    if not names:
+        return 0
+    where, params = _unseen_where(store, scope, agent, names)
+    return store.query(
+        f"SELECT count(*) FROM (SELECT 1 FROM channel_messages WHERE {where} AND id < ? LIMIT ?) AS bounded",
+        (*params, int(below), int(cap)),
+    )[0][0]
+
+
+def pinned_channel_messages(
+    store: Store, scope: str, channels: Iterable[str], *, not_by: str | None = None, limit: int = 20
+) -> list[ChannelMessage]:
+    """The pinned messages of ``channels`` (not those ``not_by`` wrote), newest first: they stay
+    visible in every awareness block while pinned, read or not."""
     names = sorted(set(channels))
     if not names:
         return []
     marks = ",".join("?" * len(names))
+    author, extra = (" AND agent != ?", [not_by]) if not_by is not None else ("", [])
     rows = store.query(
-        f"SELECT {_COLUMNS} FROM channel_messages WHERE scope = ? AND id > ? AND channel IN ({marks}) AND agent != ?"
-        " ORDER BY id LIMIT ?",
-        (scope, channel_cursor_of(store, scope, agent), *names, agent, int(limit)),
+        f"SELECT {_COLUMNS} FROM channel_messages WHERE scope = ? AND channel IN ({marks}) AND pinned = 1{author}"
+        " ORDER BY id DESC LIMIT ?",
+        (scope, *names, *extra, int(limit)),
     )
     return _rows(store, scope, rows)
 

@@ -2,25 +2,32 @@
 
 A claim says in plain language what is being done ("setting a reminder: call mom"), so a
 model can read it like the rest of its prompt. Acquire is one atomic upsert: it works
-between threads and between processes sharing one SQLite file, and exactly one of
-several racing holders gets the claim.
+between threads and between processes sharing one database, and exactly one of several
+racing holders gets the claim.
 
-The TTL is the only way a claim expires: no idle expiry, and nothing here deletes or
-shortens a live claim. Choose a TTL longer than the work; renew for longer work. A
-crashed holder never blocks for longer than its TTL. A holder name must be unique per
-worker (process and task): acquiring a claim one already holds renews it. Rows of
-expired claims stay until someone takes the key, the holder releases it, or the scope
-is erased; they are never returned as active.
+The TTL is the only way a claim of another machine expires: no idle expiry, and nothing
+here deletes or shortens a live claim. Choose a TTL longer than the work; renew for
+longer work (:class:`~._leases.ClaimLease` renews while the work runs). A crashed holder
+never blocks for longer than its TTL, and on its own machine not at all: a holder made
+by :func:`~._holders.process_holder` names its process (boot, pid namespace, pid, start
+time), and a claim whose process is gone (:func:`~._holders.holder_gone`) is free at
+once, to the restarted worker or anyone else there, by a compare-and-set on the dead
+holder's row. A live process's claim is never taken: its pid answers with its own start
+time. A holder name must be unique per worker (process and task): acquiring a claim one
+already holds renews it. Rows of expired claims stay until someone takes the key, the
+holder releases it, or the scope is erased; they are never returned as active.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._holders import holder_gone, machine_pattern
 from ._model import validate_scope
 from ._schema import ensure_scope
 from ._store import Store
@@ -34,11 +41,14 @@ __all__ = [
     "drop_expired_claim",
     "expired_claims",
     "get_claim",
+    "live_claims",
     "release_claim",
     "renew_claim",
 ]
 
 _COLUMNS = "scope, key, holder, note, acquired, expires"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +118,26 @@ def acquire_claim(
         )
         row = conn.execute(f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key = ?", (scope, key)).fetchone()
     claim = _row(row)
-    return claim if claim.holder == holder else None
+    if claim.holder == holder:
+        return claim
+    if holder_gone(claim.holder):
+        return _take_over(store, claim, holder, note=note, now=ts, expires=expires)
+    return None
+
+
+def _take_over(store: Store, dead: Claim, holder: str, *, note: str, now: float, expires: float) -> Claim | None:
+    """Take a claim whose holder's process is gone: a compare-and-set on the dead holder's
+    row, so of several workers taking it over at once exactly one gets it."""
+    with store.transaction() as conn:
+        changed = conn.execute(
+            "UPDATE claims SET holder = ?, note = ?, acquired = ?, expires = ?"
+            " WHERE scope = ? AND key = ? AND holder = ? AND expires = ?",
+            (holder, note, now, expires, dead.scope, dead.key, dead.holder, dead.expires),
+        ).rowcount
+    if not changed:
+        return None
+    log.info("claim %s of %s taken over from %s: its process is gone", dead.key, dead.scope, dead.holder)
+    return Claim(dead.scope, dead.key, holder, note, now, expires)
 
 
 def renew_claim(
@@ -121,7 +150,7 @@ def renew_claim(
     note: str | None = None,
     now: float | None = None,
 ) -> bool:
-    """Extend one's live claim to ``now + ttl`` (and change its note if given).
+    """Extend one's live claim to ``now + ttl`` (and change its note if given); never shortens it.
 
     False when the holder does not hold it or it has already expired: an expired claim
     may have been taken, so it is acquired again, not renewed.
@@ -131,7 +160,7 @@ def renew_claim(
     expires = ts + _ttl(ttl)
     with store.transaction() as conn:
         changed = conn.execute(
-            "UPDATE claims SET expires = ?, note = coalesce(?, note)"
+            f"UPDATE claims SET expires = {store.dialect.greatest('expires', '?')}, note = coalesce(?, note)"
             " WHERE scope = ? AND key = ? AND holder = ? AND expires > ?",
             (expires, note, scope, key, holder, ts),
         ).rowcount
@@ -149,19 +178,34 @@ def release_claim(store: Store, scope: str, key: str, holder: str) -> bool:
 
 
 def get_claim(store: Store, scope: str, key: str, *, now: float | None = None) -> Claim | None:
-    """The live claim on ``key`` in the scope, if any."""
+    """The live claim on ``key`` in the scope, if any (one whose process is gone is not live)."""
     rows = store.query(
         f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key = ? AND expires > ?", (scope, key, _now(now))
     )
-    return _row(rows[0]) if rows else None
+    claims = [_row(row) for row in rows]
+    return next((c for c in claims if not holder_gone(c.holder)), None)
 
 
 def active_claims(store: Store, scope: str, now: float | None = None) -> list[Claim]:
-    """The scope's live claims, oldest first."""
+    """The scope's live claims, oldest first (those whose process is gone are not live)."""
     rows = store.query(
         f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND expires > ? ORDER BY acquired, key", (scope, _now(now))
     )
-    return [_row(row) for row in rows]
+    return [claim for claim in map(_row, rows) if not holder_gone(claim.holder)]
+
+
+def live_claims(store: Store, *, scope: str | None = None, now: float | None = None, limit: int = 1000) -> list[Claim]:
+    """Live claims of one scope, or of every scope (``agents-hub claims``), oldest first.
+
+    Across scopes only when ``scope`` is None, for the operator's listing: the hub itself
+    always reads one scope's claims.
+    """
+    where, params = ("scope = ? AND ", [scope]) if scope is not None else ("", [])
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM claims WHERE {where}expires > ? ORDER BY acquired, scope, key LIMIT ?",
+        (*params, _now(now), int(limit)),
+    )
+    return [claim for claim in map(_row, rows) if not holder_gone(claim.holder)]
 
 
 def _starting(prefix: str) -> str:
@@ -179,22 +223,49 @@ def claims_of(store: Store, scope: str, *, prefix: str = "") -> list[Claim]:
 
 
 def expired_claims(store: Store, *, prefix: str = "", now: float | None = None, limit: int = 100) -> list[Claim]:
-    """Claims of every scope whose TTL ran out while still held (their holder never released them).
+    """Claims of every scope left by their holder: the TTL ran out while still held, or the
+    holder's process on this machine is gone. Soonest expiry first.
 
     Across scopes on purpose, like ``due_reminders``: recovery is global. ``prefix``
     filters keys (``"message:"`` finds answers that were in flight).
     """
+    ts = _now(now)
     rows = store.query(
         f"SELECT {_COLUMNS} FROM claims WHERE expires <= ? AND key LIKE ? ORDER BY expires LIMIT ?",
-        (_now(now), _starting(prefix), int(limit)),
+        (ts, _starting(prefix), int(limit)),
     )
-    return [_row(row) for row in rows]
+    found = [_row(row) for row in rows]
+    pattern = machine_pattern()
+    if pattern is not None:
+        # Live claims whose holder says it ran here: few (work in flight), checked one by one.
+        local = store.query(
+            f"SELECT {_COLUMNS} FROM claims WHERE expires > ? AND key LIKE ? AND holder LIKE ? ORDER BY expires LIMIT ?",
+            (ts, _starting(prefix), pattern, int(limit)),
+        )
+        found += [claim for claim in map(_row, local) if holder_gone(claim.holder)]
+    return sorted(found, key=lambda claim: claim.expires)[: int(limit)]
 
 
 def drop_expired_claim(store: Store, scope: str, key: str, *, now: float | None = None) -> bool:
-    """Delete a claim only if its TTL has run out (a live claim is never touched)."""
+    """Delete a claim only if it was left by its holder (its TTL ran out, or its process is gone).
+
+    A live claim is never touched: the delete is conditional on the row read.
+    """
+    ts = _now(now)
+    rows = store.query(f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key = ?", (scope, key))
+    if not rows:
+        return False
+    claim = _row(rows[0])
     with store.transaction() as conn:
-        removed = conn.execute(
-            "DELETE FROM claims WHERE scope = ? AND key = ? AND expires <= ?", (scope, key, _now(now))
-        ).rowcount
+        if claim.expires <= ts:
+            removed = conn.execute(
+                "DELETE FROM claims WHERE scope = ? AND key = ? AND expires <= ?", (scope, key, ts)
+            ).rowcount
+        elif holder_gone(claim.holder):
+            removed = conn.execute(
+                "DELETE FROM claims WHERE scope = ? AND key = ? AND holder = ? AND expires = ?",
+                (scope, key, claim.holder, claim.expires),
+            ).rowcount
+        else:
+            removed = 0
     return removed > 0

@@ -15,12 +15,14 @@ Both tables are scoped and erased with the scope.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._data import VaultItem, add_vault_item, list_vault_items
+from ._data import VaultItem, add_vault_item, get_vault_item, list_vault_items
 from ._model import validate_scope
 from ._schema import ensure_scope
 from ._store import Store
@@ -42,6 +44,7 @@ __all__ = [
     "list_knowledge",
     "messages_after",
     "record_digest_failure",
+    "research_of",
     "save_digest",
     "save_reflection",
 ]
@@ -50,6 +53,8 @@ DIGEST_KINDS = ("full", "incremental", "full_recompact")
 # What a call can get: the four paths of a digest, or none at all.
 DIGEST_PATHS = ("cached", "incremental", "full", "full_recompact", "none")
 KNOWLEDGE_KIND = "knowledge"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,19 +71,42 @@ class DigestLine:
         return {"text": self.text, "sources": list(self.sources), "ts": self.ts, "who": self.who, "score": round(self.score, 4)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DigestLine:
+    def from_json(cls, data: Any) -> DigestLine:
+        """A stored line, checked: raises InvalidRecord (saying what is wrong) for anything else.
+
+        A line is text with the ids of its source messages and their time: a number, a
+        line without sources or without a time (it would be dated 1 January 1970) is not one.
+        """
+        if not isinstance(data, dict):
+            raise InvalidRecord(f"a digest line is an object, not {type(data).__name__} {data!r:.40}")
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidRecord(f"a digest line needs its text, not {text!r:.40}")
+        sources = data.get("sources")
+        if not isinstance(sources, list) or not sources or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in sources):
+            raise InvalidRecord(f"a digest line needs the ids of its source messages, not {sources!r:.40}")
+        ts = data.get("ts")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
+            raise InvalidRecord(f"a digest line needs the time of its sources, not {ts!r:.40}")
+        who = data.get("who")
+        score = data.get("score")
         return cls(
-            text=str(data["text"]),
-            sources=tuple(int(i) for i in data.get("sources") or ()),
-            ts=float(data.get("ts") or 0.0),
-            who=data.get("who"),
-            score=float(data.get("score") or 0.0),
+            text=text,
+            sources=tuple(sources),
+            ts=float(ts),
+            who=who if isinstance(who, str) and who else None,
+            score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score) else 0.0,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Digest:
-    """The scope's digest; ``version`` 0 means none was made yet (only failures counted)."""
+    """The scope's digest; ``version`` 0 means none was made yet (only failures counted).
+
+    ``broken`` says why the stored lines could not be read (corrupt or wrong-shaped):
+    such a digest has no lines, is never shown, and is rebuilt from the messages at the
+    next compaction. Unreadable counters (``stats``) only start again from zero.
+    """
 
     scope: str
     lines: tuple[DigestLine, ...] = ()
@@ -90,39 +118,74 @@ class Digest:
     made: float = 0.0
     folds: int = 0  # incremental folds since the last full build
     stats: dict[str, Any] = field(default_factory=dict)
+    broken: str = ""
 
     @property
     def exists(self) -> bool:
-        return self.version > 0 and bool(self.lines)
+        return self.version > 0 and bool(self.lines) and not self.broken
 
 
 _DIGEST_COLUMNS = "scope, lines, upto_id, covered, version, kind, mode, made, folds, stats"
 
 
+def _number(value: Any, kind: type[int] | type[float]) -> int | float:
+    """A stored counter or time, as a number (0 when the column holds something else)."""
+    try:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return kind(0)
+    return number if math.isfinite(number) else kind(0)
+
+
 def _digest_row(row: Sequence[Any]) -> Digest:
+    """The stored row, checked line by line; a row that does not read is returned ``broken``, never raised."""
+    try:
+        stats = json.loads(row[9] or "{}")
+    except ValueError:
+        stats = None
+    if not isinstance(stats, dict):  # counters only: they start again, the lines stay usable
+        log.warning("the digest counters of %s are unreadable; they start again from zero", row[0])
+        stats = {}
+    broken, lines = "", ()
+    try:
+        raw = json.loads(row[1] or "[]")
+        if not isinstance(raw, list):
+            raise InvalidRecord(f"the lines are {type(raw).__name__}, not a list")
+        lines = tuple(DigestLine.from_json(item) for item in raw)
+    except (ValueError, InvalidRecord) as exc:  # json's errors are ValueErrors
+        broken, lines = str(exc), ()
     return Digest(
         scope=row[0],
-        lines=tuple(DigestLine.from_json(item) for item in json.loads(row[1] or "[]")),
-        upto_id=int(row[2]),
-        covered=int(row[3]),
-        version=int(row[4]),
-        kind=row[5],
-        mode=row[6],
-        made=float(row[7]),
-        folds=int(row[8]),
-        stats=json.loads(row[9] or "{}"),
+        lines=lines,
+        upto_id=int(_number(row[2], int)),
+        covered=int(_number(row[3], int)),
+        version=int(_number(row[4], int)),
+        kind=row[5] if row[5] in DIGEST_KINDS else "",
+        mode=str(row[6] or ""),
+        made=float(_number(row[7], float)),
+        folds=int(_number(row[8], int)),
+        stats=stats,
+        broken=broken,
     )
 
 
 def get_digest(store: Store, scope: str) -> Digest | None:
-    """The scope's digest row (with its counters), or None when nothing was ever tried."""
+    """The scope's digest row (with its counters), or None when nothing was ever tried.
+
+    Never raises for what the row holds: a row that does not read comes back ``broken``.
+    """
     rows = store.query(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,))
     return _digest_row(rows[0]) if rows else None
 
 
+def _count(stats: dict[str, Any], name: str) -> int:
+    """A counter of ``stats`` (0 when absent or not a number: the counters never break a read)."""
+    return int(_number(stats.get(name, 0), int))
+
+
 def _bump(stats: dict[str, Any], usage: dict[str, int] | None) -> None:
     for name, value in (usage or {}).items():
-        stats[name] = int(stats.get(name, 0)) + int(value or 0)
+        stats[name] = _count(stats, name) + int(value or 0)
 
 
 def save_digest(
@@ -137,12 +200,15 @@ def save_digest(
     now: float | None = None,
     usage: dict[str, int] | None = None,
     expect_version: int | None = None,
+    failure: str | None = None,
 ) -> Digest | None:
     """Store a new version of the scope's digest; None when ``expect_version`` is stale.
 
     ``usage`` adds to the cumulative counters (``model_calls``, ``prompt_tokens``,
     ``completion_tokens``). ``expect_version`` makes the write conditional: a compaction
     that started from version v never overwrites a v+1 another worker wrote meanwhile.
+    ``failure``: this version is a fallback (the model failed and there was no digest to
+    keep): the failure is counted as well.
     """
     validate_scope(scope)
     if kind not in DIGEST_KINDS:
@@ -157,8 +223,11 @@ def save_digest(
             return None
         stats = dict(old.stats)
         _bump(stats, usage)
-        stats[kind] = int(stats.get(kind, 0)) + 1
+        stats[kind] = _count(stats, kind) + 1
         stats.pop("retry_after", None)
+        if failure is not None:
+            stats["failed"] = _count(stats, "failed") + 1
+            stats["last_failure"] = failure[:200]
         folds = old.folds + 1 if kind == "incremental" else 0
         conn.execute(
             "INSERT INTO digests(scope, lines, upto_id, covered, version, kind, mode, made, folds, stats)"
@@ -193,7 +262,7 @@ def record_digest_failure(
         row = conn.execute(f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,)).fetchone()
         stats = dict(_digest_row(row).stats) if row else {}
         _bump(stats, usage)
-        stats["failed"] = int(stats.get("failed", 0)) + 1
+        stats["failed"] = _count(stats, "failed") + 1
         stats["last_failure"] = reason[:200]
         stats["retry_after"] = int(retry_after)
         conn.execute(
@@ -242,11 +311,12 @@ def digest_usage(store: Store, scope: str) -> dict[str, Any]:
         "paths": paths,
         "version": digest.version if digest else 0,
         "lines": len(digest.lines) if digest else 0,
-        "compactions": {kind: int(stats.get(kind, 0)) for kind in DIGEST_KINDS},
-        "failed": int(stats.get("failed", 0)),
-        "model_calls": int(stats.get("model_calls", 0)),
-        "prompt_tokens": int(stats.get("prompt_tokens", 0)),
-        "completion_tokens": int(stats.get("completion_tokens", 0)),
+        "compactions": {kind: _count(stats, kind) for kind in DIGEST_KINDS},
+        "failed": _count(stats, "failed"),
+        "model_calls": _count(stats, "model_calls"),
+        "prompt_tokens": _count(stats, "prompt_tokens"),
+        "completion_tokens": _count(stats, "completion_tokens"),
+        "broken": digest.broken if digest else "",
     }
 
 
@@ -282,12 +352,21 @@ def save_reflection(
     event_upto: int,
     now: float,
     usage: dict[str, int] | None = None,
-) -> ReflectionState:
-    """Move the watermark (never back) and add ``usage`` to the counters (runs, fragments, model calls, tokens)."""
+    expect: tuple[int, int] | None = None,
+) -> ReflectionState | None:
+    """Move the watermark (never back) and add ``usage`` to the counters (runs, fragments, model calls, tokens).
+
+    ``expect`` (message_upto, event_upto) makes the move a compare-and-set: None, and
+    nothing written, when the stored watermark is no longer where the run read it (another
+    worker reflected those episodes meanwhile). Call it in the transaction that keeps the
+    episode's fragments, first: the fragments go only where the watermark moved.
+    """
     validate_scope(scope)
     with store.transaction() as conn:
         ensure_scope(conn, scope, now)
         old = get_reflection(store, scope)
+        if expect is not None and (old.message_upto, old.event_upto) != (int(expect[0]), int(expect[1])):
+            return None
         stats = dict(old.stats)
         _bump(stats, usage)
         conn.execute(
@@ -301,7 +380,12 @@ def save_reflection(
 
 @dataclass(frozen=True, slots=True)
 class Knowledge:
-    """A knowledge fragment: 1–2 sentences distilled from older episodes, with its importance."""
+    """A knowledge fragment: 1–2 sentences distilled from older episodes or found by a request.
+
+    ``agent``: the agent whose research it is (a request it answered found it); None for
+    reflection's fragments, which belong to the whole scope. ``vault``: notes and emails
+    it came from; ``reply``: the reply that found it.
+    """
 
     id: int
     scope: str
@@ -311,19 +395,30 @@ class Knowledge:
     events: tuple[int, ...]
     ts: float  # the end of the episode it came from
     mode: str = ""
+    agent: str | None = None
+    vault: tuple[int, ...] = ()
+    reply: int | None = None
+
+
+def _ids(value: Any) -> tuple[int, ...]:
+    return tuple(int(i) for i in value if isinstance(i, int) and not isinstance(i, bool)) if isinstance(value, list) else ()
 
 
 def _knowledge(item: VaultItem) -> Knowledge:
-    meta = item.meta
+    meta = item.meta if isinstance(item.meta, dict) else {}
+    reply = meta.get("reply")
     return Knowledge(
         id=item.id,
         scope=item.scope,
         text=item.body,
-        importance=float(meta.get("importance", 0.0)),
-        messages=tuple(int(i) for i in meta.get("messages") or ()),
-        events=tuple(int(i) for i in meta.get("events") or ()),
+        importance=float(_number(meta.get("importance", 0.0), float)),
+        messages=_ids(meta.get("messages")),
+        events=_ids(meta.get("events")),
         ts=item.updated,
         mode=str(meta.get("mode", "")),
+        agent=item.agent,
+        vault=_ids(meta.get("vault")),
+        reply=reply if isinstance(reply, int) and not isinstance(reply, bool) else None,
     )
 
 
@@ -335,24 +430,62 @@ def add_knowledge(
     importance: float,
     messages: Sequence[int] = (),
     events: Sequence[int] = (),
+    vault: Sequence[int] = (),
     ts: float,
     mode: str = "",
-) -> Knowledge:
-    """Keep a fragment in the scope's vault (kind ``knowledge``): archive search finds it."""
-    if not messages and not events:
+    agent: str | None = None,
+    reply: int | None = None,
+) -> Knowledge | None:
+    """Keep a fragment in the scope's vault (kind ``knowledge``): archive search finds it.
+
+    With ``agent`` it is that agent's research too (:func:`research_of`). With ``reply``,
+    a reply keeps at most one fragment: None when it already has one (the work after a
+    reply may run again after a pause).
+    """
+    if not messages and not events and not vault:
         raise InvalidRecord("a knowledge fragment needs the ids of its sources")
-    meta = {
+    meta: dict[str, Any] = {
         "importance": round(min(1.0, max(0.0, float(importance))), 3),
         "messages": [int(i) for i in messages],
         "events": [int(i) for i in events],
         "mode": mode,
     }
-    item = add_vault_item(
-        store, scope, KNOWLEDGE_KIND, text, meta=meta, source_message=int(messages[0]) if messages else None, now=ts
-    )
+    if vault:
+        meta["vault"] = [int(i) for i in vault]
+    if reply is not None:
+        meta["reply"] = int(reply)
+    with store.transaction() as conn:
+        if reply is not None:
+            ensure_scope(conn, scope, ts)  # serialises the check and the insert per scope
+            found = conn.execute(
+                f"SELECT 1 FROM vault WHERE scope = ? AND kind = ? AND {store.dialect.json_number('meta', 'reply')} = ? LIMIT 1",
+                (scope, KNOWLEDGE_KIND, int(reply)),
+            ).fetchone()
+            if found:
+                return None
+        item = add_vault_item(
+            store,
+            scope,
+            KNOWLEDGE_KIND,
+            text,
+            meta=meta,
+            agent=agent,
+            source_message=int(messages[0]) if messages else None,
+            now=ts,
+        )
     return _knowledge(item)
 
 
 def list_knowledge(store: Store, scope: str, *, limit: int = 1000) -> list[Knowledge]:
     """The scope's knowledge fragments, newest first."""
     return [_knowledge(item) for item in list_vault_items(store, scope, KNOWLEDGE_KIND, limit=limit)]
+
+
+def research_of(store: Store, scope: str, agent: str, *, limit: int = 5) -> list[Knowledge]:
+    """``agent``'s research in the scope: what its requests found, with the sources, newest first (seed 000)."""
+    rows = store.query(
+        "SELECT id FROM vault WHERE scope = ? AND kind = ? AND agent = ? ORDER BY updated DESC, id DESC LIMIT ?",
+        (scope, KNOWLEDGE_KIND, agent, int(limit)),
+    )
+    found = [get_vault_item(store, scope, row[0], KNOWLEDGE_KIND) for row in rows]
+    return [_knowledge(item) for item in found if item is not None]

@@ -6,7 +6,15 @@ nothing of ours, so its errors live here.
 
 from __future__ import annotations
 
-__all__ = ["DuplicateMessage", "InvalidEvent", "InvalidRecord", "InvalidScope", "StoreError", "UnknownEventType"]
+__all__ = [
+    "AlreadyDone",
+    "DuplicateMessage",
+    "InvalidEvent",
+    "InvalidRecord",
+    "InvalidScope",
+    "StoreError",
+    "UnknownEventType",
+]
 
 
 class StoreError(Exception):
@@ -31,3 +39,8 @@ class InvalidEvent(InvalidRecord):
 
 class UnknownEventType(InvalidEvent):
     """An event names a type nobody registered; the message names it."""
+
+
+class AlreadyDone(StoreError):
+    """A compare-and-set found the work done by another worker meanwhile (feedback already
+    learnt): nothing was written."""

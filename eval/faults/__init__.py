@@ -43,6 +43,18 @@ small versions (``tests/test_faults.py``); the command runs the heavy ones:
 ``fail_open``
     search raising, the facts block raising, fact extraction raising: the agent still
     answers without that part of its context, and the failure is logged.
+``memory_tables``
+    each memory table (claims, events, cursors, channels, lessons, feedback, digests,
+    reflections, facts) unusable in turn under a running hub, on SQLite and PostgreSQL:
+    every message answered once (the answer claim fails open too), the failure logged,
+    the operator's commands one line each, never a traceback (:mod:`.tables`).
+``reflection_ttl``
+    reflection runs outlasting their claim's TTL, three worker processes (one with its
+    clock 901 s ahead): no episode kept twice or lost (:mod:`.background`).
+``busy_scope``
+    a backlog and a burst of events before every call: the live claim and the newest item
+    lead the awareness block, the pin stays, nothing passed over uncounted or shown
+    again (:mod:`.busy`).
 ``worker_kills``
     three real webhook workers on one PostgreSQL database answer chats that keep writing,
     behind a round-robin dispatcher that re-posts what a worker refused; one worker is
@@ -71,7 +83,8 @@ first failure). The loopback OpenAI fake is the test suite's (``tests/fakes``): 
 scenarios that use it need a source checkout.
 
 Layout: one module per family of scenarios (``crashes``, ``concurrency``, ``model``,
-``hostile``, ``isolation``, ``fail_open``, ``coordination``, ``workers``, ``maildir``),
+``hostile``, ``isolation``, ``fail_open``, ``tables``, ``coordination``, ``background``,
+``busy``, ``workers``, ``maildir``; ``_backends`` runs one on SQLite and PostgreSQL),
 each with its ``SCENARIOS``; ``_outcome`` (what a scenario reports), ``_harness`` (the
 pieces they share) and ``_suite`` (the registry, the run, the report, the command).
 """
@@ -95,6 +108,8 @@ from ._outcome import (
     Scenario,
 )
 from ._suite import REGISTRY, SCENARIOS, faults_command, format_faults, run_faults
+from .background import reflection_ttl
+from .busy import busy_scope
 from .concurrency import concurrency, first_open
 from .coordination import event_cursors, two_processes
 from .crashes import crash_handle, crash_import
@@ -102,6 +117,7 @@ from .fail_open import fail_open
 from .hostile import HostileProbe, hostile_input, hostile_text, huge_message
 from .isolation import isolation
 from .model import FaultCase, fault_cases, model_faults
+from .tables import memory_tables
 from .workers import worker_kills
 
 __all__ = [
@@ -124,6 +140,7 @@ __all__ = [
     "HostileProbe",
     "Outcome",
     "Scenario",
+    "busy_scope",
     "concurrency",
     "crash_handle",
     "crash_import",
@@ -139,7 +156,9 @@ __all__ = [
     "huge_message",
     "isolation",
     "make_hub",
+    "memory_tables",
     "model_faults",
+    "reflection_ttl",
     "run_faults",
     "two_processes",
     "worker_kills",

@@ -15,6 +15,8 @@ import click
 
 from .._report import format_table, write_json
 from . import (
+    background,
+    busy,
     concurrency,
     coordination,
     crashes,
@@ -23,6 +25,7 @@ from . import (
     isolation,
     maildir,
     model,
+    tables,
     workers,
 )
 from ._outcome import (
@@ -43,7 +46,10 @@ REGISTRY: dict[str, Scenario] = {
     **hostile.SCENARIOS,
     **isolation.SCENARIOS,
     **fail_open.SCENARIOS,
+    **tables.SCENARIOS,
     **coordination.SCENARIOS,
+    **background.SCENARIOS,
+    **busy.SCENARIOS,
     **workers.SCENARIOS,
     **maildir.SCENARIOS,
 }

@@ -71,10 +71,16 @@ def show_command(ctx: click.Context, scope: str, as_json: bool) -> None:
                 "section_tokens": keeper.tokenizer.count(section),
                 "usage": usage,
                 "last_failure": (digest.stats.get("last_failure") if digest else None),
+                "broken": digest.broken if digest else "",
             }
         )
         return
-    if not made or digest is None:
+    if digest is not None and digest.broken:
+        click.echo(
+            f"the stored digest of {scope} is broken ({digest.broken}); it is never shown to an agent and is rebuilt"
+            f" from the messages at the next compaction (now: agents-hub digest compact --scope {scope} --force)"
+        )
+    elif not made or digest is None:
         click.echo(f"no digest for {scope} yet (it is made once {settings.digest_every} messages have left the {settings.window}-message window)")
     else:
         click.echo(
@@ -115,10 +121,12 @@ def compact_command(ctx: click.Context, scope: str, force: bool, as_json: bool) 
     report = asyncio.run(cast("DigestKeeper", keeper).compact(scope, hub.holder, force=force))
     if as_json:
         echo_json(asdict(report))
-        return
-    click.echo(f"{report.outcome}" + (f" ({report.kind}), version {report.version}, {report.lines} lines" if report.outcome == "compacted" else ""))
-    if report.reason:
-        click.echo(f"reason: {report.reason}")
+    else:
+        click.echo(f"{report.outcome}" + (f" ({report.kind}), version {report.version}, {report.lines} lines" if report.outcome == "compacted" else ""))
+        if report.reason:
+            click.echo(f"reason: {report.reason}")
+    if report.outcome == "failed":
+        ctx.exit(1)  # scripts see that the cached digest was kept
 
 
 @click.command("reflect")
@@ -139,13 +147,15 @@ def reflect_command(ctx: click.Context, scope: str, now_text: str | None, as_jso
     report = cast("ReflectReport", asyncio.run(reflector.reflect(scope, hub.holder, now=now)))
     if as_json:
         echo_json(asdict(report))
-        return
-    click.echo(
-        f"{report.outcome}: {report.fragments} fragments from {report.episodes} episodes"
-        f" ({report.messages} messages, {report.events} events)"
-    )
-    if report.reason:
-        click.echo(f"reason: {report.reason}")
+    else:
+        click.echo(
+            f"{report.outcome}: {report.fragments} fragments from {report.episodes} episodes"
+            f" ({report.messages} messages, {report.events} events)"
+        )
+        if report.reason:
+            click.echo(f"reason: {report.reason}")
+    if report.outcome == "failed":
+        ctx.exit(1)  # what was reflected before the failure is kept; the next run resumes there
 
 
 @click.group("knowledge")

@@ -13,10 +13,11 @@ from scopehub.memory import (
     Event,
     emit_event,
     events_after,
-    latest_events,
     recent_events,
     summarize_event,
 )
+
+OPERATOR = "operator"  # the console's writes are attributed to it (hub.console.app.OPERATOR)
 
 __all__ = ["events_group"]
 
@@ -54,10 +55,8 @@ def list_command(
     store = store_of(ctx, must_exist=True)
     if after is not None:
         events = events_after(store, scope, after, limit=limit, types=types or None, agent=agent)
-    elif agent is None and not types:
-        events = recent_events(store, scope, limit=limit)  # targeted ones too: it is the person's log
-    else:
-        events = latest_events(store, scope, agents=[agent] if agent else None, types=types or None, limit=limit)
+    else:  # the newest, targeted ones too: it is the person's log
+        events = recent_events(store, scope, limit=limit, agent=agent, types=types or None)
     if as_json:
         echo_json([_as_json(e) for e in events])
         return
@@ -78,7 +77,17 @@ def list_command(
 @json_option
 @click.pass_context
 def emit_command(ctx: click.Context, scope: str, agent: str, type_: str, payload: str, target: str | None, as_json: bool) -> None:
-    """Append one event (validated against its type; a bad payload is refused, naming the field)."""
+    """Append one event (validated against its type; a bad payload is refused, naming the field).
+
+    The emitting agent and the target must be agents of this hub (or the console's
+    ``operator``): an event from a misspelt name would reach nobody's awareness as meant.
+    """
+    from scopehub.agents import discover_agents
+
+    known = [*discover_agents().names, OPERATOR]
+    for value, hint in ((agent, "--agent"), (target, "--target")):
+        if value is not None and value not in known:
+            raise click.BadParameter(f"unknown agent {value!r}; agents: {', '.join(known)}", param_hint=hint)
     try:
         data = json.loads(payload)
     except json.JSONDecodeError as exc:

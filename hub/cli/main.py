@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from scopehub.hub.cli.faults import fault_line
 from scopehub.hub.cli.options import echo_json, hub_of, json_option, scope_option, store_of
 from scopehub.hub.commands import plural
 from scopehub.hub.errors import HubError
@@ -54,6 +55,7 @@ class LazyGroup(click.Group):
         "search": "scopehub.hub.cli.search:search_command",
         "dispatch": "scopehub.hub.transports.maildir.cli:dispatch_group",
         "events": "scopehub.hub.cli.events:events_group",
+        "claims": "scopehub.hub.cli.claims:claims_command",
         "chat": "scopehub.hub.cli.chat:chat_command",
         "telegram": "scopehub.hub.cli.telegram:telegram_command",
         "channels": "scopehub.hub.cli.team:channels_group",
@@ -274,6 +276,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        # A database or file fault (locked, read-only, disk full, connection lost) is one
+        # line for people, never a traceback; anything else is a bug and shows as one.
+        line = fault_line(exc)
+        if line is None:
+            raise
+        click.echo(f"error: {line}", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

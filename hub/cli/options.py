@@ -29,6 +29,11 @@ def settings_of(ctx: click.Context) -> Settings:
             overrides["db"] = obj["db"]
         obj["settings"] = load_settings(**overrides)
         logging.basicConfig(level=obj["settings"].log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        from scopehub.hub.cli.faults import FaultLineFormatter
+
+        for handler in logging.getLogger().handlers:  # a fault survived is one line, not a stack
+            if type(handler.formatter) is logging.Formatter:
+                handler.setFormatter(FaultLineFormatter(handler.formatter._fmt))
     return obj["settings"]
 
 

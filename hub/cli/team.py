@@ -109,18 +109,22 @@ def memory_group() -> None:
 @click.pass_context
 def memory_show(ctx: click.Context, scope: str, agent: str, as_json: bool) -> None:
     """What AGENT keeps about itself in the scope, and the lessons section its calls get."""
-    from scopehub.hub.context.lessons import render_lessons
+    import time
+
     from scopehub.hub.context.tokens import get_tokenizer
     from scopehub.hub.lessons import format_memory
+    from scopehub.hub.orchestrator._sections import lessons_section
     from scopehub.memory import agent_memory
 
     registry, _ = _catalogue()
     if agent not in registry:
         raise click.BadParameter(f"unknown agent {agent!r}; agents: {', '.join(registry.names)}", param_hint="--agent")
-    memory = agent_memory(store_of(ctx, must_exist=True), scope, agent)
+    store = store_of(ctx, must_exist=True)
+    memory = agent_memory(store, scope, agent)
     tokenizer = get_tokenizer()
     budget = settings_of(ctx).lessons_tokens
-    section = render_lessons(memory, tokenizer=tokenizer, budget=budget)
+    # What the calls get: the memory with the agent's record and research, as the hub reads it.
+    section = lessons_section(store, scope, agent, tokenizer=tokenizer, budget=budget, now=time.time())
     if as_json:
 
         def rows(items: Any) -> list[dict[str, Any]]:

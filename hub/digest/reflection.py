@@ -8,9 +8,11 @@ their sources: by the model (checked like digest lines) or, without one, extract
 (the episode's most salient sentences). Fragments are vault items of kind ``knowledge``:
 ``search_memory`` finds them, ranked by relevance weighted by importance.
 
-It runs under the scope's ``reflect`` claim, so two workers never reflect one scope at
-once; each episode's fragments and the watermark move in one transaction, so a crash
-never reflects an episode twice. Fail-open: a model failure stops the run where it is
+It runs under the scope's ``reflect`` claim, renewed while the run goes on, so two
+workers never reflect one scope at once; each episode's fragments and the watermark move
+in one transaction, the watermark by a compare-and-set, so neither a crash nor a second
+run that got the claim anyway (its clock ahead, the first one's loop blocked past the
+TTL) ever keeps an episode twice. Fail-open: a model failure stops the run where it is
 (the next run resumes there) and nothing else is affected.
 """
 
@@ -27,13 +29,14 @@ from scopehub.hub.digest.extractive import speaker
 from scopehub.hub.digest.service import REFLECT_CLAIM, BackgroundMemoryJob
 from scopehub.hub.digest.text import Salience, SourceText, content_words, date_label, sentences
 from scopehub.memory import (
+    ClaimLease,
+    ClaimLost,
     Event,
     Message,
-    acquire_claim,
+    ReflectionState,
     add_knowledge,
     events_after,
     get_reflection,
-    release_claim,
     save_reflection,
     summarize_event,
 )
@@ -50,6 +53,10 @@ MAX_ITEMS = 5000  # messages (and as many events) per run; the next run goes on
 IMPORTANCE_HALF = 4.0  # the salience that maps to importance 0.5 (extractive)
 SHORT_SENTENCE = 10  # words: a sentence this short takes its message's next sentence along
 STATS_MESSAGES = 2000
+
+
+class _Overtaken(ClaimLost):
+    """Another worker reflected the episode this run was about to keep."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,16 +164,29 @@ class Reflector(BackgroundMemoryJob):
         return reports
 
     async def reflect(self, scope: str, holder: str, *, now: float | None = None) -> ReflectReport:
-        """Distill the scope's unreflected messages and events older than ``HUB_REFLECT_AFTER_DAYS``."""
+        """Distill the scope's unreflected messages and events older than ``HUB_REFLECT_AFTER_DAYS``.
+
+        Under the scope's ``reflect`` claim, renewed while the run goes on (a long run on a
+        slow model outlasts any TTL fixed in advance); each episode's fragments are kept
+        only where the watermark is still where this run read it (a compare-and-set), so
+        a second run that got the claim anyway never keeps an episode twice.
+        """
         now = self.clock() if now is None else float(now)
-        ttl = max(self.settings.claim_ttl, 900.0)
-        if acquire_claim(self.store, scope, REFLECT_CLAIM, holder, note="hub: reflecting on older messages", ttl=ttl, now=now) is None:
-            log.info("reflection of %s is held by another worker; skipping", scope)
-            return ReflectReport(scope, "busy")
-        try:
-            return await self._reflect(scope, now)
-        finally:
-            release_claim(self.store, scope, REFLECT_CLAIM, holder)
+        offset = now - self.clock()  # a run "as of" another time keeps its claim on that clock
+        lease = ClaimLease(
+            self.store,
+            scope,
+            REFLECT_CLAIM,
+            holder,
+            note="hub: reflecting on older messages",
+            ttl=self.settings.claim_ttl,
+            clock=lambda: self.clock() + offset,
+        )
+        async with lease:
+            if not lease.held:
+                log.info("reflection of %s is held by another worker; skipping", scope)
+                return ReflectReport(scope, "busy")
+            return await self._reflect(scope, now, lease)
 
     def _older(self, scope: str, cutoff: float) -> tuple[list[Message], list[Event]]:
         state = get_reflection(self.store, scope)
@@ -182,7 +202,7 @@ class Reflector(BackgroundMemoryJob):
             events.append(event)
         return messages, events
 
-    async def _reflect(self, scope: str, now: float) -> ReflectReport:
+    async def _reflect(self, scope: str, now: float, lease: ClaimLease) -> ReflectReport:
         cutoff = now - self.settings.reflect_after_days * 86400
         messages, events = self._older(scope, cutoff)
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
@@ -192,41 +212,63 @@ class Reflector(BackgroundMemoryJob):
             salience = Salience().add(
                 m.text for m in self.store.window(scope, STATS_MESSAGES, up_to=messages[-1].id if messages else None)
             )
+            mark = get_reflection(self.store, scope)
             for episode_messages, episode_events in _episodes(messages, events):
                 try:
                     if self.mode == "extractive":
                         fragments = extractive_fragments(episode_messages, episode_events, salience, self.zone)
                     else:
                         fragments = await self._by_model(episode_messages, episode_events, usage)
+                    lease.still_held()
+                    mark = self._keep(scope, mark, episode_messages, episode_events, fragments, now)
+                except ClaimLost as exc:  # another worker took over: it goes on from where the watermark is
+                    report.outcome, report.reason = "busy", str(exc)
+                    log.info("reflection of %s stopped: %s", scope, report.reason)
+                    break
                 except Exception as exc:  # fail-open: keep what was done, resume here next run
                     report.outcome, report.reason = "failed", f"{type(exc).__name__}: {exc}"
                     log.warning("reflection of %s stopped: %s", scope, report.reason)
                     break
-                with self.store.transaction():
-                    for fragment in fragments:
-                        add_knowledge(
-                            self.store,
-                            scope,
-                            fragment.text,
-                            importance=fragment.importance,
-                            messages=fragment.messages,
-                            events=fragment.events,
-                            ts=fragment.ts,
-                            mode=self.mode,
-                        )
-                    save_reflection(
-                        self.store,
-                        scope,
-                        message_upto=max((m.id for m in episode_messages), default=0),
-                        event_upto=max((e.id for e in episode_events), default=0),
-                        now=now,
-                        usage={"fragments": len(fragments)},
-                    )
                 report.episodes += 1
                 report.fragments += len(fragments)
         save_reflection(self.store, scope, message_upto=0, event_upto=0, now=now, usage={"runs": 1, **usage})
         log.info("reflection of %s: %d fragments from %d episodes", scope, report.fragments, report.episodes)
         return report
+
+    def _keep(
+        self,
+        scope: str,
+        mark: ReflectionState,
+        messages: Sequence[Message],
+        events: Sequence[Event],
+        fragments: Sequence[Fragment],
+        now: float,
+    ) -> ReflectionState:
+        """One transaction: move the watermark past the episode (compare-and-set), then keep its fragments."""
+        with self.store.transaction():
+            moved = save_reflection(
+                self.store,
+                scope,
+                message_upto=max((m.id for m in messages), default=0),
+                event_upto=max((e.id for e in events), default=0),
+                now=now,
+                usage={"fragments": len(fragments)},
+                expect=(mark.message_upto, mark.event_upto),
+            )
+            if moved is None:
+                raise _Overtaken("another worker reflected these episodes meanwhile")
+            for fragment in fragments:
+                add_knowledge(
+                    self.store,
+                    scope,
+                    fragment.text,
+                    importance=fragment.importance,
+                    messages=fragment.messages,
+                    events=fragment.events,
+                    ts=fragment.ts,
+                    mode=self.mode,
+                )
+        return moved
 
     async def _by_model(self, messages: Sequence[Message], events: Sequence[Event], usage: dict[str, int]) -> list[Fragment]:
         assert self.model is not None

@@ -16,8 +16,11 @@ once. Each call records the path its digest took:
   and the window's raw messages are all the agent sees of the past.
 
 Fail-open: a compaction that times out, errs or writes untraceable lines keeps the
-cached digest (counted as ``failed``); reading the digest for a call that fails means no
-section and a log line.
+cached digest (counted as ``failed``); with no digest to keep, the extractive digest
+(sentences of the messages themselves, no model) stands in, and the model rebuilds it
+once it answers again. Reading the digest for a call that fails means no section and a
+log line; a stored row that does not read (corrupt, wrong-shaped) is never shown, and
+the next compaction rebuilds it from the messages.
 """
 
 from __future__ import annotations
@@ -38,16 +41,15 @@ from scopehub.hub.digest.text import Salience, SourceText
 from scopehub.hub.models import ChatModel
 from scopehub.hub.settings import Settings
 from scopehub.memory import (
+    ClaimLease,
     Digest,
     DigestLine,
     Message,
     Store,
-    acquire_claim,
     get_digest,
     last_served_digest,
     messages_after,
     record_digest_failure,
-    release_claim,
     save_digest,
 )
 
@@ -172,6 +174,10 @@ class DigestKeeper(BackgroundMemoryJob):
         if not self.enabled:
             return DigestSection()
         digest = get_digest(self.store, scope)
+        if digest is not None and digest.broken:
+            # Never shown as it stands ("1 January 1970: - 5"): the next compaction rebuilds it.
+            log.warning("the digest of %s is broken (%s); answering without it until it is rebuilt", scope, digest.broken)
+            return DigestSection()
         if digest is None or not digest.exists:
             return DigestSection()
         text = render_digest(digest.lines, self.tokenizer, self.settings.digest_tokens, self.zone)
@@ -191,10 +197,14 @@ class DigestKeeper(BackgroundMemoryJob):
             return False
         digest = digest if digest is not None else get_digest(self.store, scope)
         window, every = self.settings.window, self.settings.digest_every
+        if digest is not None and digest.broken:
+            return True  # rebuilt from the messages now, not a whole HUB_DIGEST_EVERY later
         if messages_after(self.store, scope, digest.upto_id if digest else 0) - window < every:
             return False
         retry_after = (digest.stats.get("retry_after") if digest else None) or 0
-        return not retry_after or messages_after(self.store, scope, int(retry_after)) - window >= every
+        if isinstance(retry_after, bool) or not isinstance(retry_after, int):
+            return True  # an unreadable mark: better one attempt too many than a digest stuck for good
+        return not retry_after or messages_after(self.store, scope, retry_after) - window >= every
 
     async def after_reply(self, scope: str, holder: str) -> CompactionReport | None:
         """Compact when due; never raises (the hub calls this after the reply is sent)."""
@@ -210,15 +220,14 @@ class DigestKeeper(BackgroundMemoryJob):
             return CompactionReport(scope, "off")
         if not force and not self.due(scope):
             return CompactionReport(scope, "not_due")
-        ttl = max(self.settings.claim_ttl, 3 * self.settings.digest_timeout + 30)
-        claim = acquire_claim(self.store, scope, DIGEST_CLAIM, holder, note="hub: compacting the digest", ttl=ttl, now=self.clock())
-        if claim is None:
-            log.info("digest of %s is being compacted by another worker; skipping", scope)
-            return CompactionReport(scope, "busy")
-        try:
+        # Renewed while the compaction runs (a slow model outlasts any TTL fixed in advance);
+        # the digest's expect_version is the compare-and-set behind it.
+        lease = ClaimLease(self.store, scope, DIGEST_CLAIM, holder, note="hub: compacting the digest", ttl=self.settings.claim_ttl, clock=self.clock)
+        async with lease:
+            if not lease.held:
+                log.info("digest of %s is being compacted by another worker; skipping", scope)
+                return CompactionReport(scope, "busy")
             return await self._compact(scope, force)
-        finally:
-            release_claim(self.store, scope, DIGEST_CLAIM, holder)
 
     def _left(self, scope: str) -> list[Message]:
         """The newest ``STATS_MESSAGES`` messages that have left the window, oldest first."""
@@ -242,12 +251,17 @@ class DigestKeeper(BackgroundMemoryJob):
         left = [m for m in beyond if m.via != "command"]
         if not left:
             return CompactionReport(scope, "not_due")
-        made = digest is not None and digest.version > 0
-        upto = digest.upto_id if digest else 0
+        made = digest is not None and digest.exists  # a broken row is rebuilt like no digest at all
+        upto = digest.upto_id if made and digest else 0
         pending = [m for m in left if m.id > upto]
-        if not made:
+        if not made or digest is None:
             kind = "full"
-        elif force or digest.folds + 1 >= RECOMPACT_EVERY or self._lost_sources(scope, digest):
+        elif (
+            force
+            or digest.folds + 1 >= RECOMPACT_EVERY
+            or digest.mode != self.mode  # an extractive fallback, rebuilt by the model when it answers again
+            or self._lost_sources(scope, digest)
+        ):
             kind = "full_recompact"
         else:
             kind = "incremental"
@@ -257,6 +271,7 @@ class DigestKeeper(BackgroundMemoryJob):
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         rejected = 0
         newest = beyond[-1].id
+        mode, fallback = self.mode, None
         try:
             if self.mode == "extractive":
                 lines = await asyncio.to_thread(self._extractive, kind, previous, left, pending)
@@ -264,9 +279,16 @@ class DigestKeeper(BackgroundMemoryJob):
                 lines, kind, rejected = await self._by_model(scope, kind, previous, left, pending, usage)
         except _Failure as failure:
             reason = str(failure)
-            log.warning("digest compaction of %s kept the cached digest: %s", scope, reason)
-            record_digest_failure(self.store, scope, reason, retry_after=newest, usage=usage, now=self.clock())
-            return CompactionReport(scope, "failed", kind, reason=reason, usage=usage)
+            if made:
+                log.warning("digest compaction of %s kept the cached digest: %s", scope, reason)
+                record_digest_failure(self.store, scope, reason, retry_after=newest, usage=usage, now=self.clock())
+                return CompactionReport(scope, "failed", kind, reason=reason, usage=usage)
+            # No digest to keep: the agents would get nothing about the older history. The
+            # extractive digest (the messages' own sentences, no model) stands in until the
+            # model answers again (seed 003: the cached digest, else the raw recent events).
+            log.warning("digest compaction of %s failed (%s); an extractive digest stands in", scope, reason)
+            kind, mode, fallback = "full", "extractive", reason
+            lines = await asyncio.to_thread(self._extractive, kind, (), left, pending)
         covered = self.store.query("SELECT count(*) FROM messages WHERE scope = ? AND id <= ?", (scope, newest))[0][0]
         saved = save_digest(
             self.store,
@@ -275,15 +297,17 @@ class DigestKeeper(BackgroundMemoryJob):
             upto_id=newest,
             covered=covered,
             kind=kind,
-            mode=self.mode,
+            mode=mode,
             now=self.clock(),
             usage=usage,
             expect_version=digest.version if digest else 0,
+            failure=fallback,
         )
         if saved is None:  # another worker's compaction got there first (its claim ran out meanwhile)
             return CompactionReport(scope, "busy", kind)
-        log.info("digest of %s: %s compaction, version %d, %d lines", scope, kind, saved.version, len(saved.lines))
-        return CompactionReport(scope, "compacted", kind, saved.version, len(saved.lines), rejected, usage=usage)
+        log.info("digest of %s: %s compaction (%s), version %d, %d lines", scope, kind, mode, saved.version, len(saved.lines))
+        reason = f"the model failed ({fallback}): an extractive digest stands in" if fallback else ""
+        return CompactionReport(scope, "compacted", kind, saved.version, len(saved.lines), rejected, reason=reason, usage=usage)
 
     # -- extractive ----------------------------------------------------------------------------
     def _extractive(

@@ -1,8 +1,9 @@
 """After the reply, the last stage of a turn: learning off the request path.
 
-Lessons from the person's feedback, fact extraction and digest compaction run after the
-reply is sent, each fail-open and each (where two processes could do it twice) under a
-claim. They never delay an answer: a new message of the scope pauses the work in flight
+Lessons from the person's feedback, fact extraction, knowledge extraction (what the
+request found in the archive, kept as the agent's research) and digest compaction run
+after the reply is sent, each fail-open and each (where two processes could do it twice)
+under a claim or a compare-and-set. They never delay an answer: a new message of the scope pauses the work in flight
 (it is cancelled and done again after that reply).
 """
 
@@ -12,18 +13,20 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from scopehub.agents import AgentRegistry
+from scopehub.hub.digest.findings import keep_finding
 from scopehub.hub.orchestrator._types import Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.memory import (
+    AlreadyDone,
+    ClaimLease,
     Feedback,
     Lesson,
     Message,
-    acquire_claim,
     pending_feedback,
     record_feedback,
-    release_claim,
 )
 
 __all__ = ["AfterReply"]
@@ -44,6 +47,7 @@ class AfterReply:
         # and the task working through them. A new message of the scope pauses that task.
         self._to_learn: dict[str, list[Reply]] = {}
         self._learning: dict[str, asyncio.Task[Any]] = {}
+        self._zone = ZoneInfo(deps.settings.timezone)
 
     @property
     def lessons(self) -> LessonService:
@@ -72,11 +76,27 @@ class AfterReply:
                     await deps.facts.after_reply(message.scope, message)
             except Exception:
                 log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
+        self.keep_finding(reply)
         if deps.digest is not None:
             try:
                 await deps.digest.after_reply(reply.scope, self.holder)
             except Exception:
                 log.exception("digest compaction failed for %s; the reply was not affected", reply.scope)
+
+    def keep_finding(self, reply: Reply) -> None:
+        """Knowledge extraction: what the request found in the archive, kept as the agent's
+        research (:mod:`scopehub.hub.digest.findings`); fail-open."""
+        if reply.reply_id is None or not reply.scope:
+            return
+        store, settings = self.deps.store, self.deps.settings
+        try:
+            answer = store.get(reply.scope, reply.reply_id)
+            if answer is not None:
+                keep_finding(
+                    store, answer, zone=self._zone, names=tuple(self.registry.names), half_life_days=settings.search_half_life_days
+                )
+        except Exception:
+            log.exception("knowledge extraction failed for %s; the reply was not affected", reply.scope)
 
     async def reflect_due(self) -> list[Any]:
         """Reflect every scope that is due (transports call this on a schedule); never raises."""
@@ -92,8 +112,8 @@ class AfterReply:
         """Run :meth:`after_send` in the background, never ahead of a reply of the same scope."""
         if reply is None or not reply.scope:
             return
-        deps = self.deps
-        background = reply.kind == "agent" and (deps.facts is not None or deps.digest is not None)
+        # Every stored agent reply: at least knowledge extraction looks at what it found.
+        background = reply.kind == "agent" and reply.reply_id is not None
         if not background and not self._has_pending_feedback(reply.scope):
             return
         self._to_learn.setdefault(reply.scope, []).append(reply)
@@ -150,23 +170,19 @@ class AfterReply:
             log.exception("pending feedback of %s unreadable; learning later", scope)
             return learnt
         for feedback in pending:
-            key = f"lesson:{feedback.id}"
             note = f"{feedback.agent}: learning from the person's feedback"
+            # Renewed while the lesson model runs; the pending -> learnt mark is the
+            # compare-and-set behind it (AlreadyDone: another worker learnt it first).
+            lease = ClaimLease(store, scope, f"lesson:{feedback.id}", self.holder, note=note, ttl=self.deps.settings.claim_ttl, clock=clock)
             try:
-                if acquire_claim(store, scope, key, self.holder, note=note, ttl=self.deps.settings.claim_ttl, now=clock()) is None:
-                    continue  # another process is learning it
-            except Exception:
-                log.exception("cannot claim feedback %s of %s; learning later", feedback.id, scope)
-                continue
-            try:
-                learnt.append(await lessons.learn(feedback))
+                async with lease:
+                    if not lease.held:
+                        continue  # another process is learning it
+                    learnt.append(await lessons.learn(feedback))
+            except AlreadyDone:
+                log.info("feedback %s of %s was learnt by another worker meanwhile", feedback.id, scope)
             except Exception:
                 log.exception("lesson from feedback %s of %s failed; it stays pending", feedback.id, scope)
-            finally:
-                try:
-                    release_claim(store, scope, key, self.holder)
-                except Exception:
-                    log.exception("claim %s of %s not released; it runs out", key, scope)
         return learnt
 
     def schedule_learning(self, scope: str) -> None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -45,6 +42,7 @@ from scopehub.memory import (
     acquire_claim,
     drop_expired_claim,
     expired_claims,
+    process_holder,
     release_claim,
     validate_scope,
 )
@@ -77,8 +75,10 @@ class Hub:
         self.commands = dict(commands)
         # Called after /forget all (a transport cancels that scope's scheduled reminders).
         self.erase_hooks: list[Callable[[str], Awaitable[None]]] = []
-        # Who this process is when it claims work (host, pid, instance): claims say who holds them.
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # Who this process is when it claims work (host, pid, instance, and what tells on this
+        # machine that the process is gone): a restarted worker takes over its dead
+        # predecessor's claims at once instead of waiting out their TTL.
+        self.holder = process_holder()
         self._locks: dict[str, asyncio.Lock] = {}
         # Section texts already kept by a call record: later records refer to them.
         self.sent_sections = SentSections()
@@ -205,7 +205,12 @@ class Hub:
         call this at start and then every so often, and send what it returns.
         """
         replies: list[Reply] = []
-        for claim in expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit):
+        try:
+            stalled = expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit)
+        except Exception:
+            log.exception("cannot look for stalled answers (the claims table failed); trying again later")
+            return replies
+        for claim in stalled:
             try:
                 message_id = int(claim.key.rsplit(":", 1)[1])
             except ValueError:
@@ -272,20 +277,40 @@ class Hub:
         self.after_reply.note_correction(inbound, message, window)
         if not claim:  # the caller holds the scope's turn: the exclusive right to answer it
             return await self._answer(inbound, message, decision, window, on_text)
-        # Claim the answer: with several processes on one database, one of them answers. The
-        # claim's TTL is the only expiry; a process that dies mid-reply leaves the claim to
-        # run out, and then answer_stalled() (or the message's redelivery) answers it.
+        # Claim the answer: with several processes on one database, one of them answers. A
+        # process that dies mid-reply leaves the claim to run out (at once for a restarted
+        # worker on its machine), and then answer_stalled() (or the redelivery) answers it.
         key = f"message:{message.id}"
         note = f"{decision.agent}: answering {' '.join(inbound.text.split())[:60]!r}"
-        if acquire_claim(store, inbound.scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock()) is None:
+        try:
+            claimed = acquire_claim(store, inbound.scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock())
+        except Exception:
+            # Fail-open: the person is answered without the claim. Only several processes
+            # racing for this one message while claims are down could answer it twice.
+            log.exception("cannot claim message %s of %s (the claims table failed); answering it unclaimed", message.id, inbound.scope)
+            return await self._answer_unless_answered(inbound, message, decision, window, on_text)
+        if claimed is None:
             log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
             return None
         try:
-            if store.is_answered(message.id):  # answered elsewhere while we routed
-                return None
-            return await self._answer(inbound, message, decision, window)
+            return await self._answer_unless_answered(inbound, message, decision, window, on_text)
         finally:
-            release_claim(store, inbound.scope, key, self.holder)
+            try:
+                release_claim(store, inbound.scope, key, self.holder)
+            except Exception:
+                log.exception("claim %s of %s not released; it runs out", key, inbound.scope)
+
+    async def _answer_unless_answered(
+        self,
+        inbound: Inbound,
+        message: Message,
+        decision: Route,
+        window: list[Message],
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> Reply | None:
+        if self.store.is_answered(message.id):  # answered elsewhere while we routed
+            return None
+        return await self._answer(inbound, message, decision, window, on_text)
 
     def budget_refusal(self, scope: str) -> str | None:
         """What to answer instead of a model call once the scope's daily budget is spent (hub.budgets); fail-open."""

@@ -8,7 +8,6 @@ or loses a reply.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from scopehub.agents import AgentRegistry, AgentSpec, Channel, channels_of, form
 from scopehub.hub.context import Context, build_context
 from scopehub.hub.context.awareness import (
     Awareness,
+    ChannelItem,
     relative_time,
     render_awareness,
     still_talked_about,
@@ -25,6 +25,7 @@ from scopehub.hub.context.builder import select_history
 from scopehub.hub.context.lessons import render_lessons
 from scopehub.hub.context.offer import wants_team
 from scopehub.hub.context.prompt import AgentPrompt
+from scopehub.hub.context.tokens import Tokenizer
 from scopehub.hub.digest.service import BACKGROUND_CLAIMS, DigestSection
 from scopehub.hub.orchestrator._types import Deps, Inbound
 from scopehub.hub.routing import Route
@@ -33,11 +34,17 @@ from scopehub.memory import (
     ChatSettings,
     Event,
     Message,
+    Store,
     active_claims,
     agent_memory,
     chat_settings,
+    count_unconsumed,
+    count_unseen_channel_messages,
     cursor_of,
     latest_events,
+    performance_of,
+    pinned_channel_messages,
+    research_of,
     unconsumed_events,
     unseen_channel_messages,
 )
@@ -48,15 +55,19 @@ __all__ = [
     "AWARENESS_EVENTS",
     "AWARENESS_HORIZON",
     "CHANNEL_DIGEST",
+    "CHANNEL_PINS",
     "LATER_REPLIES",
+    "RECORD_DAYS",
+    "RESEARCH_SHOWN",
     "PreparedCall",
     "Sections",
+    "lessons_section",
     "order_by_turn",
 ]
 
 log = logging.getLogger(__name__)
 
-AWARENESS_EVENTS = 20  # unconsumed events read per call; the budget decides how many are shown
+AWARENESS_EVENTS = 20  # unconsumed events read per call (newest first); the budget decides how many are shown
 AWARENESS_CONTEXT = 3  # latest events of collaborators considered...
 AWARENESS_HORIZON = 6 * 3600.0  # ...when they are this recent (seconds): old news is not news
 AWARENESS_EARLIER = 20  # newest consumed events checked for being still talked about (hub.context.awareness)
@@ -76,6 +87,10 @@ def order_by_turn(messages: Sequence[Message]) -> list[Message]:
         return (message.id, 0, message.id)
 
     return sorted(messages, key=turn)
+CHANNEL_DIGEST = 10  # unseen channel messages read per call (newest first); the awareness budget decides how many are shown
+RECORD_DAYS = 30  # the performance digest in the lessons section covers this many days
+RESEARCH_SHOWN = 3  # the agent's newest research entries offered to its lessons section
+CHANNEL_PINS = 10  # pinned channel messages read per call (newest first): shown on every call while pinned
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,21 @@ class PreparedCall:
     awareness: Awareness
     digest: DigestSection
     timezone: str = "UTC"  # the chat's own (/settings), else HUB_TIMEZONE: how the tools read and write times
+
+
+def lessons_section(store: Store, scope: str, agent: str, *, tokenizer: Tokenizer, budget: int, now: float) -> str:
+    """``agent``'s lessons section as its calls get it: its memory, its record of the last
+    RECORD_DAYS days and its newest research (``agents-hub memory show`` prints the same)."""
+    performance = performance_of(store, scope, agent, since=now - RECORD_DAYS * 86400)
+    research = [(fragment, relative_time(fragment.ts, now)) for fragment in research_of(store, scope, agent, limit=RESEARCH_SHOWN)]
+    return render_lessons(
+        agent_memory(store, scope, agent),
+        tokenizer=tokenizer,
+        budget=budget,
+        performance=performance,
+        record_days=RECORD_DAYS,
+        research=research,
+    )
 
 
 class Sections:
@@ -186,7 +216,13 @@ class Sections:
                 ]
                 talk = [m.text for m in (in_window[-settings.tail :] if settings.tail > 0 else [])] + [text]
                 earlier = still_talked_about(candidates, talk)
-            unconsumed = unconsumed_events(store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS)
+            # The newest unconsumed news first; how many older ones lie behind them is counted.
+            unconsumed = unconsumed_events(store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS, newest=True)
+            older = (
+                count_unconsumed(store, scope, agent, interests=spec.interests, up_to=unconsumed[0].id - 1)
+                if len(unconsumed) >= AWARENESS_EVENTS
+                else 0
+            )
             collaborators = (
                 [
                     event
@@ -201,16 +237,24 @@ class Sections:
             claims = [
                 c for c in active_claims(store, scope, now=now) if c.key not in BACKGROUND_CLAIMS and not is_bookkeeping(c.key)
             ]
-            unseen = unseen_channel_messages(store, scope, agent, channels_of(agent, self.channels), limit=CHANNEL_DIGEST)
-            lines = [f"- {format_channel_message(m, relative_time(m.ts, now))}" for m in unseen]
+            channels = channels_of(agent, self.channels)
+            unseen = unseen_channel_messages(store, scope, agent, channels, limit=CHANNEL_DIGEST, newest=True)
+            older_unseen = (
+                count_unseen_channel_messages(store, scope, agent, channels, below=unseen[0].id) if len(unseen) >= CHANNEL_DIGEST else 0
+            )
+            unread = {m.id for m in unseen}
+            pinned = [m for m in pinned_channel_messages(store, scope, channels, not_by=agent, limit=CHANNEL_PINS) if m.id not in unread]
             awareness = render_awareness(
                 agent,
                 unconsumed=unconsumed,
+                older_unconsumed=older,
                 collaborator_events=collaborators,
                 earlier=earlier,
                 visible=visible,
                 claims=claims,
-                channel_lines=lines,
+                channel_news=[ChannelItem(m.id, f"- {format_channel_message(m, relative_time(m.ts, now))}") for m in unseen],
+                older_channel_news=older_unseen,
+                pins=[f"- {format_channel_message(m, relative_time(m.ts, now))}" for m in pinned],
                 now=now,
                 tokenizer=self.deps.tokenizer,
                 budget=budget,
@@ -218,9 +262,7 @@ class Sections:
         except Exception:
             log.exception("awareness unavailable for %s/%s; answering without it", scope, agent)
             return Awareness()
-        # Channel lines are kept from the first (oldest) on: the cursor may pass what was shown.
-        shown = awareness.channels_shown
-        return dataclasses.replace(awareness, channel_upto=unseen[shown - 1].id) if shown else awareness
+        return awareness
 
     def lessons_for(self, agent: str, scope: str) -> str:
         """``agent``'s own memory for its calls (no other agent's); fail-open: a failure means no section, logged."""
@@ -228,7 +270,7 @@ class Sections:
         if budget <= 0:
             return ""
         try:
-            return render_lessons(agent_memory(self.deps.store, scope, agent), tokenizer=self.deps.tokenizer, budget=budget)
+            return lessons_section(self.deps.store, scope, agent, tokenizer=self.deps.tokenizer, budget=budget, now=self.deps.clock())
         except Exception:
             log.exception("lessons unavailable for %s/%s; answering without them", scope, agent)
             return ""
@@ -319,6 +361,6 @@ class Sections:
             awareness=awareness.text,
             digest=digest.text,
             sender=sender,
-            channel_news=awareness.channels_shown > 0,
+            channel_news=awareness.channels_shown > 0 or awareness.pins_shown > 0,
         )
         return context, awareness, digest

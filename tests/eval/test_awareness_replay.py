@@ -23,6 +23,7 @@ from scopehub.hub.routing import AgentProfile, LocalClassifier
 from scopehub.memory import (
     Store,
     advance_cursor,
+    count_unconsumed,
     cursor_of,
     emit_event,
     latest_events,
@@ -186,24 +187,21 @@ def test_awareness_tokens_are_counted_and_within_budget() -> None:
     assert tight["reference_recall"] == 0.0
 
 
-def test_budget_bounds_every_block_and_the_cursor_stops_at_the_last_shown_event() -> None:
+def test_budget_bounds_every_block_shows_the_newest_first_and_counts_the_rest() -> None:
     tokenizer = WordTokenizer()
     aware = AwarenessReplay("user:1", agents=PROMPTS, tokenizer=tokenizer, budget=30)
     for number in range(6):
         aware.emit([Act("hotel", "inform", (("Name", f"hotel number {number}"),))], agent="hotel", ts=0.0)
     shown = aware.block("taxi", now=60.0)
     assert tokenizer.count(shown.text) <= 30
-    assert 0 < shown.events_shown < 6
+    lines = shown.text.splitlines()[1:]
+    listed = [line.rsplit(" ", 1)[-1] for line in lines[:-1]]
+    # The newest first; the older ones counted in one line, not listed.
+    assert listed == [f'{n}"' for n in range(5, 5 - len(listed), -1)] and len(listed) >= 1
+    assert lines[-1] == f"- … and {6 - len(listed)} more not shown (/events lists them)"
+    assert shown.passed_over == 6 - len(listed) and shown.consumed_upto == 6
     aware.record("taxi", shown)
-    # The rest comes next time, oldest first; nothing is skipped.
-    seen = [line for line in shown.text.splitlines()[1:]]
-    while True:
-        more = aware.block("taxi", now=60.0)
-        if not more.text:
-            break
-        seen += more.text.splitlines()[1:]
-        aware.record("taxi", more)
-    assert [line.rsplit(" ", 1)[-1] for line in seen] == [f'{n}"' for n in range(6)]
+    assert aware.block("taxi", now=60.0).text == ""  # counted is consumed: nothing is shown again
 
 
 def test_news_is_shown_once_and_collaborators_latest_again() -> None:
@@ -244,7 +242,7 @@ def test_the_replay_selects_what_the_store_selects(view: str) -> None:
     for number, agent in enumerate(plan):
         now = number * 60.0
         for reader in ("hotel", "taxi", "general"):
-            expected = unconsumed_events(store, "user:1", reader, interests=aware.view.interests, limit=20)
+            expected = unconsumed_events(store, "user:1", reader, interests=aware.view.interests, limit=20, newest=True)
             assert [e.id for e in aware.unconsumed(reader)] == [e.id for e in expected]
             collaborators = aware.collaborators(reader)
             latest = latest_events(store, "user:1", agents=collaborators, limit=AWARENESS_CONTEXT, for_agent=reader) if collaborators else []
@@ -302,14 +300,16 @@ def test_simulation_reports_the_awareness_cost(tmp_path: Path) -> None:
     assert "awareness" in result.output
 
 
-def test_a_long_backlog_is_read_oldest_first_as_the_store_reads_it() -> None:
+def test_a_long_backlog_is_read_newest_first_as_the_store_reads_it() -> None:
     aware = AwarenessReplay("user:1", agents=PROMPTS, tokenizer=WordTokenizer())
     store = Store(":memory:")
     for number in range(AWARENESS_EVENTS + 5):
         for event in aware.emit([Act("hotel", "inform", (("Name", f"place {number}"),))], agent="hotel", ts=0.0):
             emit_event(store, "user:1", "hotel", event.type, event.payload, now=0.0)
-    expected = [e.id for e in unconsumed_events(store, "user:1", "taxi", interests=aware.view.interests, limit=AWARENESS_EVENTS)]
-    assert [e.id for e in aware.unconsumed("taxi")] == expected == list(range(1, AWARENESS_EVENTS + 1))
+    interests = aware.view.interests
+    expected = [e.id for e in unconsumed_events(store, "user:1", "taxi", interests=interests, limit=AWARENESS_EVENTS, newest=True)]
+    assert [e.id for e in aware.unconsumed("taxi")] == expected == list(range(6, AWARENESS_EVENTS + 6))
+    assert aware.older_unconsumed("taxi") == count_unconsumed(store, "user:1", "taxi", interests=interests, up_to=expected[0] - 1) == 5
     store.close()
 
 

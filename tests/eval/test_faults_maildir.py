@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from scopehub.eval import faults
 from scopehub.eval.faults.maildir import (
     SCENARIOS as MAILDIR_SCENARIOS,
@@ -11,8 +13,12 @@ from scopehub.eval.faults.maildir import (
     maildir_half_written,
     maildir_hostile,
     maildir_kill,
+    maildir_two_intakes,
     maildir_writers,
 )
+
+# A hub child process ingesting hundreds of files, killed and restarted: minutes on a busy machine.
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_the_maildir_scenarios_are_registered_with_both_sizes() -> None:
@@ -79,3 +85,16 @@ def test_a_file_for_another_scope_never_reaches_this_one(tmp_path) -> None:
     assert counts["lying_front_matter"] == 9 and counts["alias_in_dlq"] == 1
     assert counts["answered"].right == counts["files"] == 27
     assert counts["prompts_checked"] >= 27
+
+
+def test_two_intakes_on_one_maildir_take_each_file_once_and_leave_no_false_dlq_entry(tmp_path, postgres_server, monkeypatch):
+    from scopehub.eval.faults import _backends
+
+    monkeypatch.setenv(_backends.POSTGRES_URL_ENV, postgres_server.url)  # the session's server
+    monkeypatch.setattr(_backends, "_server", None)
+    out = maildir_two_intakes(tmp_path, files=8, during=8)
+    assert out.ok, "\n".join(out.notes)
+    assert {unit: n for unit, n in out.verified.items()} == {
+        "files taken by one of two intakes, answered once (sqlite)": 16,
+        "files taken by one of two intakes, answered once (postgresql)": 16,
+    }

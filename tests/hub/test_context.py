@@ -125,3 +125,21 @@ def test_a_huge_message_is_trimmed_to_its_budget_for_the_model():
     ctx = build_context(PROMPT, [], "word " * 50_000, tokenizer=get_tokenizer(), message_tokens=100)
     assert ctx.tokens["message"] <= 103
     assert ctx.meta["message_trimmed"]
+
+
+def test_history_and_message_tokens_are_what_their_provider_messages_cost_framing_included():
+    from scopehub.hub.context.tokens import count_message_tokens
+    from scopehub.memory import Message
+
+    tok = get_tokenizer()
+    recent = [
+        Message(id=1, scope="group:5", role="user", text="add buy milk", ts=1.0, agent="tasks", sender="Ann"),
+        Message(id=2, scope="group:5", role="agent", text="Added milk.", ts=2.0, agent="tasks"),
+        Message(id=3, scope="group:5", role="agent", text="Your note is saved.", ts=3.0, agent="notes"),
+    ]
+    built = build_context(PROMPT, recent, "and eggs", tokenizer=tok, scope="group:5", sender="Bob", window=40, tail=4)
+    history_sent = built.messages[1:-1]  # between the system message and the current one
+    assert [m["content"] for m in history_sent] == ["Ann: add buy milk", "Added milk.", "[notes agent] Your note is saved."]
+    # Each message's role framing and its label ("Ann: ", "[notes agent] ") are counted, exactly as sent.
+    assert built.tokens["history"] == count_message_tokens(tok, history_sent)
+    assert built.tokens["message"] == count_message_tokens(tok, built.messages[-1:]) and built.messages[-1]["content"] == "Bob: and eggs"

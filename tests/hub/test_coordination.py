@@ -210,17 +210,21 @@ def test_a_message_whose_answering_process_died_is_answered_after_its_claim_runs
     assert asyncio.run(hub.answer_stalled()) == []  # answered once
 
 
-def test_the_awareness_block_keeps_its_budget_and_never_skips_an_unshown_event():
+def test_the_awareness_block_keeps_its_budget_shows_the_newest_and_counts_what_it_passes_over():
     tokenizer = get_tokenizer()
     events = [
         Event(id=i, scope="user:1", ts=1000.0 + i, agent="inbox", type="note.saved", payload={"note_id": i, "title": f"note number {i} " * 3})
         for i in range(1, 21)
     ]
-    block = render_awareness("tasks", unconsumed=events, now=2000.0, tokenizer=tokenizer, budget=80)
+    block = render_awareness("tasks", unconsumed=events, older_unconsumed=5, now=2000.0, tokenizer=tokenizer, budget=80)
     assert 0 < tokenizer.count(block.text) <= 80
-    shown = [e.id for e in events if f"note #{e.id} saved" in block.text]
-    assert shown == list(range(1, len(shown) + 1))  # oldest first, a contiguous run
-    assert block.consumed_upto == shown[-1] < 20  # the rest is shown next time
+    shown = [int(line.split("note #", 1)[1].split(" ", 1)[0]) for line in block.text.splitlines() if "note #" in line]
+    assert shown == list(range(20, 20 - len(shown), -1))  # the newest first, a contiguous run
+    assert block.text.splitlines()[-1] == f"- … and {25 - len(shown)} more not shown (/events lists them)"
+    assert (block.consumed_upto, block.passed_over) == (20, 25 - len(shown))  # counted: the cursor passes them
+    # No room for a line and the count together: nothing is passed over uncounted.
+    tiny = render_awareness("tasks", unconsumed=events, now=2000.0, tokenizer=tokenizer, budget=12)
+    assert (tiny.text, tiny.consumed_upto) == ("", 0)
     claim = Claim(scope="user:1", key="reminder:3", holder="p", note="reminders: sending a reminder: call mom", acquired=1990.0, expires=2100.0)
     with_claim = render_awareness("tasks", claims=[claim], now=2000.0, tokenizer=tokenizer, budget=150)
     assert "reminders: sending a reminder: call mom" in with_claim.text

@@ -265,12 +265,19 @@ def test_a_failed_compaction_keeps_the_cached_digest(tmp_path, failure):
     assert record["path"] == "full" and record["age"] == 2  # the cached digest, older by two messages
 
 
-@pytest.mark.parametrize("failure", ["timeout", "error"])
-def test_no_digest_and_a_failing_model_mean_no_section_and_a_reply(tmp_path, failure):
+@pytest.mark.parametrize("failure", ["timeout", "error", "not json"])
+def test_no_digest_and_a_failing_model_mean_the_extractive_digest_stands_in(tmp_path, failure):
+    """Seed 003: the cached digest, else the raw history: with no digest to keep, the
+    messages' own sentences are the digest until the model answers again."""
+
     async def never(messages, tools):
         await asyncio.Event().wait()
 
-    compactor = FunctionModel(never) if failure == "timeout" else ScriptedModel(default=ModelUnavailable("down"))
+    compactor = {
+        "timeout": FunctionModel(never),
+        "error": ScriptedModel(default=ModelUnavailable("down")),
+        "not json": ScriptedModel(default="Sure! Here is a summary of the chat."),
+    }[failure]
     agent = ScriptedModel(default="ok")
     hub = make_hub(tmp_path, compactor=compactor, agent_model=agent, digest_timeout=0.05)
     fill(hub.store)
@@ -282,9 +289,29 @@ def test_no_digest_and_a_failing_model_mean_no_section_and_a_reply(tmp_path, fai
         assert reply.kind == "agent" and reply.text == "ok"
 
     asyncio.run(main())
-    assert DIGEST_HEADER not in system_of(agent)
-    assert last_call(hub)["digest"]["path"] == "none"
-    assert get_digest(hub.store, SCOPE).stats["failed"] == 1
+    digest = get_digest(hub.store, SCOPE)
+    assert (digest.mode, digest.kind, digest.stats["failed"]) == ("extractive", "full", 1)
+    assert digest.stats["last_failure"]
+    # Verbatim sentences of the older messages, with their day: what the agent was sent.
+    sent = system_of(agent).split(DIGEST_HEADER + "\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    shown = [line.split(": ", 1)[1] for line in sent if line.startswith("- ")]
+    assert sent[0] == "14 November 2023:" and shown and all(text in HISTORY for text in shown)
+    assert last_call(hub)["digest"]["path"] == "full"
+
+
+def test_the_model_rebuilds_an_extractive_stand_in_once_it_answers_again(tmp_path):
+    compactor = ScriptedModel([ModelUnavailable("down"), good_fold])
+    hub = make_hub(tmp_path, compactor=compactor, digest_timeout=0.05)
+    fill(hub.store)
+    keeper = hub.deps.digest
+    first = asyncio.run(keeper.compact(SCOPE, "test"))
+    assert (first.outcome, first.kind) == ("compacted", "full") and "extractive digest stands in" in first.reason
+    assert get_digest(hub.store, SCOPE).mode == "extractive"
+    fill(hub.store, ["Priya moved the dinner to Saturday at 20:00.", "Ram paid the deposit of 300 euros."])
+    assert keeper.due(SCOPE)
+    again = asyncio.run(keeper.compact(SCOPE, "test"))  # due: a rebuild by the model, not a fold into the stand-in
+    assert (again.outcome, again.kind) == ("compacted", "full_recompact")
+    assert get_digest(hub.store, SCOPE).mode == "model"
 
 
 def test_a_digest_that_cannot_be_read_means_no_section_and_a_reply(tmp_path, monkeypatch, caplog):

@@ -317,9 +317,12 @@ def test_reconciliation_table(tmp_path, before, message, candidates, ops, after)
         # Nothing is ever lost silently: every seeded fact is still in the history.
         history = {fact.id: fact for fact in fact_history(store, SCOPE)}
         assert all(fact.id in history for fact in seeded)
+        # A superseded fact is no longer current and names the newer fact that replaced it,
+        # kept in the history too (a link to nothing, or back in time, loses the story).
         for fact in history.values():
             if fact.superseded_by is not None:
-                assert history[fact.superseded_by].is_current or history[fact.superseded_by].invalid_at is not None
+                successor = history[fact.superseded_by]
+                assert not fact.is_current and successor.id > fact.id and successor.valid_from >= fact.valid_from
         # One current fact per key.
         keys = [fact.key for fact in current_facts(store, SCOPE) if fact.key]
         assert len(keys) == len(set(keys))

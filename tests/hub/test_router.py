@@ -54,6 +54,19 @@ def test_explicit_slash_command_and_mention_win_and_strip_the_address():
     assert route("/nonsense add milk to my todo list", classifier=CLASSIFIER).via != "explicit"
 
 
+def test_an_address_is_matched_whatever_its_case():
+    for text in ("hey @Taxi get me home", "hey @TAXI get me home", "/Taxi get me home"):
+        decision = route(text, classifier=CLASSIFIER)
+        assert (decision.agent, decision.via, decision.text) == ("taxi", "explicit", "get me home" if text.startswith("/") else "hey get me home")
+
+
+def test_an_explicit_address_in_a_reply_to_another_agents_message_wins_over_the_reply():
+    replied = msg(7, "inbox", "Draft ready: ...", role="agent")
+    for text, rest in (("@tasks add milk to my list", "add milk to my list"), ("/tasks add milk", "add milk")):
+        decision = route(text, classifier=CLASSIFIER, reply_to=replied)
+        assert (decision.agent, decision.via, decision.text) == ("tasks", "explicit", rest)
+
+
 def test_a_reply_to_an_agents_message_goes_to_that_agent():
     replied = msg(7, "inbox", "Draft ready: ...", role="agent")
     decision = route("add milk to my todo list", classifier=CLASSIFIER, reply_to=replied)

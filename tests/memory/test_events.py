@@ -28,6 +28,7 @@ from scopehub.memory import (
     latest_events,
     list_tasks,
     register_event_type,
+    scoped_event_types,
     unconsumed_events,
     validate_event_payload,
 )
@@ -105,6 +106,33 @@ def test_every_builtin_type_has_required_fields_and_refuses_extras():
         with pytest.raises(InvalidEvent, match="is required"):
             validate_event_payload(entry.name, {})
         assert entry.model.model_config.get("extra") == "forbid"
+
+
+# What each built-in type requires, with a valid payload: the contract other agents (and
+# outside programs through `events emit`) rely on.
+REQUIRED = {
+    "task.created": ({"task_id", "title"}, {"task_id": 1, "title": "Pay rent", "due": "2024-05-03"}),
+    "task.done": ({"task_id", "title"}, {"task_id": 1, "title": "Pay rent"}),
+    "note.saved": ({"note_id", "title"}, {"note_id": 2, "title": "Wifi"}),
+    "email.received": ({"email_id", "sender", "subject", "dates"}, {"email_id": 3, "sender": "ram@example.com", "subject": "Report", "dates": []}),
+    "draft.saved": ({"draft_id", "to", "subject"}, {"draft_id": 4, "to": "ram@example.com", "subject": "Re: Report"}),
+    "reminder.set": ({"reminder_id", "text", "due"}, {"reminder_id": 5, "text": "call mom", "due": "2024-05-01T10:00:00Z"}),
+    "reminder.fired": ({"reminder_id", "text"}, {"reminder_id": 5, "text": "call mom"}),
+    "reminder.cancelled": ({"reminder_id", "text"}, {"reminder_id": 5, "text": "call mom"}),
+    "fact.learned": ({"text"}, {"text": "Ann is vegetarian"}),
+    "dispatch.sent": ({"team", "subject", "file"}, {"team": "crm", "subject": "Lead", "file": "x.md"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_each_builtin_type_refuses_a_payload_without_each_of_its_required_fields(name):
+    required, valid = REQUIRED[name]
+    entry = event_type(name)
+    assert {field for field, info in entry.model.model_fields.items() if info.is_required()} == required
+    validate_event_payload(name, valid)  # the sample is valid as it stands
+    for field in sorted(required):
+        with pytest.raises(InvalidEvent, match=f"event {name}: field '{field}' is required"):
+            validate_event_payload(name, {k: v for k, v in valid.items() if k != field})
 
 
 # -- one transaction with the tool's row --------------------------------------------------------
@@ -270,7 +298,14 @@ class PizzaOrdered(EventPayload):
     topping: str
 
 
-def test_a_plugin_registers_its_own_type_and_registering_it_again_is_harmless(store):
+@pytest.fixture
+def own_types():
+    """Types this test registers are forgotten after it."""
+    with scoped_event_types():
+        yield
+
+
+def test_a_plugin_registers_its_own_type_and_registering_it_again_is_harmless(store, own_types):
     entry = register_event_type(
         "pizza.ordered", PizzaOrdered, description="a pizza was ordered", summary="pizza #{order_id} with {topping}"
     )

@@ -131,6 +131,20 @@ def test_coverage_prefers_the_message_that_answers_every_part_of_the_question(st
 
 
 @on_both_backends
+def test_coverage_puts_a_message_saying_part_of_it_above_turns_that_only_neighbour_one(store: Store) -> None:
+    # Turns after a message carry its words as context (at a lower weight): without the
+    # coverage term they outrank a message that says some of the words itself.
+    chatter = ("weather was nice today", "we watched a film", "lunch with friends", "a long walk in the park")
+    partial = add(store, "user:1", "dentist dentist dentist appointment appointment")
+    for text in chatter:
+        add(store, "user:1", text)
+    full = add(store, "user:1", "I booked the dentist appointment for Friday with the new doctor near the station")
+    for text in chatter:
+        add(store, "user:1", text)
+    assert ids(store.search("user:1", "dentist appointment Friday", method="hybrid", now=NOW))[:2] == [full, partial]
+
+
+@on_both_backends
 def test_recency_breaks_ties_towards_newer_messages(store: Store) -> None:
     # Twins with the same neighbours (the turns after each carry it as context).
     old = add(store, "user:1", "dentist appointment on the calendar", ts=NOW - 400 * DAY)
@@ -409,6 +423,35 @@ def test_a_term_from_another_scope_never_returns(store: Store) -> None:
             == "my own grocery list"
         )
     assert len(store.search("user:2", "zanzibar")) == 1
+
+
+@on_both_backends
+def test_a_scope_stored_after_others_sees_none_of_theirs(store: Store) -> None:
+    # Isolation checked on a scope that is neither the first nor the last stored: its index
+    # range lies between two others' (a search of the first scope cannot tell).
+    first = add(store, "user:1", "zanzibar ferry timetable from the first scope")
+    add_vault(store, "user:1", "Zanzibar", "zanzibar visa notes of the first scope")
+    mine = add(store, "group:2", "zanzibar ferry timetable of the middle scope")
+    add(store, "user:3", "zanzibar ferry timetable of the last scope")
+    later = add(store, "group:2", "a later message of the middle scope")
+    own = {mine, later}  # the later one matches through its neighbour, the middle scope's own message
+    for method in ("hybrid", "bm25", "fuzzy"):
+        for before in (None, later, later + 1000):
+            hits = store.search("group:2", "zanzibar ferry timetable visa", method=method, before_id=before)
+            assert hits and hits[0].id == mine and set(ids(hits)) <= own and {h.kind for h in hits} == {"message"}, (method, before)
+    assert first < mine and {(h.kind, h.id) for h in store.search("user:1", "zanzibar ferry visa", method="bm25")} == {("message", first), ("vault", 1)}
+
+
+@on_both_backends
+def test_a_busy_scope_stored_first_never_crowds_out_a_later_scopes_own_results(store: Store) -> None:
+    # An earlier scope with many better matches: read from its index range, they would fill
+    # the candidates and leave the later scope nothing of its own.
+    for n in range(300):
+        add(store, "user:1", f"zanzibar zanzibar ferry zanzibar {n}")
+    mine = add(store, "group:2", "the zanzibar trip is booked")
+    for method in ("hybrid", "bm25", "fuzzy"):
+        for before in (None, mine + 1):
+            assert ids(store.search("group:2", "zanzibar", k=5, method=method, before_id=before)) == [mine], (method, before)
 
 
 @on_both_backends

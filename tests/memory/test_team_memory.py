@@ -10,6 +10,7 @@ from scopehub.memory import (
     CHANNEL_LIMIT,
     LESSON_LIMIT,
     MAX_PINS,
+    AlreadyDone,
     InvalidRecord,
     Store,
     add_goal,
@@ -17,6 +18,7 @@ from scopehub.memory import (
     add_plan,
     advance_channel_cursor,
     channel_cursor_of,
+    get_feedback,
     goals_of,
     lessons_of,
     pin_channel_message,
@@ -130,6 +132,18 @@ def test_a_redelivered_feedback_is_recorded_once(store) -> None:
     again = record_feedback(store, U1, "tasks", reply_id=3, source="reaction", signal="negative", text="👎", key="r:1")
     assert first is not None and again is None
     assert record_feedback(store, U2, "tasks", reply_id=3, source="reaction", signal="negative", text="👎", key="r:1")
+
+
+def test_feedback_learnt_by_another_worker_meanwhile_is_not_learnt_twice(store) -> None:
+    feedback = record_feedback(store, U1, "tasks", reply_id=3, source="reaction", signal="negative", text="👎", key="r:1")
+    first = add_lesson(store, U1, "tasks", "Show the work list.", kind="failure", feedback_id=feedback.id, now=1)
+    # A second worker whose claim ran out learns the same feedback: nothing is written.
+    with pytest.raises(AlreadyDone):
+        add_lesson(store, U1, "tasks", "Show the work list.", kind="failure", feedback_id=feedback.id, now=2)
+    with pytest.raises(AlreadyDone):
+        add_lesson(store, U1, "tasks", "Another wording of it.", kind="failure", feedback_id=feedback.id, now=2)
+    assert [(x.text, x.seen) for x in lessons_of(store, U1, "tasks")] == [("Show the work list.", 1)]
+    assert (get_feedback(store, U1, feedback.id).status, get_feedback(store, U1, feedback.id).lesson_id) == ("learnt", first.id)
 
 
 def test_the_same_lesson_learnt_again_counts_once_more_instead_of_repeating(store) -> None:

@@ -39,10 +39,17 @@ echo model, and writes files the way outside programs do. Then it counts, per fi
     folders (a non-canonical spelling, a symlink to another scope's folder): no
     message, prompt sent to the model, reply file or receipt of one scope carries
     another's secret, and every file is delivered in its own scope.
+``maildir_two_intakes``
+    two hub processes watch one Maildir on one database (SQLite and PostgreSQL), on a
+    backlog and on files written while they run: every file stored, answered and
+    replied to once and moved to ``cur/``, and no false ``dlq/`` entry (a reason left for
+    a file the other intake delivered).
 """
 
 from .hostile import SCENARIOS as _HOSTILE
 from .hostile import cross_scope, hostile_files, maildir_cross_scope, maildir_hostile
+from .intakes import SCENARIOS as _INTAKES
+from .intakes import maildir_two_intakes
 from .kills import SCENARIOS as _KILLS
 from .kills import kill_ingest, maildir_kill
 from .writers import SCENARIOS as _WRITERS
@@ -59,7 +66,8 @@ __all__ = [
     "maildir_half_written",
     "maildir_hostile",
     "maildir_kill",
+    "maildir_two_intakes",
     "maildir_writers",
 ]
 
-SCENARIOS = {**_KILLS, **_WRITERS, **_HOSTILE}
+SCENARIOS = {**_KILLS, **_WRITERS, **_HOSTILE, **_INTAKES}

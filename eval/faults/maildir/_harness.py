@@ -154,8 +154,16 @@ def _listdir(path: Path | str) -> list[str]:
         return []
 
 
-def _rows(db: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-    """A read-only query on the hub's database while the hub may be writing (WAL)."""
+def _rows(db: Path | str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    """A read-only query on the hub's database while the hub may be writing (WAL), or on a PostgreSQL URL."""
+    if str(db).startswith("postgresql"):
+        from scopehub.memory import open_store
+
+        store = open_store(str(db))
+        try:
+            return store.query(sql, params)
+        finally:
+            store.close()
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as conn:
             return conn.execute(sql, params).fetchall()

@@ -84,7 +84,8 @@ def _link_or_rename(src: Path, dst: Path) -> None:
             raise FileExistsError(errno.EEXIST, "file exists", str(dst)) from None
         os.rename(src, dst)
         return
-    os.unlink(src)
+    with contextlib.suppress(FileNotFoundError):  # another intake finished this same move
+        os.unlink(src)
 
 
 def publish(

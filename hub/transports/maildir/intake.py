@@ -15,6 +15,7 @@ and a dlq receipt; nothing is deleted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -409,9 +410,13 @@ class MaildirIntake:
         """Read and parse one file (worker thread); None when it was rejected or is gone."""
         earlier = self._delivered_before(entry)
         if earlier is not None:
+            if not os.path.lexists(entry.path):
+                return None  # another intake on this Maildir delivered it and moved it since our scan
             if _same_file(earlier, entry.path):
-                # a move to cur/ was cut short between link() and unlink(): finish it
-                os.unlink(entry.path)
+                # a move to cur/ was cut short between link() and unlink() (or another intake
+                # is in the middle of it): finish it
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
                 return None
             self._reject(entry, scope, agent, "a file of this name was already delivered in this scope", report)
             return None
@@ -495,16 +500,24 @@ class MaildirIntake:
             f"file: {entry.folder}/{entry.inbox}/new/{entry.name}\n"
             f"rejected: {iso(self.clock())}\n"
         )
+        # The reason is written first under a hidden name, and named as the entry only once the
+        # file is there: a file another intake settled meanwhile leaves no reason behind (it
+        # would count as a dlq entry), and a crash in between leaves the file, never a lone reason.
+        pending = target_dir / f".{name[:100]}.{os.getpid()}.reason-pending"
         try:
-            write_text_atomic(target_dir / f"{name}.reason", note)
-            final = move_no_replace(Path(entry.path), target_dir, name)
+            write_text_atomic(pending, note)
+            try:
+                final = move_no_replace(Path(entry.path), target_dir, name)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(pending)
+                raise
+            os.replace(pending, target_dir / f"{final.name}.reason")
         except FileNotFoundError:
-            return  # moved away meanwhile
+            return  # moved away meanwhile (another intake settled it)
         except OSError:
             log.exception("maildir: cannot move %s/%s/%s to dlq/", entry.folder, entry.inbox, entry.name)
             return
-        if final.name != name:
-            write_text_atomic(target_dir / f"{final.name}.reason", note)
         log.warning("maildir: %s/%s/%s -> dlq/: %s", entry.folder, entry.inbox, entry.name, reason)
         self._write_receipt(entry, scope=scope, agent=agent, outcome="dlq", reason=reason, dlq=final.name)
         report.rejected += 1
