@@ -166,6 +166,7 @@ from .errors import (
     InvalidRecord,
     InvalidScope,
     StoreError,
+    StoreUnavailable,
     UnknownEventType,
 )
 
@@ -225,6 +226,7 @@ __all__ = [
     "SearchHit",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "Task",
     "Trait",
     "UnknownEventType",

@@ -171,6 +171,13 @@ class Store:
         finally:
             self._depth -= 1
 
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """A block of store calls from one thread (a stage of a turn). SQLite has one
+        connection for everything, so there is nothing to hold; PostgreSQL holds one
+        pooled connection for the block (see ``PostgresStore.session``)."""
+        yield
+
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
         """Run a read query and return all rows."""
         with self._lock:

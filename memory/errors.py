@@ -6,11 +6,24 @@ nothing of ours, so its errors live here.
 
 from __future__ import annotations
 
-__all__ = ["DuplicateMessage", "InvalidEvent", "InvalidRecord", "InvalidScope", "StoreError", "UnknownEventType"]
+__all__ = [
+    "DuplicateMessage",
+    "InvalidEvent",
+    "InvalidRecord",
+    "InvalidScope",
+    "StoreError",
+    "StoreUnavailable",
+    "UnknownEventType",
+]
 
 
 class StoreError(Exception):
     """Base class for everything the memory store raises."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached right now (a restart, an outage): nothing was done;
+    the same call may succeed a moment later. Transports answer "try again" (HTTP 503)."""
 
 
 class InvalidScope(StoreError, ValueError):

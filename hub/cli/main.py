@@ -250,6 +250,7 @@ def eval_group() -> None:
         "events": "scopehub.eval.events_bench:events_bench_command",
         "console": "scopehub.eval.console_bench:console_bench_command",
         "workers": "scopehub.eval.workers:workers_bench_command",
+        "hub": "scopehub.eval.hub_bench:hub_bench_command",
     },
 )
 def bench_group() -> None:

@@ -9,12 +9,15 @@ concurrently.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from scopehub.agents import AgentRegistry, team_channels
 from scopehub.hub.context import Context
@@ -30,9 +33,15 @@ from scopehub.hub.orchestrator._intake import (
     store_inbound,
 )
 from scopehub.hub.orchestrator._record import record_overhead, record_turn
-from scopehub.hub.orchestrator._route import addressed_route, build_classifier, decide_route
-from scopehub.hub.orchestrator._run import run_call
-from scopehub.hub.orchestrator._sections import Sections
+from scopehub.hub.orchestrator._route import (
+    addressed_route,
+    build_classifier,
+    local_route,
+    refine_route,
+)
+from scopehub.hub.orchestrator._run import RunOutcome, run_call
+from scopehub.hub.orchestrator._sections import PreparedCall, Sections
+from scopehub.hub.orchestrator._timing import StageTimes, db_executor, timed
 from scopehub.hub.orchestrator._types import CommandHandler, Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing import AgentProfile, Route
 from scopehub.hub.settings import Settings
@@ -51,6 +60,25 @@ from scopehub.memory import (
 __all__ = ["Hub"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class _Turn:
+    """One message's turn as it moves through the stages (filled in by the database thread)."""
+
+    inbound: Inbound
+    message: Message
+    reply_to: Message | None
+    claim: bool = True  # False: the caller holds the scope's turn, the exclusive right to answer
+    command: tuple[str, str] | None = None
+    window: list[Message] = field(default_factory=list)
+    decision: Route | None = None
+    refine: bool = False  # the LLM router refines the local route (awaited) before settling
+    claimed: str | None = None  # the key of the answer's claim while this turn holds it
+    call: PreparedCall | None = None
+    done: bool = False  # nothing to send
 
 
 class Hub:
@@ -83,6 +111,11 @@ class Hub:
         self.sent_sections = SentSections()
         self.sections = Sections(deps, registry, self.prompts, self.channels)
         self.after_reply = AfterReply(deps, registry, self.holder)
+        # Per-stage CPU and wall time of every turn, when a bench sets it (agents-hub bench hub).
+        self.stage_times: StageTimes | None = None
+        # Where a turn's store work runs: None = the database threads on PostgreSQL, inline on
+        # SQLite (see _in_db); True / False force one (benches compare them).
+        self.db_threads: bool | None = None
 
     def warm_up(self) -> None:
         """Do the slow first-use work now: the tokenizer's encoding, the models' imports.
@@ -148,6 +181,10 @@ class Hub:
         return self.sections.context_for(agent, scope, message, also_sees)
 
     # -- the request path -----------------------------------------------------------------
+    # A turn's store work (intake, routing, the claim, the context; then the record) runs in
+    # the database thread pool, inside one store session per stage group: one pooled
+    # connection per step, and the event loop never waits for the database. Only the model
+    # call, a command and the optional LLM router are awaited on the loop.
     async def handle(self, inbound: Inbound) -> Reply | None:
         """Store, route and answer one message; ``None`` when it is stored but not answered."""
         scope = validate_scope(inbound.scope)
@@ -156,17 +193,14 @@ class Hub:
         self.after_reply.pause(scope)
         try:
             async with self.lock_for(scope):
-                message = self.store_inbound(inbound)
-                if message is None:
-                    return None
-                reply_to = self.store.find_ext(inbound.scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
-                return await self._answer_stored(inbound, message, reply_to)
+                return await self._carry(await self._in_db(self._begin_inbound, inbound))
         finally:
             self.after_reply.resume(scope)
 
     def store_inbound(self, inbound: Inbound) -> Message | None:
         """Commit the message (before any model call); None when this delivery needs nothing more."""
-        return store_inbound(self.store, inbound, self.deps.clock)
+        with self._timed("intake"):
+            return store_inbound(self.store, inbound, self.deps.clock)
 
     async def answer_queued(self, message: Message, *, addressed: bool = True) -> Reply | None:
         """Answer (or, not ``addressed``, only route and tag) a stored message of the scope's queue.
@@ -179,11 +213,7 @@ class Hub:
         self.after_reply.pause(scope)
         try:
             async with self.lock_for(scope):
-                current = self.store.get(scope, message.id)
-                if current is None or current.via == "command" or self.store.is_answered(current.id):
-                    return None
-                inbound, reply_to = inbound_of(self.store, current, addressed=addressed)
-                return await self._answer_stored(inbound, current, reply_to, claim=False)
+                return await self._carry(await self._in_db(self._begin_queued, message, addressed))
         finally:
             self.after_reply.resume(scope)
 
@@ -201,32 +231,146 @@ class Hub:
         call this at start and then every so often, and send what it returns.
         """
         replies: list[Reply] = []
-        for claim in expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit):
+        stalled = await self._in_db(self._stalled_claims, limit)
+        for claim in stalled:
             try:
                 message_id = int(claim.key.rsplit(":", 1)[1])
             except ValueError:
                 continue
             async with self.lock_for(claim.scope):
-                message = self.store.get(claim.scope, message_id)
-                if message is None or self.store.is_answered(message_id):
-                    drop_expired_claim(self.store, claim.scope, claim.key, now=self.deps.clock())
-                    continue
-                log.warning("answering message %s of %s: the process answering it stopped", message_id, claim.scope)
-                inbound, reply_to = inbound_of(self.store, message)
-                reply = await self._route_and_answer(inbound, message, reply_to)
+                reply = await self._carry(await self._in_db(self._begin_stalled, claim.scope, claim.key, message_id))
             if reply is not None:
                 replies.append(reply)
         return replies
 
-    async def _answer_stored(
-        self, inbound: Inbound, message: Message, reply_to: Message | None, *, claim: bool = True
-    ) -> Reply | None:
+    # -- the stages in the database thread (sync: never await in these) ----------------------
+    def _begin_inbound(self, inbound: Inbound) -> _Turn | None:
+        message = self.store_inbound(inbound)
+        if message is None:
+            return None
+        with self._timed("intake"):
+            reply_to = self.store.find_ext(inbound.scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
+        return self._begin(_Turn(inbound, message, reply_to))
+
+    def _begin_queued(self, message: Message, addressed: bool) -> _Turn | None:
+        with self._timed("intake"):
+            current = self.store.get(message.scope, message.id)
+            if current is None or current.via == "command" or self.store.is_answered(current.id):
+                return None
+            inbound, reply_to = inbound_of(self.store, current, addressed=addressed)
+        return self._begin(_Turn(inbound, current, reply_to, claim=False))
+
+    def _stalled_claims(self, limit: int) -> list[Any]:
+        return expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit)
+
+    def _begin_stalled(self, scope: str, key: str, message_id: int) -> _Turn | None:
+        message = self.store.get(scope, message_id)
+        if message is None or self.store.is_answered(message_id):
+            drop_expired_claim(self.store, scope, key, now=self.deps.clock())
+            return None
+        log.warning("answering message %s of %s: the process answering it stopped", message_id, scope)
+        inbound, reply_to = inbound_of(self.store, message)
+        return self._begin(_Turn(inbound, message, reply_to), commands=False)
+
+    def _begin(self, turn: _Turn, *, commands: bool = True) -> _Turn:
+        """A command, or the local route; then, unless the LLM router is to refine it, settle."""
+        inbound = turn.inbound
         # Commands act only when addressed to us: "/forget@other_bot all" in a group must not erase.
-        command = command_of(inbound.text, self.commands, self.registry) if inbound.addressed else None
-        if command is None:
-            return await self._route_and_answer(inbound, message, reply_to, claim=claim)
-        name, argument = command
-        self.store.set_route(message.id, "hub", (), "command")
+        if commands and inbound.addressed:
+            turn.command = command_of(inbound.text, self.commands, self.registry)
+        if turn.command is not None:
+            self.store.set_route(turn.message.id, "hub", (), "command")
+            return turn
+        with self._timed("route"):
+            turn.window = self.recent(inbound.scope, turn.message.id)
+            if inbound.agent is not None and inbound.agent in self.registry:
+                turn.decision = addressed_route(inbound.agent, self.default_also_sees)
+            else:
+                turn.decision = local_route(
+                    inbound.text,
+                    turn.window,
+                    turn.reply_to,
+                    classifier=self.classifier,
+                    settings=self.settings,
+                    default_also_sees=self.default_also_sees,
+                )
+                turn.refine = self.deps.router_model is not None
+        if not turn.refine:
+            self._settle(turn)
+        return turn
+
+    def _settle(self, turn: _Turn) -> None:
+        """Tag the message with its route; claim its answer; read and count the agent's context."""
+        inbound, message, decision = turn.inbound, turn.message, turn.decision
+        assert decision is not None
+        store = self.store
+        with self._timed("route"):
+            store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
+            if not inbound.addressed:
+                turn.done = True
+                return
+            self.after_reply.note_correction(inbound, message, turn.window)
+            if turn.claim:
+                # Claim the answer: with several processes on one database, one of them answers.
+                # The claim's TTL is the only expiry; a process that dies mid-reply leaves the
+                # claim to run out, and then answer_stalled() (or the redelivery) answers it.
+                key = f"message:{message.id}"
+                note = f"{decision.agent}: answering {' '.join(inbound.text.split())[:60]!r}"
+                if acquire_claim(store, inbound.scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock()) is None:
+                    log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
+                    turn.done = True
+                    return
+                turn.claimed = key
+        try:
+            if turn.claimed and store.is_answered(message.id):  # answered elsewhere while we routed
+                turn.done = True
+            else:
+                with self._timed("context"):
+                    turn.call = self.sections.prepare(inbound, message, decision, turn.window)
+        except BaseException:
+            self._release(turn)
+            raise
+        if turn.done:
+            self._release(turn)
+
+    def _record(self, turn: _Turn, outcome: RunOutcome) -> Reply:
+        assert turn.call is not None
+        try:
+            with self._timed("record"):
+                return record_turn(self.deps, self.sent_sections, turn.call, outcome)
+        finally:
+            self._release(turn)
+
+    def _release(self, turn: _Turn) -> None:
+        if turn.claimed is not None:
+            key, turn.claimed = turn.claimed, None
+            release_claim(self.store, turn.inbound.scope, key, self.holder)
+
+    # -- the awaited part of a turn -------------------------------------------------------------
+    async def _carry(self, turn: _Turn | None) -> Reply | None:
+        """Run what a begun turn awaits: its command, or the LLM router and the model; then record."""
+        if turn is None or turn.done:
+            return None
+        if turn.command is not None:
+            return await self._run_command(turn)
+        if turn.refine:
+            turn.decision = await self._refine(turn)
+            await self._in_db(self._settle, turn)
+            if turn.done:
+                return None
+        assert turn.call is not None
+        try:
+            with self._timed("run"):
+                outcome = await run_call(self.deps, turn.call, self.channels)
+        except BaseException:
+            self._release(turn)
+            raise
+        return await self._in_db(self._record, turn, outcome)
+
+    async def _run_command(self, turn: _Turn) -> Reply:
+        inbound, message = turn.inbound, turn.message
+        assert turn.command is not None
+        name, argument = turn.command
         if name not in self.commands:
             text = UNKNOWN_COMMAND_REPLY.format(name=name)
         else:
@@ -237,61 +381,50 @@ class Hub:
                 text = f"/{name} failed; nothing was lost. Please try again."
         return Reply(text=text, kind="command", agent="hub", via="command", message_id=message.id, scope=inbound.scope)
 
-    async def _route_and_answer(
-        self, inbound: Inbound, message: Message, reply_to: Message | None, *, claim: bool = True
-    ) -> Reply | None:
-        store = self.store
-        window = self.recent(inbound.scope, message.id)
-        if inbound.agent is not None and inbound.agent in self.registry:
-            decision = addressed_route(inbound.agent, self.default_also_sees)
-        else:
-            decision = await self._route(inbound.text, window, reply_to, scope=inbound.scope, message_id=message.id)
-        store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
-        if not inbound.addressed:
-            return None
-        self.after_reply.note_correction(inbound, message, window)
-        if not claim:  # the caller holds the scope's turn: the exclusive right to answer it
-            return await self._answer(inbound, message, decision, window)
-        # Claim the answer: with several processes on one database, one of them answers. The
-        # claim's TTL is the only expiry; a process that dies mid-reply leaves the claim to
-        # run out, and then answer_stalled() (or the message's redelivery) answers it.
-        key = f"message:{message.id}"
-        note = f"{decision.agent}: answering {' '.join(inbound.text.split())[:60]!r}"
-        if acquire_claim(store, inbound.scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock()) is None:
-            log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
-            return None
+    async def _refine(self, turn: _Turn) -> Route:
+        assert turn.decision is not None and self.deps.router_model is not None
+        scope, message_id, settings = turn.inbound.scope, turn.message.id, self.settings
+
+        def on_usage(prompt: int, completion: int) -> None:
+            record_overhead(self.store, scope, message_id, "router", settings.router_model, prompt, completion)
+
+        with self._timed("route"):
+            return await refine_route(
+                turn.decision,
+                turn.inbound.text,
+                turn.window,
+                settings=settings,
+                profiles=self.profiles,
+                router_model=self.deps.router_model,
+                on_usage=on_usage,
+            )
+
+    async def _in_db(self, work: Callable[..., _T], *args: Any) -> _T:
+        """``work(*args)`` inside one store session: in the database thread pool, or right here
+        on SQLite, where a call never waits on the network and this process is the single
+        writer (a thread hop would only add CPU, and the loop's timing would change for nothing)."""
+        threads = self.db_threads if self.db_threads is not None else not getattr(self.store.dialect, "is_sqlite", True)
+        if not threads:
+            return self._in_session(work, *args)
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(db_executor(), contextvars.copy_context().run, self._in_session, work, *args)
         try:
-            if store.is_answered(message.id):  # answered elsewhere while we routed
-                return None
-            return await self._answer(inbound, message, decision, window)
-        finally:
-            release_claim(store, inbound.scope, key, self.holder)
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # A thread cannot be stopped: let it finish its step (milliseconds) before the
+            # scope's lock is released, so the scope's next turn never overlaps it.
+            await asyncio.wait([future])
+            if not future.cancelled():
+                future.exception()  # seen: no "exception was never retrieved" later
+            raise
 
-    async def _route(
-        self, text: str, window: list[Message], reply_to: Message | None, *, scope: str | None = None, message_id: int | None = None
-    ) -> Route:
-        settings = self.settings
-        on_usage = (
-            (lambda p, c: record_overhead(self.store, scope, message_id, "router", settings.router_model, p, c)) if scope else None
-        )
-        return await decide_route(
-            text,
-            window,
-            reply_to,
-            classifier=self.classifier,
-            embeds=bool(self.embedder_name),
-            settings=settings,
-            default_also_sees=self.default_also_sees,
-            profiles=self.profiles,
-            router_model=self.deps.router_model,
-            on_usage=on_usage,
-        )
+    def _in_session(self, work: Callable[..., _T], *args: Any) -> _T:
+        session = getattr(self.store, "session", None)
+        with session() if session is not None else nullcontext():
+            return work(*args)
 
-    async def _answer(self, inbound: Inbound, message: Message, decision: Route, window: list[Message]) -> Reply:
-        """Context → run → record: the routed agent's answer to a stored message."""
-        call = self.sections.prepare(inbound, message, decision, window)
-        outcome = await run_call(self.deps, call, self.channels)
-        return record_turn(self.deps, self.sent_sections, call, outcome)
+    def _timed(self, stage: str) -> AbstractContextManager[None]:
+        return timed(self.stage_times, stage)
 
     # -- after the reply is sent (hub.orchestrator._after_reply) -------------------------------
     async def after_send(self, reply: Reply | None) -> None:

@@ -2,13 +2,12 @@
 
 The local router decides for zero tokens (:func:`scopehub.hub.routing.route`); the LLM
 router, when configured, may refine its decision. Both are pure over the window; this
-module only builds the classifier once and keeps embedding off the event loop.
+module builds the classifier once; the hub runs the local route (embedding included) in
+its database thread, off the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ from scopehub.hub.routing.classifier import SEMANTIC_GATE
 from scopehub.hub.settings import Settings
 from scopehub.memory import Message
 
-__all__ = ["addressed_route", "build_classifier", "decide_route"]
+__all__ = ["addressed_route", "build_classifier", "local_route", "refine_route"]
 
 log = logging.getLogger(__name__)
 
@@ -60,26 +59,18 @@ def addressed_route(agent: str, default_also_sees: Mapping[str, Sequence[str]]) 
     return Route(agent=agent, also_sees=also, via="explicit")
 
 
-async def decide_route(
+def local_route(
     text: str,
     window: list[Message],
     reply_to: Message | None,
     *,
     classifier: LocalClassifier,
-    embeds: bool,
     settings: Settings,
     default_also_sees: Mapping[str, Sequence[str]],
-    profiles: Sequence[AgentProfile],
-    router_model: ChatModel | None,
-    on_usage: Callable[[int, int], None] | None = None,
 ) -> Route:
-    """The route of ``text``: the local router's, refined by the LLM router when there is one.
-
-    ``embeds``: the classifier embeds messages, milliseconds of CPU kept off the event loop.
-    ``on_usage(prompt, completion)`` records the LLM router's tokens.
-    """
-    routing = functools.partial(
-        route,
+    """The local router's route of ``text``: zero tokens, pure (embedding included, which
+    is why the hub calls it from its database thread, never on the event loop)."""
+    return route(
         text,
         classifier=classifier,
         window=window,
@@ -87,9 +78,19 @@ async def decide_route(
         tail=settings.tail,
         default_also_sees=default_also_sees,
     )
-    local = await asyncio.to_thread(routing) if embeds else routing()
-    if router_model is None:
-        return local
+
+
+async def refine_route(
+    local: Route,
+    text: str,
+    window: list[Message],
+    *,
+    settings: Settings,
+    profiles: Sequence[AgentProfile],
+    router_model: ChatModel,
+    on_usage: Callable[[int, int], None] | None = None,
+) -> Route:
+    """The local route refined by the LLM router; ``on_usage(prompt, completion)`` records its tokens."""
     return await refine_with_llm(
         local,
         text,

@@ -146,28 +146,62 @@ class PgConnection:
 
     ``raw`` is the psycopg connection itself, for PostgreSQL-only code (migrations,
     the archive search) that writes ``%s`` placeholders directly.
+
+    Statements whose results nobody reads (``BEGIN``, ``SAVEPOINT``, ``RELEASE``, the
+    scope's advisory lock) are not sent on their own: they wait in :attr:`prefix` and go
+    out in front of the next statement, in the same round trip (several statements in one
+    query text, which client-side binding allows). A one-statement transaction is then two
+    round trips (the statement, ``COMMIT``) instead of three, ``append`` two instead of
+    five. Anything that reaches for :attr:`raw` gets the prefix sent first.
     """
 
     def __init__(self, raw: psycopg.Connection, changed: set[str] | None = None) -> None:
-        self.raw = raw
+        self._raw = raw
         # Tables this connection deleted or updated rows in: the store vacuums them on
         # flush_deleted(), so old versions of forgotten or edited text leave the pages.
         self.changed = changed if changed is not None else set()
+        self.prefix: list[str] = []  # SQL sent in front of the next statement (see the class docstring)
+        self.depth = 0  # transaction nesting (0: autocommit, between transactions)
+
+    @property
+    def raw(self) -> psycopg.Connection:
+        self.flush()
+        return self._raw
+
+    def defer(self, sql: str) -> None:
+        """Send ``sql`` (complete, no placeholders) in front of the next statement."""
+        self.prefix.append(sql)
+
+    def flush(self) -> None:
+        """Send the deferred statements now."""
+        if self.prefix:
+            text = "; ".join(self.prefix)
+            self.prefix.clear()
+            self._raw.execute(text)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
         named = isinstance(params, Mapping)
         if match := _CHANGES.match(sql):
             self.changed.add(match.group(1))
-        cursor = self.raw.cursor()
-        # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
-        cursor.execute(to_pyformat(sql, named), _clean(params))
+        cursor = self._raw.cursor()
+        query = to_pyformat(sql, named)
+        if not self.prefix:
+            # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
+            cursor.execute(query, _clean(params))
+            return PgCursor(cursor)
+        head = "; ".join(self.prefix).replace("%", "%%")
+        self.prefix.clear()
+        cursor.execute(f"{head}; {query}", _clean(params))
+        while cursor.nextset():  # the deferred statements' results come first
+            pass
         return PgCursor(cursor)
 
     def lock_scope(self, scope: str) -> None:
         """Hold the scope's advisory lock until this transaction ends (see ``memory._schema.lock_scope``)."""
-        self.raw.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope))
+        self.defer(self._raw.cursor().mogrify("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope)))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
-        cursor = self.raw.cursor()
+        self.flush()
+        cursor = self._raw.cursor()
         cursor.executemany(to_pyformat(sql), [_clean(row) for row in rows])
         return PgCursor(cursor)
