@@ -311,6 +311,30 @@ class WorkerPool:
         path = self.workdir / f"worker-{index}.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
+    def cpu_seconds(self) -> float:
+        """CPU (user + system) the live worker processes have used so far (Linux /proc)."""
+        total = 0.0
+        ticks = os.sysconf("SC_CLK_TCK")
+        for proc in self.procs:
+            if proc is None or proc.poll() is not None:
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / ticks
+        return total
+
+    def loop_lags(self) -> list[dict[str, Any]]:
+        """Each live worker's event-loop lag (its /healthz?format=json), None where it did not say."""
+        import httpx
+
+        lags = []
+        for index, port in enumerate(self.ports):
+            if not self.alive(index):
+                continue
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                lags.append(httpx.get(f"http://127.0.0.1:{port}/healthz?format=json", timeout=5).json().get("loop_lag"))
+        return [lag for lag in lags if lag]
+
     def errors(self) -> list[str]:
         """Tracebacks in the workers' logs (a crash we did not cause)."""
         found = []
@@ -542,9 +566,13 @@ def bench_workers(
                 dispatcher = Dispatcher(pool.ports)
                 if echo:
                     echo(f"{count} worker(s): posting {chats * messages} updates ...")
+                load_before, cpu_before = os.getloadavg()[0], pool.cpu_seconds()
                 asyncio.run(dispatcher.run(updates))
                 # A reply may wait for the sweep (a TTL, then every TTL/2): quiet for longer means lost.
                 wait_replies(fakes, chats * messages, set(chat_ids), quiet=1.5 * claim_ttl + 30)
+                worker_cpu = pool.cpu_seconds() - cpu_before
+                lags = pool.loop_lags()
+                load_after = os.getloadavg()[0]
                 counted = tally(list(fakes.arrivals), dispatcher.posted, chat_ids, messages)
                 crashed = pool.errors()
             finally:
@@ -564,6 +592,12 @@ def bench_workers(
                 "post_retries": dispatcher.retries,
                 "undelivered": len(dispatcher.undelivered),
                 "worker_tracebacks": len(crashed),
+                # What the workers' own processes spent per answered message, and how late their
+                # event loops ran a timer (worst worker): a blocked loop shows here.
+                "worker_cpu_ms_per_message": round(1000 * worker_cpu / max(1, counted.answered), 2),
+                "loop_lag_p99_ms": max((lag["p99_ms"] for lag in lags), default=None),
+                "loop_lag_max_ms": max((lag["max_ms"] for lag in lags), default=None),
+                "load_average": [round(load_before, 2), round(load_after, 2)],
             }
             runs.append(run)
             if echo:
@@ -572,11 +606,18 @@ def bench_workers(
 
 
 def format_bench(report: dict[str, Any]) -> str:
-    header = ["workers", "msg/s", "p50 s", "p95 s", "lost", "duplicated", "out of order", "seconds", "retries"]
+    header = [
+        "workers", "msg/s", "p50 s", "p95 s", "lost", "duplicated", "out of order", "seconds", "retries",
+        "cpu ms/msg", "loop lag p99 ms", "load",
+    ]  # fmt: skip
     rows = [
-        [r["workers"], r["throughput"], r["p50_s"], r["p95_s"], r["lost"], r["duplicated"], r["out_of_order"], r["seconds"], r["post_retries"]]
+        [
+            r["workers"], r["throughput"], r["p50_s"], r["p95_s"], r["lost"], r["duplicated"], r["out_of_order"],
+            r["seconds"], r["post_retries"], r.get("worker_cpu_ms_per_message"), r.get("loop_lag_p99_ms"),
+            " -> ".join(str(x) for x in r.get("load_average", [])),
+        ]
         for r in report["runs"]
-    ]
+    ]  # fmt: skip
     title = (
         f"Webhook workers on {report['database']}: {report['chats']} chats x {report['messages']} messages, "
         f"model holds each reply {report['hold_s']} s, {report['cpus']} CPUs"

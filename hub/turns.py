@@ -33,7 +33,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.memory import (
     acquire_claim,
     claims_of,
@@ -45,6 +47,8 @@ from scopehub.memory import (
 __all__ = ["BOOKKEEPING_PREFIXES", "OWED_PREFIX", "QUEUE_HOLDER", "TURN_KEY", "Owed", "ScopeTurns", "is_bookkeeping", "is_transient"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 TURN_KEY = "turn"
 OWED_PREFIX = "owed:"  # owed:<message id> (answer it) or owed:<message id>:tag (only route and tag it)
@@ -94,7 +98,9 @@ def is_transient(exc: BaseException) -> bool:
     or a reply that could not be sent yet."""
     import sqlite3
 
-    if isinstance(exc, (sqlite3.OperationalError, DeliveryDeferred)):
+    from scopehub.memory import StoreUnavailable
+
+    if isinstance(exc, (sqlite3.OperationalError, DeliveryDeferred, StoreUnavailable)):
         return True
     return any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__)
 
@@ -219,6 +225,38 @@ class ScopeTurns:
         items = (Owed.parse(c.key) for c in claims_of(self.store, scope, prefix=OWED_PREFIX))
         return sorted(item for item in items if item is not None)
 
+    # -- the store steps of a turn (each in one store session, off the event loop where the
+    #    store waits on the network: see scopehub.hub.dbwork) ---------------------------
+    async def _db(self, work: Callable[..., _T], *args: object) -> _T:
+        return await in_db_thread(self.store, work, *args)
+
+    def _take_turn(self, scope: str) -> object:
+        note = "hub: answering this chat's messages in order"
+        return acquire_claim(self.store, scope, TURN_KEY, self.holder, note=note, ttl=self.ttl, now=self.clock())
+
+    def _next_owed(self, scope: str) -> list[Owed] | None:
+        """The owed messages, their marks and the turn renewed; None when the turn ran out."""
+        items = self.owed(scope)
+        if not items:
+            return items
+        if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
+            return None
+        _renew_marks(self.store, scope, items, ttl=self.ttl, now=self.clock())
+        return items
+
+    def _revive_expired(self, limit: int) -> dict[str, None]:
+        """The scopes whose expired marks were revived (so the turn sees them)."""
+        scopes: dict[str, None] = {}
+        for claim in expired_claims(self.store, prefix=OWED_PREFIX, now=self.clock(), limit=limit):
+            if Owed.parse(claim.key) is None:
+                continue
+            try:
+                if acquire_claim(self.store, claim.scope, claim.key, QUEUE_HOLDER, note=claim.note, ttl=self.ttl, now=self.clock()):
+                    scopes.setdefault(claim.scope)
+            except Exception as exc:
+                log.warning("cannot revive the mark %s of %s (%s)", claim.key, claim.scope, exc)
+        return scopes
+
     # -- the turn ------------------------------------------------------------------------
     def busy(self, scope: str) -> bool:
         """Whether a task of this process works the scope's turn now."""
@@ -237,7 +275,7 @@ class ScopeTurns:
             self._working.add(scope)
             try:
                 try:
-                    if acquire_claim(self.store, scope, TURN_KEY, self.holder, note="hub: answering this chat's messages in order", ttl=self.ttl, now=self.clock()) is None:
+                    if await self._db(self._take_turn, scope) is None:
                         return done  # another worker's turn: it looks again after releasing it
                 except Exception as exc:
                     log.warning("cannot take the turn of %s (%s); its messages wait for a later turn", scope, exc)
@@ -247,7 +285,7 @@ class ScopeTurns:
                     done += worked
                 finally:
                     try:
-                        release_claim(self.store, scope, TURN_KEY, self.holder)
+                        await self._db(release_claim, self.store, scope, TURN_KEY, self.holder)
                     except Exception as exc:
                         log.warning("turn of %s not released (%s); it runs out", scope, exc)
             finally:
@@ -255,7 +293,7 @@ class ScopeTurns:
             if not finished:
                 return done  # the database failed: the marks stay, and run out into the sweep
             try:
-                if not self.owed(scope):
+                if not await self._db(self.owed, scope):
                     return done
             except Exception as exc:
                 log.warning("cannot look at the queue of %s (%s); the sweep will", scope, exc)
@@ -267,13 +305,12 @@ class ScopeTurns:
         done = 0
         while True:
             try:
-                items = self.owed(scope)
-                if not items:
-                    return done, True
-                if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
+                items = await self._db(self._next_owed, scope)
+                if items is None:
                     log.warning("the turn of %s ran out while working it; leaving the rest to its new holder", scope)
                     return done, False
-                _renew_marks(self.store, scope, items, ttl=self.ttl, now=self.clock())
+                if not items:
+                    return done, True
             except Exception as exc:
                 log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
                 return done, False
@@ -292,7 +329,7 @@ class ScopeTurns:
             finally:
                 self.leases.drop(scope)
             try:
-                release_claim(self.store, scope, item.key, QUEUE_HOLDER)
+                await self._db(release_claim, self.store, scope, item.key, QUEUE_HOLDER)
             except Exception as exc:
                 log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
                 return done, False
@@ -305,19 +342,10 @@ class ScopeTurns:
         Returns how many owed messages were worked. Never raises.
         """
         try:
-            stale = expired_claims(self.store, prefix=OWED_PREFIX, now=self.clock(), limit=limit)
+            scopes = await self._db(self._revive_expired, limit)
         except Exception as exc:
             log.warning("cannot look for abandoned messages (%s); trying again at the next sweep", exc)
             return 0
-        scopes: dict[str, None] = {}
-        for claim in stale:
-            if Owed.parse(claim.key) is None:
-                continue
-            try:
-                if acquire_claim(self.store, claim.scope, claim.key, QUEUE_HOLDER, note=claim.note, ttl=self.ttl, now=self.clock()):
-                    scopes.setdefault(claim.scope)
-            except Exception as exc:
-                log.warning("cannot revive the mark %s of %s (%s)", claim.key, claim.scope, exc)
         # The scopes side by side (a bounded few at a time), as their webhooks would have
         # answered them: one after another, a dead worker's ten chats waited for each
         # other's whole queues, and the sweep outlived its own interval.

@@ -9,13 +9,12 @@ concurrently.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,6 +23,7 @@ from scopehub.hub.context import Context
 from scopehub.hub.context.awareness import Awareness
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.record import SentSections
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.digest.service import DigestSection
 from scopehub.hub.orchestrator._after_reply import AfterReply
 from scopehub.hub.orchestrator._intake import (
@@ -41,7 +41,7 @@ from scopehub.hub.orchestrator._route import (
 )
 from scopehub.hub.orchestrator._run import RunOutcome, run_call
 from scopehub.hub.orchestrator._sections import PreparedCall, Sections
-from scopehub.hub.orchestrator._timing import StageTimes, db_executor, timed
+from scopehub.hub.orchestrator._timing import StageTimes, timed
 from scopehub.hub.orchestrator._types import CommandHandler, Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing import AgentProfile, Route
 from scopehub.hub.settings import Settings
@@ -400,28 +400,9 @@ class Hub:
             )
 
     async def _in_db(self, work: Callable[..., _T], *args: Any) -> _T:
-        """``work(*args)`` inside one store session: in the database thread pool, or right here
-        on SQLite, where a call never waits on the network and this process is the single
-        writer (a thread hop would only add CPU, and the loop's timing would change for nothing)."""
-        threads = self.db_threads if self.db_threads is not None else not getattr(self.store.dialect, "is_sqlite", True)
-        if not threads:
-            return self._in_session(work, *args)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(db_executor(), contextvars.copy_context().run, self._in_session, work, *args)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            # A thread cannot be stopped: let it finish its step (milliseconds) before the
-            # scope's lock is released, so the scope's next turn never overlaps it.
-            await asyncio.wait([future])
-            if not future.cancelled():
-                future.exception()  # seen: no "exception was never retrieved" later
-            raise
-
-    def _in_session(self, work: Callable[..., _T], *args: Any) -> _T:
-        session = getattr(self.store, "session", None)
-        with session() if session is not None else nullcontext():
-            return work(*args)
+        """``work(*args)`` inside one store session, off the event loop where the store's calls
+        wait on the network (see :func:`~._timing.in_db_thread`; ``db_threads`` overrides)."""
+        return await in_db_thread(self.store, work, *args, threads=self.db_threads)
 
     def _timed(self, stage: str) -> AbstractContextManager[None]:
         return timed(self.stage_times, stage)

@@ -1,42 +1,21 @@
-"""Where a turn's time goes: the CPU and wall time of each stage, and the database thread pool.
+"""Where a turn's time goes: the CPU and wall time of each stage.
 
 The stages (intake, route, context, run, record; after the reply) are timed only when a
 bench asks (``Hub.stage_times``): each sample is the CPU time of the thread that ran the
-stage and its wall time. The sync part of a turn runs in a small, bounded pool of threads
-(:func:`db_executor`), each stage inside one store session (one pooled connection on
-PostgreSQL), so the event loop never waits for the database.
+stage and its wall time (the store work of a stage may run in a database thread, see
+:mod:`scopehub.hub.dbwork`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
-__all__ = ["DB_THREADS", "STAGES", "StageTimes", "db_executor"]
+__all__ = ["STAGES", "StageTimes", "timed"]
 
 STAGES = ("intake", "route", "context", "run", "record", "after_reply")
-
-# Threads that run the sync part of turns, for every hub of the process. A few are enough:
-# the CPU part holds the GIL anyway; more threads only overlap more database round trips,
-# and each holds a pooled connection while it runs a stage (PostgreSQL's pool has 10).
-DB_THREADS = max(2, min(4, (os.cpu_count() or 2) * 2))
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def db_executor() -> ThreadPoolExecutor:
-    """The process's bounded thread pool for the store work of turns (made on first use)."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=DB_THREADS, thread_name_prefix="hub-db")
-        return _executor
-
 
 class StageTimes:
     """CPU and wall seconds per stage and turn (thread-safe).

@@ -49,49 +49,56 @@ def _connect_kwargs() -> dict[str, Any]:
 
 
 def _top_level(conn: PgConnection) -> Iterator[PgConnection]:
-    """A transaction on ``conn``: BEGIN deferred to its first statement, COMMIT or ROLLBACK at the end."""
-    conn.defer("BEGIN")
+    """A transaction on ``conn``: BEGIN queued with its first statements, COMMIT sending the rest."""
     conn.depth = 1
+    conn.defer("BEGIN")
     try:
         yield conn
     except BaseException:
         conn.depth = 0
-        if conn.prefix and conn.prefix[0] == "BEGIN":
-            conn.prefix.clear()  # nothing was sent: nothing to undo
-        else:
-            conn.prefix.clear()
+        sent = not (conn.queue and conn.queue[0] == "BEGIN")
+        conn.queue.clear()  # what was never sent never ran: nothing of it to undo
+        if sent:
             with suppress(psycopg.Error):  # a broken connection rolls back by itself; the pool drops it
                 conn.raw.execute("ROLLBACK")
         raise
     conn.depth = 0
-    if conn.prefix and conn.prefix[0] == "BEGIN":
-        conn.prefix.clear()  # the block ran no statement
+    if conn.queue == ["BEGIN"]:
+        conn.queue.clear()  # the block ran no statement
         return
     conn.defer("COMMIT")
     conn.flush()
 
 
 def _savepoint(conn: PgConnection) -> Iterator[PgConnection]:
-    """A nested block in a SAVEPOINT: deferred like BEGIN; RELEASE travels with the next statement."""
+    """A nested block in a SAVEPOINT, queued like BEGIN; RELEASE sends what the block queued."""
     name = f"nested_{conn.depth}"
-    mark = len(conn.prefix)
-    conn.defer(f"SAVEPOINT {name}")
+    start = f"SAVEPOINT {name}"
+    mark = len(conn.queue)
+    conn.defer(start)
     conn.depth += 1
+
+    def unsent() -> bool:
+        return len(conn.queue) > mark and conn.queue[mark] == start
+
     try:
         yield conn
     except BaseException:
         conn.depth -= 1
-        if len(conn.prefix) > mark and conn.prefix[mark] == f"SAVEPOINT {name}":
-            del conn.prefix[mark:]  # nothing inside was sent
+        if unsent():
+            del conn.queue[mark:]  # the savepoint and what ran inside were never sent
         else:
-            conn.prefix.clear()
+            conn.queue.clear()
             conn.raw.execute(f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
         raise
     conn.depth -= 1
-    if len(conn.prefix) > mark and conn.prefix[mark] == f"SAVEPOINT {name}":
-        del conn.prefix[mark:]
-    else:
-        conn.defer(f"RELEASE SAVEPOINT {name}")
+    if unsent() and len(conn.queue) == mark + 1:
+        del conn.queue[mark:]  # nothing ran inside
+        return
+    # When a block ends its statements have run, nested or not: code may rely on a write
+    # being on the server once its block is done (its id drawn, its lock held).
+    conn.defer(f"RELEASE SAVEPOINT {name}")
+    conn.flush()
 
 
 class PostgresStore(Store):
