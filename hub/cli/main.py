@@ -251,6 +251,7 @@ def eval_group() -> None:
         "console": "scopehub.eval.console_bench:console_bench_command",
         "workers": "scopehub.eval.workers:workers_bench_command",
         "hub": "scopehub.eval.hub_bench:hub_bench_command",
+        "import": "scopehub.eval.import_bench:import_bench_command",
     },
 )
 def bench_group() -> None:

@@ -19,11 +19,13 @@ from typing import Any
 
 import psycopg
 
+from .._chatlog import ImportReport, LogRecord
 from .._dialect import Dialect
 from .._model import validate_scope
 from .._schema import ensure_scope
 from .._store import _SCOPED_TABLES, Store, move_numbered_rows
 from ..errors import StoreError
+from ._bulk import import_batch
 from ._conn import NumberLoader, PgConnection
 from ._pool import Pool
 from ._schema import migrate
@@ -206,6 +208,14 @@ class PostgresStore(Store):
     def unavailable_for(self) -> float | None:
         """Seconds since the server was found unreachable (requests fail fast meanwhile); None while it answers."""
         return self._pool.down_for
+
+    def _import_batch(self, batch: list[LogRecord], report: ImportReport) -> None:
+        """One batch in one statement (COPY), its search index in one go (see ``_bulk.py``)."""
+        with self.transaction() as conn:
+            added, scopes = import_batch(conn, batch)
+        report.scopes.update(scopes)
+        report.added += added
+        report.skipped += len(batch) - added
 
     def close(self) -> None:
         self._pool.close()
