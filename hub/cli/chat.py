@@ -40,10 +40,7 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
     load = getattr(model, "load", None)
     if callable(load):
         load()  # the embedded model loads now, not during the first reply
-    if settings.model or settings.router_model:
-        import litellm
-
-        litellm.suppress_debug_info = True  # else it prints help banners on standard output
+    # litellm is imported where it is used (seconds of CPU), and silenced there.
     hub = build_hub(settings, store=store_of(ctx), model=model)
     chat = TerminalChat(hub, scope, as_json=as_json)
     stdin = click.get_text_stream("stdin")

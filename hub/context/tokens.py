@@ -44,6 +44,34 @@ def _point_tiktoken_at_litellm() -> None:
         os.environ.setdefault("CUSTOM_TIKTOKEN_CACHE_DIR", str(tokenizers))
 
 
+def _encoding(tiktoken: Any, name: str) -> Any:
+    """``tiktoken.get_encoding(name)``, its BPE table read from the disk cache when it is there.
+
+    tiktoken parses the table from a base64 text file of 200,000 lines at every start
+    (0.2 s of CPU); the parsed table is the same for a given tiktoken version and
+    encoding, so it is kept (``scopehub.hub.diskcache``, marshal: read back in 0.05 s).
+    """
+    from scopehub.hub.diskcache import load_data, save_data
+
+    key = [f"tiktoken {getattr(tiktoken, '__version__', '?')}", name]
+    kept = load_data("tiktoken", key)
+    if isinstance(kept, dict):
+        try:
+            return tiktoken.Encoding(**kept)
+        except (TypeError, ValueError):
+            pass  # another version's arguments: parse afresh
+    from tiktoken import registry
+
+    if registry.ENCODING_CONSTRUCTORS is None:
+        registry._find_constructors()
+    constructor = (registry.ENCODING_CONSTRUCTORS or {}).get(name)
+    if constructor is None:
+        return tiktoken.get_encoding(name)  # its own error for an unknown name
+    arguments = constructor()
+    save_data("tiktoken", key, arguments)
+    return tiktoken.Encoding(**arguments)
+
+
 class _CountCache:
     """Token counts of texts seen lately, least recently used out, bounded by characters.
 
@@ -88,7 +116,7 @@ class TiktokenTokenizer:
         import tiktoken
 
         self.name = encoding
-        self._enc = tiktoken.get_encoding(encoding)
+        self._enc = _encoding(tiktoken, encoding)
         self._cache = _CountCache()
 
     def count(self, text: str) -> int:

@@ -84,7 +84,12 @@ class LiteLLMModel:
         self.direct = direct
 
     def warm_up(self) -> None:
-        """Import litellm now (seconds of CPU): a transport calls this off its event loop at start."""
+        """Import litellm now (seconds of CPU): a transport calls this off its event loop at start.
+
+        Not for an OpenAI-compatible server reached directly: those calls never need it.
+        """
+        if self.direct and is_openai_compatible(self.name, self.api_base):
+            return
         import litellm  # noqa: F401
 
     async def complete(

