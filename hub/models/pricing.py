@@ -126,9 +126,9 @@ def price_call(
         return Price(cost=None, billed_tokens=None)
     if not model:
         return _uncached(prompt, cached, written)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if model in UNPRICED:  # litellm's map does not know it: no need to import litellm to hear so again
         return _uncached(prompt, cached, written)
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
     litellm.suppress_debug_info = True  # its "Provider List" banners go to stdout

@@ -13,6 +13,7 @@ once it passed the check.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from scopehub.hub.diskcache import (
 )
 
 __all__ = ["load_fast_e5"]
+
+log = logging.getLogger(__name__)
 
 
 def _key(path: str | Path, kind: str) -> list[str]:
@@ -45,7 +48,10 @@ def load_fast_e5(path: str | Path, *, threads: int, check: Callable[[object], No
     graph = load_bytes("e5-graph", key)
     tables = load_data("e5-tokenizer", key) if graph is not None else None
     if graph is not None and isinstance(tables, dict):
-        return FastE5(path, kind=kind, threads=threads, prepared=graph, tokenizer_tables=tables), True
+        try:
+            return FastE5(path, kind=kind, threads=threads, prepared=graph, tokenizer_tables=tables), True
+        except Exception as exc:  # a damaged file (onnxruntime refuses it, a table is off): build afresh
+            log.warning("the fast embedder's kept graph cannot be used (%s); preparing it again", exc)
     fast = FastE5(path, kind=kind, threads=threads, keep_graph=True)
     check(fast)
     if fast.graph is not None:
