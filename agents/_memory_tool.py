@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
+from scopehub.memory import get_vault_item
+
 from ._spec import ToolContext, tool
 
 __all__ = ["search_memory"]
@@ -39,6 +41,12 @@ def _when(ts: float) -> str:
         "when is Sam's birthday?",
         "what is the password for the router?",
         "what did we talk about last week",
+        'where did I put the passport?',
+        'what was the boiler pressure I noted?',
+        'did I write down the meeting room?',
+        "what did Anna's email say about the venue?",
+        'Wo ist der Ersatzschlüssel?',
+        'Quel était le code du portail ?',
     )
 )
 def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
@@ -48,7 +56,12 @@ def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
         return "no results"
     lines = []
     for hit in hits:
-        who = hit.agent or ("note" if hit.kind == "vault" else "user")
+        who = hit.agent or "user"
+        if hit.kind == "vault":
+            # What was kept says what it is (a note, an email, a draft): its agent's name
+            # would read like one of the agent's own replies.
+            item = get_vault_item(ctx.store, ctx.scope, hit.id)
+            who = f"{item.kind} #{item.number}" if item is not None else "kept"
         if hit.importance is not None:  # a knowledge fragment distilled from older messages
             who = f"knowledge, importance {hit.importance:.2f}"
         lines.append(f"#{hit.id} {_when(hit.ts)} [{who}] {hit.snippet}")

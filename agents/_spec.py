@@ -172,6 +172,9 @@ class Tool(BaseModel):
     args: type[BaseModel]
     func: Any  # ToolFunction; Any keeps pydantic from wrapping the callable
     examples: tuple[ToolExample, ...] = ()
+    # Words that say this tool's action whatever the object ("delete", "lösche", "annule"): a
+    # small model picks its tool from them as from the examples. Never sent to a hosted model.
+    keywords: tuple[str, ...] = ()
 
     @field_validator("examples", mode="before")
     @classmethod
@@ -207,6 +210,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     examples: Iterable[ExampleLike] = (),
+    keywords: Iterable[str] = (),
 ) -> Any:
     """Declare a tool from ``def f(ctx: ToolContext, args: SomeModel) -> str``.
 
@@ -226,7 +230,9 @@ def tool(
             raise TypeError(f"tool {function.__name__}: annotate its second parameter with a pydantic model")
         doc = description or (inspect.getdoc(function) or "").strip().splitlines()[0:1]
         text = doc if isinstance(doc, str) else (doc[0] if doc else function.__name__)
-        return Tool(name=name or function.__name__, description=text, args=args_model, func=function, examples=tuple(examples))
+        return Tool(
+            name=name or function.__name__, description=text, args=args_model, func=function, examples=tuple(examples), keywords=tuple(keywords)
+        )
 
     return wrap(func) if func is not None else wrap
 

@@ -28,7 +28,12 @@ class DispatchArgs(BaseModel):
         "hand this over to the qa team: test the new login",
         "dispatch to ci: the deploy failed at 2am",
         "ask the data team for last week's numbers",
-    )
+        'let the support team know the app crashes on login',
+        'forward this to the marketing team: the banner is wrong',
+        'send the finance team a note that the invoice is paid',
+        'notify the ops team that the server is down',
+    ),
+    keywords=('team', 'tell', 'send', 'forward', 'notify', 'hand', 'ask', 'let', 'dispatch'),
 )
 def dispatch(ctx: ToolContext, args: DispatchArgs) -> str:
     """Hand work to an outside team (a file in its Maildir outbox)."""
@@ -63,6 +68,11 @@ agent = AgentSpec(
         "explain how photosynthesis works",
         "what did we talk about last week",
         "translate good night into Spanish",
+        # Work for outside teams (the dispatch tool): the team named, and what to pass on.
+        "tell the qa team that the login page is broken",
+        "let the support team know the app crashes on start",
+        "hand this over to the legal team: review the new contract",
+        "notify the backend team that the database is slow",
         # The same requests in other languages: their words and character n-grams find
         # this agent when a message has no English in it (one per language; tests use others).
         "Guten Morgen! Wer bist du?",

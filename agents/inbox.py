@@ -225,14 +225,14 @@ def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
             now=ctx.now(),
         )
         payload = {
-            "email_id": item.id,
+            "email_id": item.number,
             "sender": _sender_label(parsed.sender),
             "subject": item.title,
             "dates": _date_mentions(parsed.body, parsed.dates),
         }
         ctx.emit("email.received", payload, agent=NAME)
     lines = [
-        f"Kept email #{item.id}.",
+        f"Kept email #{item.number}.",
         f"From: {_sender_label(parsed.sender)}",
         f"Subject: {parsed.subject or '(none)'}",
     ]
@@ -245,27 +245,46 @@ def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
     return "\n".join(lines)
 
 
-@tool(examples=("show my emails", "list the mails I forwarded", "what emails do I have", "which emails did I keep"))
+@tool(
+    examples=(
+        "show my emails", "list the mails I forwarded", "what emails do I have", "which emails did I keep",
+        "any mails saved?", "list everything in my inbox", "Zeig meine E-Mails", "Quels courriels ai-je gardés ?",
+    ),
+    keywords=('show', 'list', 'which', 'any', 'inbox', 'zeig', 'quels', 'muestra'),
+)
 def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
     """List kept emails, newest first."""
     items = memory.list_vault_items(ctx.store, ctx.scope, EMAIL, limit=args.limit)
     if not items:
         return "No emails kept."
     return "\n".join(
-        f"#{item.id} {item.meta.get('date', '')} {_sender_label(item.meta.get('from', ''))}: {item.title}".replace("  ", " ")
+        f"#{item.number} {item.meta.get('date', '')} {_sender_label(item.meta.get('from', ''))}: {item.title}".replace("  ", " ")
         for item in items
     )
 
 
-@tool(examples=(("read email 2", {"id": 2}), ("open email 5", {"id": 5}), "what did the last email say", "show me that mail again"))
+@tool(
+    examples=(
+        ("read email 2", {"id": 2}),
+        ("open email 5", {"id": 5}),
+        "what did the last email say",
+        "show me that mail again",
+        'what did Anna write',
+        'open the email from the bank',
+        "read me the landlord's mail",
+        'show email number 3',
+        'Lies die Mail von Anna',
+    ),
+    keywords=('read', 'open', 'say', 'said', 'write', 'wrote', 'lies', 'lis', 'lee'),
+)
 def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
-    """Read a kept email or draft."""
-    item = memory.get_vault_item(ctx.store, ctx.scope, args.id)
-    if item is None or item.kind not in (EMAIL, DRAFT):
+    """Read a kept email."""
+    # Emails are numbered among emails (drafts among drafts): email #1 is the first one kept.
+    item = memory.vault_item_by_number(ctx.store, ctx.scope, EMAIL, args.id)
+    if item is None:
         return f"No email #{args.id}; call list_emails."
     body = item.body if len(item.body) <= _READ_CHARS else item.body[:_READ_CHARS] + "\n[cut]"
-    label = "Draft (not sent)" if item.kind == DRAFT else "Email"
-    return f"{label} #{item.id}: {item.title}\n{body}"
+    return f"Email #{item.number}: {item.title}\nFrom: {_sender_label(item.meta.get('from', ''))}\n{body}"
 
 
 @tool(
@@ -276,13 +295,20 @@ def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
         "write a polite answer declining the invitation",
         "reply to the landlord's email",
         "draft an answer to that mail",
-    )
+        'write Anna a reply saying thanks',
+        "reply to the bank that I'll call them",
+        'tell the landlord in a reply that Monday is fine',
+        'draft a short answer to Tom: see you there',
+        'Antworte Anna, dass ich komme',
+        "Réponds à Paul que c'est d'accord",
+    ),
+    keywords=('reply', 'answer', 'draft', 'respond', 'antworte', 'réponds', 'responde'),
 )
 def draft_reply(ctx: ToolContext, args: DraftReplyArgs) -> str:
     """Save a reply draft for the person to send; nothing is sent."""
     to, subject = "", "Re:"
     if args.email_id is not None:
-        original = memory.get_vault_item(ctx.store, ctx.scope, args.email_id, EMAIL)
+        original = memory.vault_item_by_number(ctx.store, ctx.scope, EMAIL, args.email_id)
         if original is None:
             return f"No email #{args.email_id}; call list_emails."
         to = original.meta.get("from", "")
@@ -299,9 +325,9 @@ def draft_reply(ctx: ToolContext, args: DraftReplyArgs) -> str:
             source_message=ctx.message_id,
             now=ctx.now(),
         )
-        payload = {"draft_id": item.id, "to": _sender_label(to) if to else "", "subject": subject, "reply_to": args.email_id}
+        payload = {"draft_id": item.number, "to": _sender_label(to) if to else "", "subject": subject, "reply_to": args.email_id}
         ctx.emit("draft.saved", payload, agent=NAME)
-    head = f"Draft #{item.id} saved (not sent).\nTo: {_sender_label(to) if to else '(fill in)'}\nSubject: {subject}"
+    head = f"Draft #{item.number} saved (not sent).\nTo: {_sender_label(to) if to else '(fill in)'}\nSubject: {subject}"
     return f"{head}\n\n{item.body}"
 
 

@@ -49,7 +49,17 @@ class NoteIdArgs(BaseModel):
         "write down my passport number",
         "note: call the bank about the card",
         "remember this for me",
-    )
+        'make a note: the boiler pressure should be 1.5 bar',
+        'jot this: meeting room is B12',
+        'write this down: bike lock code 3391',
+        'note to self: call the bank on monday',
+        "save a note that the cat's vet is Dr. Lee",
+        'keep a note of the wifi name, HomeNet',
+        'Notiz: Der Zählerstand ist 48213',
+        'Note : le code du portail est 1234',
+        'Nota: la clave del trastero es 9090',
+    ),
+    keywords=('note', 'jot', 'write', 'save', 'remember', 'keep', 'notiz', 'notiere', 'nota', 'apunta', 'guarda'),
 )
 def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
     """Save a note."""
@@ -65,36 +75,54 @@ def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
             source_message=ctx.message_id,
             now=ctx.now(),
         )
-        ctx.emit("note.saved", {"note_id": item.id, "title": item.title}, agent=NAME)
-    return f"Saved note #{item.id}: {item.title}"
+        ctx.emit("note.saved", {"note_id": item.number, "title": item.title}, agent=NAME)
+    return f"Saved note #{item.number}: {item.title}"
 
 
-@tool(examples=("show my notes", "what notes do I have", "list my notes", "my notes please", "which notes did I save"))
+@tool(
+    examples=(
+        "show my notes", "what notes do I have", "list my notes", "my notes please", "which notes did I save",
+        "what have I written down", "give me all my notes", "Zeig mir meine Notizen", "Montre-moi mes notes", "Muéstrame mis notas",
+    ),
+    keywords=('show', 'list', 'all', 'which', 'zeig', 'montre', 'muestra'),
+)
 def list_notes(ctx: ToolContext, args: ListNotesArgs) -> str:
     """List notes, newest first."""
     items = memory.list_vault_items(ctx.store, ctx.scope, KIND, limit=args.limit)
     if not items:
         return "No notes."
-    return "\n".join(f"#{item.id} {_when(ctx, item.created)} {item.title}" for item in items)
+    return "\n".join(f"#{item.number} {_when(ctx, item.created)} {item.title}" for item in items)
 
 
-@tool(examples=(("read note 4", {"id": 4}), ("show me note 2 in full", {"id": 2}), "open that note", "read the note about the wifi"))
+@tool(
+    examples=(
+        ("read note 4", {"id": 4}), ("show me note 2 in full", {"id": 2}), "open that note", "read the note about the wifi",
+        "what does note 1 say", "open the note about the boiler", "Lies Notiz 2 vor", "Affiche la note 3",
+    ),
+    keywords=('read', 'open', 'say', 'lies', 'affiche', 'lee'),
+)
 def read_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     """Read one note in full."""
-    item = memory.get_vault_item(ctx.store, ctx.scope, args.id, KIND)
+    item = memory.vault_item_by_number(ctx.store, ctx.scope, KIND, args.id)
     if item is None:
         return f"No note #{args.id}; call list_notes or search_memory."
     body = item.body if len(item.body) <= _READ_CHARS else item.body[:_READ_CHARS] + "\n[cut]"
-    return f"#{item.id} {item.title} ({_when(ctx, item.created)})\n{body}"
+    return f"#{item.number} {item.title} ({_when(ctx, item.created)})\n{body}"
 
 
-@tool(examples=(("delete note 3", {"id": 3}), ("remove note 2", {"id": 2}), "delete the note about parking", "throw away that note"))
+@tool(
+    examples=(
+        ("delete note 3", {"id": 3}), ("remove note 2", {"id": 2}), "delete the note about parking", "throw away that note",
+        "erase the wifi note", "I don't need the boiler note anymore, delete it", "Lösche Notiz 1", "Supprime la note sur le portail",
+    ),
+    keywords=('delete', 'remove', 'erase', 'throw', 'drop', 'rid', 'lösche', 'supprime', 'borra', 'elimina'),
+)
 def delete_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     """Delete a note."""
-    item = memory.get_vault_item(ctx.store, ctx.scope, args.id, KIND)
-    if item is None or not memory.delete_vault_item(ctx.store, ctx.scope, args.id, KIND):
+    item = memory.vault_item_by_number(ctx.store, ctx.scope, KIND, args.id)
+    if item is None or not memory.delete_vault_item(ctx.store, ctx.scope, item.id, KIND):
         return f"No note #{args.id}; nothing deleted."
-    return f"Deleted note #{item.id}: {item.title}"
+    return f"Deleted note #{item.number}: {item.title}"
 
 
 agent = AgentSpec(
@@ -107,6 +135,7 @@ agent = AgentSpec(
     examples=(
         "take a note: the wifi password is sunflower42",
         "note that Sam's birthday is on June 4",
+        "take a note that the boiler was serviced on monday",
         "save this: parking spot is level 3, row F",
         "jot down the recipe for pancakes",
         "write down my passport number",

@@ -92,7 +92,15 @@ class ReminderIdArgs(BaseModel):
         "don't let me forget to water the plants on friday",
         "wake me up at 7",
         "remind us every 30 minutes to stretch",
-    )
+        'set an alarm for 6:30 tomorrow',
+        'remind me at noon to eat',
+        'in 15 minutes remind me to check the pasta',
+        'nudge me tonight at 9 to call grandma',
+        'Erinnere mich um 18 Uhr an den Müll',
+        "Rappelle-moi demain à 8h d'appeler le médecin",
+        'Recuérdame en 10 minutos sacar la ropa',
+    ),
+    keywords=('remind', 'alarm', 'ping', 'nudge', 'wake', 'erinnere', 'rappelle', 'recuérdame'),
 )
 def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     """Set a reminder."""
@@ -113,7 +121,13 @@ def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     return f"Set {_line(ctx, reminder)}, {_zone_name(ctx)} time."
 
 
-@tool(examples=("what reminders do I have", "list my reminders", "show my reminders", "any reminders set?"))
+@tool(
+    examples=(
+        "what reminders do I have", "list my reminders", "show my reminders", "any reminders set?",
+        "what am I being reminded of", "which alarms are on", "Welche Erinnerungen sind aktiv?", "Quels rappels ai-je ?",
+    ),
+    keywords=('show', 'list', 'which', 'any', 'what', 'welche', 'quels', 'cuáles'),
+)
 def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
     """List active reminders, soonest first."""
     reminders = memory.list_reminders(ctx.store, ctx.scope)
@@ -129,7 +143,13 @@ def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
         ("delete reminder #5", {"id": 5}),
         "cancel the pills reminder",
         "stop reminding me about the meeting",
-    )
+        "I don't need the oven reminder anymore",
+        'drop the alarm for tomorrow',
+        'remove reminder 3',
+        'Lösche die Erinnerung an den Müll',
+        'Annule le rappel pour le médecin',
+    ),
+    keywords=('cancel', 'delete', 'remove', 'stop', 'drop', 'scrap', 'anymore', 'lösche', 'annule', 'cancela', 'borra'),
 )
 def cancel_reminder(ctx: ToolContext, args: ReminderIdArgs) -> str:
     """Cancel a reminder."""

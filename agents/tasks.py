@@ -84,7 +84,19 @@ _LIST_REPLY = "Today is Mon 4 Mar.\n#1 buy milk\n#2 finish the report"
         "todo: clean the garage",
         "add the deadline from the email to my tasks",
         "I have to pay the rent, add it as a task",
-    )
+        'remember to buy stamps, put it on my list',
+        'could you add water the plants to my to-do list',
+        'I must renew the car registration before march',
+        'please note down a task: return the library book',
+        "add the deadline from Anna's email to my tasks",
+        'put what Ram asked for on my list',
+        'Ajoute « réserver le restaurant » à ma liste',
+        'Pon comprar pan en mi lista',
+        'Füge Milch zu meiner Einkaufsliste hinzu',
+        'Neue Aufgabe: Fahrrad reparieren',
+        'todo: book flights for july',
+    ),
+    keywords=('add', 'put', 'todo', 'new', 'need', 'must', 'have to', 'füge', 'hinzu', 'neue', 'ajoute', 'añade', 'pon', 'agrega'),
 )
 def add_task(ctx: ToolContext, args: AddTaskArgs) -> str:
     """Add a task."""
@@ -105,7 +117,16 @@ def add_task(ctx: ToolContext, args: AddTaskArgs) -> str:
         "what do I have to do today",
         "list my tasks",
         "show all my tasks, done ones too",
-    )
+        "what's left on my list",
+        'anything still open?',
+        'read me my to-do list',
+        'what do I need to get done',
+        'Was steht auf meiner Aufgabenliste?',
+        "Qu'est-ce que j'ai à faire ?",
+        '¿Qué tengo pendiente?',
+        'what tasks are due tomorrow',
+    ),
+    keywords=('show', 'list', 'what', 'open', 'left', 'due', 'zeig', 'steht', 'montre', "qu'est-ce", 'muestra', 'pendiente'),
 )
 def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> str:
     """List open tasks by due date."""
@@ -127,7 +148,20 @@ def list_tasks(ctx: ToolContext, args: ListTasksArgs) -> str:
         "tick off the plumber task",
         "I bought the milk, that one is done",
         "check off task 1",
-    )
+        "I finished the report",
+        "I've called the plumber",
+        "I did the laundry",
+        "finished cleaning the garage",
+        "the passport renewal is done",
+        "got the groceries, cross that off",
+        'mark the rent task as done',
+        'the report is finished',
+        'Ich habe die Rechnung bezahlt',
+        "J'ai fini le rapport",
+        'Ya compré la leche',
+        'cross off task 3',
+    ),
+    keywords=('done', 'finished', 'finish', 'did', 'completed', 'tick', 'cross', 'check', 'bought', 'called', 'erledigt', 'gekauft', 'fini', 'terminé', 'hecho', 'compré'),
 )
 def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:
     """Mark a task done."""
@@ -149,7 +183,14 @@ def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:
         "postpone the report task to friday",
         "remove the due date from task 1",
         "change the title of that task",
-    )
+        'push the dentist task to next week',
+        'make the report due on monday',
+        'the plumber task should be due friday',
+        'rename the milk task to buy oat milk',
+        'Verschiebe Aufgabe 2 auf Montag',
+        "change task 1's due date to tomorrow",
+    ),
+    keywords=('move', 'change', 'rename', 'postpone', 'push', 'reschedule', 'verschiebe', 'ändere', 'déplace', 'cambia'),
 )
 def edit_task(ctx: ToolContext, args: EditTaskArgs) -> str:
     """Change a task's title or due date."""

@@ -199,6 +199,7 @@ def _mean_range(spread: dict[str, float | None], as_pct: bool = True) -> str:
 @click.option("--max-awareness", type=float, default=80.0, show_default=True, help="target: awareness tokens per call at most this")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
+@_report.report_option
 def awareness_command(
     fmt: str,
     path: str,
@@ -212,7 +213,7 @@ def awareness_command(
     max_awareness: float,
     json_out: str | None,
     quiet: bool,
-) -> None:
+) -> dict[str, Any]:
     """The awareness modes over folds of chats: mean and spread per view and budget, and the cross-validated choice."""
     from scopehub.hub.context.tokens import get_tokenizer
 
@@ -282,3 +283,4 @@ def awareness_command(
     if json_out:
         _report.write_json(json_out, report)
         click.echo(f"wrote {json_out}")
+    return report

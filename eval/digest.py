@@ -371,6 +371,7 @@ def format_digest_table(result: dict[str, Any]) -> str:
 @click.option("--tokens", "budget", type=click.IntRange(min=1), default=None, help="HUB_DIGEST_TOKENS for the replay.")
 @click.option("--window", type=click.IntRange(min=1), default=None, help="HUB_WINDOW for the replay.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the figures here as JSON.")
+@_report.report_option
 def digest_eval_command(
     fmt: str,
     path: Path,
@@ -382,7 +383,7 @@ def digest_eval_command(
     budget: int | None,
     window: int | None,
     json_out: Path | None,
-) -> None:
+) -> dict[str, Any]:
     """What the agent is sent about the past without search: window, + digest, + fragments, vs recent turns."""
     from scopehub.hub.models import LiteLLMModel
 
@@ -405,3 +406,4 @@ def digest_eval_command(
     if json_out is not None:
         json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")
+    return result

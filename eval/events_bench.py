@@ -31,6 +31,8 @@ from scopehub.memory import (
     validate_event_payload,
 )
 
+from . import _report
+
 __all__ = ["bench_events", "events_bench_command"]
 
 SCOPE = "user:1"
@@ -259,9 +261,10 @@ def bench_events(
     help="Keep the database here (must not exist).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@_report.report_option
 def events_bench_command(
     count: int, ops: int, limit: int, behind: int, db_path: Path | None, as_json: bool
-) -> None:
+) -> dict[str, Any]:
     """Fill a scope with N events, then time emits and unconsumed-event reads (p50/p95)."""
     try:
         result = bench_events(count, ops=ops, limit=limit, behind=behind, db_path=db_path)
@@ -269,10 +272,11 @@ def events_bench_command(
         raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(result, indent=2))
-        return
+        return result
     click.echo(
         f"{result['events_in_scope']:,} events in the scope (+{result['other_scopes']} other scopes), filled in {result['fill_s']} s"
     )
+    rows = []
     for label, key in (
         ("emit (own transaction)", "emit"),
         (f"unconsumed, cursor {behind} behind", "unconsumed_warm"),
@@ -280,7 +284,12 @@ def events_bench_command(
         ("latest by interests", "latest"),
     ):
         figures = result[key]
-        click.echo(
-            f"  {label:<34} p50 {figures['p50_ms']:.3f} ms  p95 {figures['p95_ms']:.3f} ms"
-            f"  (CPU p95 {figures['cpu_p95_ms']:.3f} ms)  over {ops} ops"
+        rows.append([label, f"{figures['p50_ms']:.3f}", f"{figures['p95_ms']:.3f}", f"{figures['cpu_p95_ms']:.3f}"])
+    click.echo(
+        _report.format_table(
+            ["operation", "p50 ms", "p95 ms", "CPU p95 ms"],
+            rows,
+            title=f"Event log at {result['events_in_scope']:,} events: {ops:,} timed operations each, {limit} events per read",
         )
+    )
+    return result

@@ -476,6 +476,7 @@ def _load_texts(path: str | None) -> Sequence[str]:
 
 
 @click.command("hub")
+@_report.report_option
 @click.option("--db", default="sqlite", show_default=True, help="sqlite, postgresql (an embedded server), a postgresql:// URL or a SQLite path")
 @click.option("--transport", "transports", default="terminal,webhook", show_default=True, help="terminal, webhook or both, comma-separated")
 @click.option("--messages", default=200, show_default=True, type=click.IntRange(1, 100_000), help="messages measured (after 10 to warm up)")
@@ -488,7 +489,7 @@ def _load_texts(path: str | None) -> Sequence[str]:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the figures as JSON here")
 def hub_bench_command(
     db: str, transports: str, messages: int, fill: int, scopes: int, profile: int, texts: str | None, db_threads: str, with_start: bool, json_out: str | None
-) -> None:
+) -> dict[str, Any]:
     """The hub's own CPU and wall time per message, stage by stage, against a fake model that answers at once."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     chosen = [part.strip() for part in transports.split(",") if part.strip()]
@@ -518,3 +519,4 @@ def hub_bench_command(
         _report.write_json(json_out, report)
     else:
         click.echo(json.dumps({"load_average": report["load_average"], "after": report["load_average_after"]}), err=True)
+    return report

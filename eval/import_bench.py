@@ -124,12 +124,13 @@ def bench_import(*, messages: int, scopes: int, runs: int, db: str | None, workd
 
 
 @click.command("import")
+@_report.report_option
 @click.option("--messages", default=100_000, show_default=True, type=click.IntRange(1, 10_000_000))
 @click.option("--scopes", default=1, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 20), help="runs of each, in turn")
 @click.option("--db", default=None, help="a postgresql:// URL whose user creates databases (default: an embedded server)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the figures as JSON here")
-def import_bench_command(messages: int, scopes: int, runs: int, db: str | None, json_out: str | None) -> None:
+def import_bench_command(messages: int, scopes: int, runs: int, db: str | None, json_out: str | None) -> dict[str, Any]:
     """Import and migrate a chat log: SQLite against PostgreSQL, side by side, with the ratios."""
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="import-bench-") as tmp:
@@ -143,3 +144,4 @@ def import_bench_command(messages: int, scopes: int, runs: int, db: str | None, 
     click.echo(_report.format_table(["step", "median s", "x SQLite import", "runs (s)"], rows, title=title))
     if json_out:
         _report.write_json(json_out, report)
+    return report

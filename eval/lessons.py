@@ -40,6 +40,8 @@ from scopehub.hub.orchestrator import Deps, Hub, Inbound, Reply
 from scopehub.hub.settings import load_settings
 from scopehub.memory import Store
 
+from . import _report
+
 __all__ = ["LessonsResult", "lessons_command", "run_lessons_replay"]
 
 SCOPE = "user:eval"
@@ -167,22 +169,36 @@ def run_lessons_replay(
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="ways of giving feedback (default: all)")
 @click.option("--no-lesson-model", is_flag=True, help="no lesson model: feedback is kept verbatim (fail-open)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def lessons_command(days: int, modes: tuple[str, ...], no_lesson_model: bool, as_json: bool) -> None:
+@_report.report_option
+def lessons_command(days: int, modes: tuple[str, ...], no_lesson_model: bool, as_json: bool) -> list[dict[str, Any]]:
     """Scripted replay: a mistake repeats until the person's feedback is a lesson in the agent's context."""
     results = run_lessons_replay(modes or MODES, days=days, lesson_model=not no_lesson_model)
+    figures = [r.as_dict() for r in results]
     if as_json:
-        click.echo(json.dumps([r.as_dict() for r in results], ensure_ascii=False, indent=2))
-        return
+        click.echo(json.dumps(figures, ensure_ascii=False, indent=2))
+        return figures
     source = "scripted lesson model" if not no_lesson_model else "no lesson model (verbatim observations)"
-    click.echo(f"lessons replay: {days} days, the tasks agent asked once a day, {len(OTHERS)} other-agent messages a day; {source}")
-    click.echo(f"{'feedback':<11} {'lessons':>7} {'until in context':>16} {'mistakes':>8} {'lessons tok/call':>16} {'others lessons tok':>18} {'lesson calls':>12}")
-    for r in results:
-        until = "never" if r.exchanges_until_lesson is None else f"{r.exchanges_until_lesson} exchanges"
-        click.echo(
-            f"{r.mode:<11} {'on' if r.lessons_on else 'off':>7} {until:>16} {r.mistakes:>5}/{r.days:<2} "
-            f"{r.lessons_tokens_after:>16.1f} {r.other_lessons_tokens:>9} in {r.other_calls:<5} {r.lesson_model_calls:>12}"
+    rows = [
+        [
+            r.mode,
+            "on" if r.lessons_on else "off",
+            "never" if r.exchanges_until_lesson is None else f"{r.exchanges_until_lesson} exchanges",
+            f"{r.mistakes}/{r.days}",
+            f"{r.lessons_tokens_after:.1f}",
+            f"{r.other_lessons_tokens} in {r.other_calls}",
+            r.lesson_model_calls,
+        ]
+        for r in results
+    ]
+    click.echo(
+        _report.format_table(
+            ["feedback", "lessons", "until in context", "mistakes", "lessons tok/call", "others' lessons tok", "lesson calls"],
+            rows,
+            title=f"lessons replay: {days} days, the tasks agent asked once a day, {len(OTHERS)} other-agent messages a day; {source}",
         )
+    )
     learnt = next((r for r in results if r.section), None)
     if learnt is not None:
         click.echo(f"\nthe tasks agent's lessons section after the {learnt.mode} run:")
         click.echo(learnt.section)
+    return figures

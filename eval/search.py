@@ -32,6 +32,8 @@ from scopehub.memory import (
     store_location,
 )
 
+from . import _report
+
 __all__ = [
     "backend_name",
     "bench_search",
@@ -203,35 +205,35 @@ def evaluate_locomo(
 
 
 def format_locomo_table(result: dict[str, Any]) -> str:
-    """A fixed-width table of an ``evaluate_locomo`` result."""
+    """A table of an ``evaluate_locomo`` result: recall@k and hit@k, latency, per method."""
     methods = result.get("methods", {})
     columns = [c for c in next(iter(methods.values()), {}) if c.startswith(("recall@", "hit@"))]
     columns += ["p50_ms", "p95_ms"]
-    head = f"{'method':<16}" + "".join(f"{c:>11}" for c in columns)
-    lines = [
-        f"LoCoMo archive search on {result.get('backend', 'sqlite')}: {result.get('questions', 0)} questions"
-        f" ({result.get('malformed_evidence', 0)} malformed evidence ids)",
-        head,
-        "-" * len(head),
+    rows = [
+        [method, *(f"{row.get(c, 0.0):.1f}" if c.endswith("_ms") else f"{row.get(c, 0.0):.3f}" for c in columns)]
+        for method, row in methods.items()
     ]
-    for method, row in methods.items():
-        cells = "".join(
-            f"{row.get(c, 0.0):>11.1f}" if c.endswith("_ms") else f"{row.get(c, 0.0):>11.3f}"
-            for c in columns
-        )
-        lines.append(f"{method:<16}{cells}")
+    title = (
+        f"LoCoMo archive search on {result.get('backend', 'sqlite')}: {result.get('questions', 0)} questions"
+        f" ({result.get('malformed_evidence', 0)} malformed evidence ids)"
+    )
+    text = _report.format_table(["method", *columns], rows, title=title)
     folds = result.get("folds")
     if folds:
         from scopehub.eval.routing import format_spread
 
         first = next(iter(folds.values()))
         shown = [name for name in first if name.startswith("hit@") or name == "recall@10"]
-        lines.append("")
-        lines.append(f"Over {next(iter(first.values()))['folds']} folds of the conversations: mean ± sd (min–max)")
-        for method, figures in folds.items():
-            for name in shown:
-                lines.append(f"{method:<16}{name:<11}{format_spread(figures[name], percent=False)}")
-    return "\n".join(lines)
+        spread_rows = [
+            [method, name, format_spread(figures[name], percent=False)] for method, figures in folds.items() for name in shown
+        ]
+        count = next(iter(first.values()))["folds"]
+        text += "\n\n" + _report.format_table(
+            ["method", "figure", "mean ± sd (min–max)"],
+            spread_rows,
+            title=f"Over {count} folds of the conversations: mean ± sd (min–max) on {result.get('backend', 'sqlite')}",
+        )
+    return text
 
 
 # -- benchmark -------------------------------------------------------------------------------
@@ -503,6 +505,7 @@ _DB_HELP = (
     multiple=True,
     help=_DB_HELP + " Its group:locomo-* scopes are erased first. Default: a SQLite database in memory.",
 )
+@_report.report_option
 def search_eval_command(
     fmt: str,
     path: Path,
@@ -528,7 +531,7 @@ def search_eval_command(
         if json_out is not None:
             json_out.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
             click.echo(f"wrote {json_out}")
-        return
+        return found
     embedder = _embedder_from(embed_model, embed_api_base)
     if not methods:
         methods = ("bm25", "fuzzy", "hybrid") + (
@@ -545,10 +548,11 @@ def search_eval_command(
         results.append(result)
     if len(results) > 1:
         click.echo(format_side_by_side(results))
+    data: Any = results[0] if len(results) == 1 else {"backends": results}
     if json_out is not None:
-        data: Any = results[0] if len(results) == 1 else {"backends": results}
         json_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")
+    return data
 
 
 def format_side_by_side(results: Sequence[dict[str, Any]]) -> str:
@@ -556,15 +560,17 @@ def format_side_by_side(results: Sequence[dict[str, Any]]) -> str:
     methods = list(dict.fromkeys(m for r in results for m in r.get("methods", {})))
     first = next(iter(results[0].get("methods", {}).values()), {})
     hit = max((c for c in first if c.startswith("hit@")), key=lambda c: int(c[4:]), default="hit@10")
-    head = f"{'method':<16}" + "".join(f"{r.get('backend', '?') + ' ' + hit:>20}{'p50/p95 ms':>16}" for r in results)
-    lines = ["Side by side:", head, "-" * len(head)]
+    headers = ["method"]
+    for r in results:
+        headers += [f"{r.get('backend', '?')} {hit}", f"{r.get('backend', '?')} p50/p95 ms"]
+    rows = []
     for method in methods:
-        cells = ""
+        cells: list[str] = [method]
         for r in results:
             row = r.get("methods", {}).get(method, {})
-            cells += f"{row.get(hit, 0.0):>20.3f}{row.get('p50_ms', 0.0):>9.1f}/{row.get('p95_ms', 0.0):<6.1f}"
-        lines.append(f"{method:<16}{cells}")
-    return "\n".join(lines)
+            cells += [f"{row.get(hit, 0.0):.3f}", f"{row.get('p50_ms', 0.0):.1f} / {row.get('p95_ms', 0.0):.1f}"]
+        rows.append(cells)
+    return _report.format_table(headers, rows, title="Side by side:")
 
 
 @click.command("search")
@@ -595,6 +601,7 @@ def format_side_by_side(results: Sequence[dict[str, Any]]) -> str:
     multiple=True,
     help=_DB_HELP + " The database is kept; its bench scope must be empty. Default: a temporary SQLite file.",
 )
+@_report.report_option
 def search_bench_command(
     sizes: tuple[int, ...], json_out: Path | None, data_dir: Path | None, queries: int, dbs: tuple[str, ...]
 ) -> None:
@@ -625,13 +632,19 @@ def search_bench_command(
                 )
             except (ValueError, OSError) as exc:
                 raise click.ClickException(str(exc)) from exc
-            click.echo(
-                f"{result['backend']:<10} {result['messages']:>11,} messages: ingest {result['ingest_per_s']:,.0f}/s;"
-                f" hybrid search p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms"
-                f" over {result['queries']} queries (first search {result['warmup_ms']:.0f} ms)"
-            )
             results.append(result)
+    click.echo(
+        _report.format_table(
+            ["backend", "messages", "ingest msg/s", "p50 ms", "p95 ms", "queries", "first search ms"],
+            [
+                [r["backend"], r["messages"], f"{r['ingest_per_s']:,.0f}", f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", r["queries"], f"{r['warmup_ms']:.0f}"]
+                for r in results
+            ],
+            title="Hybrid archive search on a scope of N messages",
+        )
+    )
+    data: Any = results[0] if len(results) == 1 else {"runs": results}
     if json_out is not None:
-        data: Any = results[0] if len(results) == 1 else {"runs": results}
         json_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         click.echo(f"wrote {json_out}")
+    return data

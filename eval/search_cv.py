@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from scopehub.memory import _search
+from scopehub.memory import _search, _search_base, _search_rank, _search_text, _search_typos
+from scopehub.memory.postgres import search as pg_search
 
 __all__ = ["SEARCH_GRID", "format_nested", "nested_locomo"]
 
@@ -29,20 +30,27 @@ SEARCH_GRID: Mapping[str, Sequence[Any]] = {
 }
 
 
+# Every module of the search that holds a constant by name: the grid sets it in each of them
+# (``from ._search_base import _CTX_WEIGHT`` binds a module's own name, read at call time).
+_SEARCH_MODULES = (_search_base, _search, _search_text, _search_typos, _search_rank, pg_search)
+
+
 @contextmanager
 def _settings(values: Mapping[str, Any]) -> Iterator[None]:
-    saved = {name: getattr(_search, name) for name in ("STOPWORDS", *values) if hasattr(_search, name)}
+    names = ("STOPWORDS", *(name for name in values if name != "framing_stopwords"))
+    saved = [(module, name, getattr(module, name)) for module in _SEARCH_MODULES for name in names if hasattr(module, name)]
     try:
         for name, value in values.items():
             if name == "framing_stopwords":
-                base = saved["STOPWORDS"] - _search.QUESTION_FRAMING
-                _search.STOPWORDS = base | _search.QUESTION_FRAMING if value else base
-            else:
-                setattr(_search, name, value)
+                base = _search_base.STOPWORDS - _search_base.QUESTION_FRAMING
+                name, value = "STOPWORDS", base | _search_base.QUESTION_FRAMING if value else base
+            for module in _SEARCH_MODULES:
+                if hasattr(module, name):
+                    setattr(module, name, value)
         yield
     finally:
-        for name, value in saved.items():
-            setattr(_search, name, value)
+        for module, name, value in saved:
+            setattr(module, name, value)
 
 
 def _label(values: Mapping[str, Any]) -> str:

@@ -228,6 +228,7 @@ def summarize(results: SimulationResult | Sequence[SimulationResult]) -> dict[st
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None, help="write a PNG of saving against agents here")
 @click.option("--awareness-view", type=click.Choice(sorted(VIEWS)), default="interests", show_default=True, help="what every agent declares for its awareness block (see eval tokens)")
 @click.option("--awareness-tokens", type=click.IntRange(0, 5_000), default=DEFAULT_BUDGET, show_default=True, envvar="HUB_AWARENESS_TOKENS", help="HUB_AWARENESS_TOKENS: budget of the awareness block")
+@_report.report_option
 def simulate_command(
     agent_count: int,
     turns: int,
@@ -243,7 +244,7 @@ def simulate_command(
     plots_dir: str | None,
     awareness_view: str,
     awareness_tokens: int,
-) -> None:
+) -> dict[str, Any]:
     """Spread dataset messages over N agents in conversation runs; history saving of scoping and the awareness cost."""
     from scopehub.hub.context.tokens import get_tokenizer
 
@@ -315,3 +316,4 @@ def simulate_command(
 
         for written in plot_simulation(report, plots_dir):
             click.echo(f"wrote {written}")
+    return report

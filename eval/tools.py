@@ -75,7 +75,8 @@ def tool_offer_report(
 @click.option("--format", "fmt", type=click.Choice(["multiwoz", "sgd"]), default=None, help="dataset format of PATH")
 @click.argument("path", type=click.Path(exists=True), required=False)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
-def tools_command(locomo_path: str | None, fmt: str | None, path: str | None, json_out: str | None) -> None:
+@_report.report_option
+def tools_command(locomo_path: str | None, fmt: str | None, path: str | None, json_out: str | None) -> dict[str, Any]:
     """How often the tool a message needs is offered (search_memory is offered only when needed)."""
     from scopehub.agents import discover_agents
 
@@ -113,3 +114,4 @@ def tools_command(locomo_path: str | None, fmt: str | None, path: str | None, js
     if json_out:
         _report.write_json(json_out, report)
         click.echo(f"wrote {json_out}")
+    return report

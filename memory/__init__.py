@@ -90,6 +90,7 @@ from ._data import (
     pause_chat_reminders,
     pending_reminders,
     resume_chat_reminders,
+    vault_item_by_number,
 )
 from ._digest import (
     DIGEST_KINDS,
@@ -149,6 +150,7 @@ from ._facts import (
 from ._interface import MemoryStore
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
+from ._redact import REDACTED, redact_secrets
 from ._schema import SCHEMA_VERSION
 from ._search import (
     SEARCH_METHODS,
@@ -187,6 +189,7 @@ __all__ = [
     "LESSON_LIMIT",
     "MAX_PINS",
     "PLAN_STATUSES",
+    "REDACTED",
     "SCHEMA_VERSION",
     "SEARCH_METHODS",
     "SUMMARY_CHARS",
@@ -305,6 +308,7 @@ __all__ = [
     "recent_events",
     "record_digest_failure",
     "record_feedback",
+    "redact_secrets",
     "register_event_type",
     "release_claim",
     "renew_claim",
@@ -322,5 +326,6 @@ __all__ = [
     "validate_channel_name",
     "validate_event_payload",
     "validate_scope",
+    "vault_item_by_number",
     "write_chatlog",
 ]

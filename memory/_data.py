@@ -43,6 +43,7 @@ __all__ = [
     "pause_chat_reminders",
     "pending_reminders",
     "resume_chat_reminders",
+    "vault_item_by_number",
 ]
 
 _UNSET: Any = object()  # "leave as is", distinct from None ("clear")
@@ -54,7 +55,7 @@ def _now(now: float | None) -> float:
 
 # -- vault ------------------------------------------------------------------------------
 
-_VAULT_COLUMNS = "id, scope, kind, title, body, meta, agent, source_message, created, updated"
+_VAULT_COLUMNS = "id, scope, kind, title, body, meta, agent, source_message, created, updated, num"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class VaultItem:
     source_message: int | None = None
     created: float = 0.0
     updated: float = 0.0
+    number: int = 0  # its number among the scope's items of its kind: what people see (note #1, draft #1)
 
 
 def _vault_row(row: Sequence[Any]) -> VaultItem:
@@ -85,6 +87,7 @@ def _vault_row(row: Sequence[Any]) -> VaultItem:
         source_message=row[7],
         created=row[8],
         updated=row[9],
+        number=row[10] or 0,
     )
 
 
@@ -113,7 +116,8 @@ def add_vault_item(
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (scope, kind, title, body, meta_json, agent, source_message, ts, ts),
         ).fetchone()[0]
-    return VaultItem(new_id, scope, kind, title, body, dict(meta or {}), agent, source_message, ts, ts)
+        number = conn.execute("SELECT num FROM vault WHERE id = ?", (new_id,)).fetchone()[0]  # the trigger's
+    return VaultItem(new_id, scope, kind, title, body, dict(meta or {}), agent, source_message, ts, ts, number)
 
 
 def get_vault_item(store: Store, scope: str, item_id: int, kind: str | None = None) -> VaultItem | None:
@@ -124,6 +128,12 @@ def get_vault_item(store: Store, scope: str, item_id: int, kind: str | None = No
         sql += " AND kind = ?"
         params.append(kind)
     rows = store.query(sql, params)
+    return _vault_row(rows[0]) if rows else None
+
+
+def vault_item_by_number(store: Store, scope: str, kind: str, number: int) -> VaultItem | None:
+    """The scope's item of ``kind`` with this number (note #3, email #1): what tools take."""
+    rows = store.query(f"SELECT {_VAULT_COLUMNS} FROM vault WHERE scope = ? AND kind = ? AND num = ?", (scope, kind, number))
     return _vault_row(rows[0]) if rows else None
 
 

@@ -81,6 +81,10 @@ class CallRecord:
     cache_write_tokens: int | None = None
     billed_tokens: float | None = None  # input in full-price tokens (None: unknown)
     cost: float | None = None  # USD from litellm's cost map (None: unknown model, never 0)
+    # Why a failed call failed: the exception's class and message (secrets redacted by the
+    # store, :func:`~._redact.redact_secrets`); None for a call that did not fail that way.
+    error_class: str | None = None
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -387,6 +387,54 @@ def _v9_answer_lookups(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX calls_message ON calls(message_id)")
 
 
+def _v10_call_failures_and_tools(db: sqlite_utils.Database) -> None:
+    """For the console: a failed call keeps why (its error's class and message, redacted),
+    and each call how many tool calls it made, so "calls that used a tool" is a column
+    test instead of parsing every call's JSON record.
+
+    And the indexes its finding needs on a long scope: messages by time (a jump to a date, a
+    date filter: one range scan, as PostgreSQL has had since its migration 3), people's
+    messages by route (the routing chart, index only), failed calls and calls with tools
+    (small partial indexes: the timeline's filters)."""
+    db.execute("ALTER TABLE calls ADD COLUMN error_class TEXT")
+    db.execute("ALTER TABLE calls ADD COLUMN error_message TEXT")
+    db.execute("ALTER TABLE calls ADD COLUMN tool_calls INTEGER NOT NULL DEFAULT 0")
+    db.execute(
+        "UPDATE calls SET tool_calls = json_array_length(extra, '$.tool_calls')"
+        " WHERE json_valid(extra) AND json_type(extra, '$.tool_calls') = 'array'"
+    )
+    db.execute("CREATE INDEX messages_scope_ts ON messages(scope, ts)")
+    db.execute("CREATE INDEX messages_scope_route ON messages(scope, role, via)")
+    db.execute("CREATE INDEX calls_failed ON calls(scope, message_id) WHERE ok = 0")
+    db.execute("CREATE INDEX calls_tools ON calls(scope, message_id) WHERE tool_calls > 0")
+
+
+def _v11_vault_numbers(db: sqlite_utils.Database) -> None:
+    """Notes, emails and drafts numbered per kind within their scope (``num``): the first
+    draft is Draft #1 whatever was kept before it. Like task numbers, never reused: the
+    counters live in ``scope_counters`` (kind ``vault:<kind>``), which erase keeps, and a
+    trigger numbers every insert. The row id stays internal (search rows refer to it)."""
+    conn = db.conn
+    conn.execute("ALTER TABLE vault ADD COLUMN num INTEGER")
+    conn.execute(
+        "UPDATE vault SET num = (SELECT n FROM (SELECT id, row_number() OVER (PARTITION BY scope, kind ORDER BY id) AS n"
+        " FROM vault) AS ranked WHERE ranked.id = vault.id)"
+    )
+    conn.execute("CREATE UNIQUE INDEX vault_scope_kind_num ON vault(scope, kind, num)")
+    conn.execute(
+        "INSERT INTO scope_counters(scope, kind, last) SELECT scope, 'vault:' || kind, max(num) FROM vault GROUP BY scope, kind"
+        " ON CONFLICT(scope, kind) DO UPDATE SET last = max(last, excluded.last)"
+    )
+    conn.execute(
+        "CREATE TRIGGER vault_number AFTER INSERT ON vault WHEN new.num IS NULL BEGIN"
+        " INSERT INTO scope_counters(scope, kind, last) VALUES (new.scope, 'vault:' || new.kind, 1)"
+        " ON CONFLICT(scope, kind) DO UPDATE SET last = last + 1;"
+        " UPDATE vault SET num = (SELECT last FROM scope_counters WHERE scope = new.scope AND kind = 'vault:' || new.kind)"
+        " WHERE id = new.id;"
+        " END"
+    )
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1_core,
@@ -398,6 +446,8 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v7_digest,
     count_search_documents,
     _v9_answer_lookups,
+    _v10_call_failures_and_tools,
+    _v11_vault_numbers,
 ]
 
 

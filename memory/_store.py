@@ -19,6 +19,7 @@ from typing import Any
 from ._chatlog import ImportReport, LogRecord
 from ._dialect import SQLITE, Dialect
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
+from ._redact import MAX_ERROR_CHARS, redact_secrets
 from ._schema import SCHEMA_VERSION, ensure_scope, migrate
 from .errors import DuplicateMessage, InvalidRecord, StoreError
 
@@ -272,7 +273,7 @@ class Store:
         indexed with this one's text as their context, are re-indexed too, so the old
         words are really gone from search.
         """
-        from ._search import _CONTEXT_TURNS
+        from ._search_base import _CONTEXT_TURNS
 
         if not isinstance(text, str):
             raise InvalidRecord("text must be a string")
@@ -288,11 +289,13 @@ class Store:
         return True
 
     def is_answered(self, message_id: int) -> bool:
-        """Whether the message got its answer: a stored agent reply, or a failed call's apology."""
+        """Whether the message got its answer: a stored agent reply, or a failed agent call's apology.
+
+        A failed call of the hub's own (the LLM router's, the extractor's) answers nothing."""
         return bool(
             self.query(
                 "SELECT EXISTS(SELECT 1 FROM messages WHERE reply_to = ? AND role = 'agent')"
-                " OR EXISTS(SELECT 1 FROM calls WHERE message_id = ? AND ok = 0)",
+                " OR EXISTS(SELECT 1 FROM calls WHERE message_id = ? AND ok = 0 AND coalesce(via, '') NOT IN ('router', 'extractor'))",
                 (message_id, message_id),
             )[0][0]
         )
@@ -423,12 +426,14 @@ class Store:
 
     # -- token accounting -------------------------------------------------------------
     def record_call(self, call: CallRecord) -> int:
-        """Record one agent call's token accounting; returns its id."""
+        """Record one agent call's token accounting; returns its id.
+
+        A failure's message is stored with credential-shaped text redacted, whoever recorded it."""
         tokens = {name: int(call.tokens.get(name, 0)) for name in _SECTIONS}
         columns = (
             "scope", "agent", "message_id", "via", "also_sees", "model", *_SECTIONS, "full_history_tokens",
             "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "billed_tokens", "cost",
-            "latency_ms", "ok", "ts", "extra",
+            "latency_ms", "ok", "ts", "extra", "error_class", "error_message", "tool_calls",
         )  # fmt: skip
         values = (
             call.scope,
@@ -449,6 +454,9 @@ class Store:
             1 if call.ok else 0,
             call.ts if call.ts is not None else time.time(),
             json.dumps(call.extra, default=str),
+            call.error_class[:200] if call.error_class else None,
+            redact_secrets(call.error_message)[:MAX_ERROR_CHARS] if call.error_message else None,
+            len(tool_calls) if isinstance(tool_calls := call.extra.get("tool_calls"), list) else 0,
         )
         with self.transaction() as conn:
             return conn.execute(

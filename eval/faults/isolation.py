@@ -29,6 +29,7 @@ from scopehub.memory import (
     list_reminders,
     list_tasks,
     list_vault_items,
+    vault_item_by_number,
 )
 
 from ._harness import (
@@ -128,7 +129,9 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                     reminder = add_reminder(store, scope, f"call mum about {secret}", now + 3600, chat=scope.split(":", 1)[1], now=now)
                     note = add_vault_item(store, scope, "note", f"budget notes {secret}", title=f"budget {secret}", agent="notes", now=now)
                     email = add_vault_item(store, scope, "email", f"From: boss\nSubject: deadline\n\nThe code is {secret}", title="deadline", agent="inbox", now=now)
-                    ids[scope] = {"task": task.id, "reminder": reminder.id, "note": note.id, "email": email.id}
+                    # What people and tools call them: task, reminder, note and email numbers count
+                    # per scope (and notes and emails per kind), like the tools' arguments.
+                    ids[scope] = {"task": task.id, "reminder": reminder.id, "note": note.number, "email": email.number}
                 model.calls.clear()
 
             asyncio.run(fill())
@@ -185,7 +188,7 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                         other: (
                             get_task(store, other, ids[other]["task"]),
                             get_reminder(store, other, ids[other]["reminder"]),
-                            get_vault_item(store, other, ids[other]["note"]),
+                            vault_item_by_number(store, other, "note", ids[other]["note"]),
                         )
                         for other in others
                     }
@@ -198,7 +201,7 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                 after = victims_state()
                 for other in others:
                     victim = ids[other]
-                    (task, reminder, note), (task_was, reminder_was, _) = after[other], before[other]
+                    (task, reminder, note), (task_was, reminder_was, note_was) = after[other], before[other]
                     if task is None or task != task_was:
                         out.fail("leaked", f"a tool in {scope} changed task #{victim['task']} of {other}")
                     else:
@@ -207,7 +210,7 @@ def isolation(workdir: Path, *, scopes: int = 100, seed: int = 0, victims: int =
                         out.fail("leaked", f"a tool in {scope} cancelled reminder #{victim['reminder']} of {other}")
                     else:
                         out.verify(ITEMS_UNCHANGED)
-                    if note is None:
+                    if note != note_was:  # its own turn may have deleted it; another scope's never may
                         out.fail("leaked", f"a tool in {scope} deleted note #{victim['note']} of {other}")
                     else:
                         out.verify(ITEMS_UNCHANGED)

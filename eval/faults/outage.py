@@ -87,7 +87,7 @@ def run_outage(
     chats: int = 20,
     hold: float = 0.2,
     think: tuple[float, float] = (0.3, 1.5),
-    claim_ttl: float = 15.0,
+    claim_ttl: float = 120.0,  # the product's default HUB_CLAIM_TTL
     settle: float = 12.0,
     seed: int = 0,
 ) -> dict[str, Any]:
@@ -125,7 +125,8 @@ def run_outage(
                     stop.set()
                     load.join(timeout=max(outages, default=0) + 400)
                 sent = result.get("sent", {})
-                wait_replies(fakes, sum(sent.values()), set(chat_ids), quiet=3 * claim_ttl + 10)
+                # Quiet for long means lost: a message left owed is answered once its mark runs out (a TTL).
+                wait_replies(fakes, sum(sent.values()), set(chat_ids), quiet=claim_ttl + 30)
                 arrivals = list(fakes.arrivals)
                 counted = tally(arrivals, dispatcher.posted, chat_ids, sent)
                 wrong = _which(arrivals, chat_ids, sent)

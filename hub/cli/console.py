@@ -14,14 +14,23 @@ EXTRA_HINT = "the console needs the 'console' extra: pip install 'scopehub[conso
 @click.command("console")
 @click.option("--listen", default="127.0.0.1", show_default=True, help="address to serve on; any but loopback needs HUB_CONSOLE_TOKEN")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="TCP port")
-@click.option("--allow-writes", is_flag=True, help="allow forgetting a fact, cancelling a reminder and erasing a scope")
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="allow correcting, adding and forgetting facts, cancelling reminders, erasing scopes, replaying a message and the sandbox chat",
+)
+@click.option(
+    "--session-hours", default=12.0, show_default=True, type=click.FloatRange(0.05, 24 * 30), help="how long a login lasts"
+)
 @click.pass_context
-def console_command(ctx: click.Context, listen: str, port: int, allow_writes: bool) -> None:
-    """Serve the web console: scopes, each message's route, each call's exact context,
-    token savings and routing charts, each scope's memory. Read-only by default.
+def console_command(ctx: click.Context, listen: str, port: int, allow_writes: bool, session_hours: float) -> None:
+    """Serve the web console: find (search, filters, jumps), follow (messages, replies and
+    calls linked both ways), read (each call's exact context, tool loop and failure, each
+    scope's memory, charts) and, with --allow-writes, fix. Read-only by default.
 
-    With HUB_CONSOLE_TOKEN set, every request needs it (Authorization: Bearer <token>, or
-    open /?token=<token> once: an HttpOnly cookie keeps it).
+    With HUB_CONSOLE_TOKEN set (16 characters at least), every request needs it: log in at
+    /login (a signed session cookie, never the token, keeps it for --session-hours), or
+    send Authorization: Bearer <token>.
     """
     import importlib.util
 
@@ -38,7 +47,15 @@ def console_command(ctx: click.Context, listen: str, port: int, allow_writes: bo
     except ConsoleRefused as exc:
         raise click.ClickException(str(exc)) from None
     store = store_of(ctx, must_exist=True)
-    app = create_app(ConsoleConfig(store=store, settings=settings, allow_writes=allow_writes))
+
+    def hub_factory() -> object:
+        # Built on first need (a replay, the sandbox): the agents, the router and the model.
+        from scopehub.hub.app import build_hub
+
+        return build_hub(settings, store=store, model_required=False)
+
+    config = ConsoleConfig(store=store, settings=settings, allow_writes=allow_writes, session_hours=session_hours, hub_factory=hub_factory)
+    app = create_app(config)
     host = f"[{listen}]" if ":" in listen else listen
     access = "token required" if settings.console_token else "loopback only, no token"
     click.echo(f"console on http://{host}:{port}/ ({'writes allowed' if allow_writes else 'read-only'}, {access}); Ctrl-C stops it", err=True)

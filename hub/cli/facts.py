@@ -98,7 +98,7 @@ def forget_fact_command(ctx: click.Context, scope: str, target: tuple[str, ...],
 
 
 @click.command("forget")
-@scope_option()
+@scope_option(required=True, help="the scope to erase: user:<id> or group:<id> (never a default)")
 @click.option("--yes", "-y", is_flag=True, help="do not ask for confirmation")
 @json_option
 @click.pass_context

@@ -160,9 +160,6 @@ def usage_command(ctx: click.Context, scope: str, as_json: bool) -> None:
     from scopehub.hub.commands import format_digest_usage, format_usage, usage_figures
     from scopehub.memory import digest_usage
 
-    usage = store_of(ctx, must_exist=True).usage(scope)
-    digest = digest_usage(store_of(ctx, must_exist=True), scope)
-
     store = store_of(ctx, must_exist=True)
     usage = store.usage(scope)
     digest = digest_usage(store, scope)
@@ -236,6 +233,7 @@ def agents_command(ctx: click.Context, as_json: bool) -> None:
         "lessons": "scopehub.eval.lessons:lessons_command",
         "digest": "scopehub.eval.digest:digest_eval_command",
         "local": "scopehub.eval.local:local_command",
+        "phrasings": "scopehub.eval.local_intents:phrasings_command",
     },
 )
 def eval_group() -> None:
@@ -252,6 +250,7 @@ def eval_group() -> None:
         "workers": "scopehub.eval.workers:workers_bench_command",
         "hub": "scopehub.eval.hub_bench:hub_bench_command",
         "import": "scopehub.eval.import_bench:import_bench_command",
+        "page": "scopehub.eval.bench_page:page_command",
     },
 )
 def bench_group() -> None:

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from scopehub.hub.settings import Settings, load_settings
+from scopehub.hub.transports.terminal import DEFAULT_SCOPE
 from scopehub.memory import InvalidScope, Store, open_store, validate_scope
 
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub
 
-__all__ = ["echo_json", "hub_of", "json_option", "scope_option", "settings_of", "store_of"]
+__all__ = ["DEFAULT_SCOPE", "echo_json", "hub_of", "json_option", "scope_option", "settings_of", "store_of"]
 
 
 def settings_of(ctx: click.Context) -> Settings:
@@ -62,16 +63,22 @@ def _check_scope(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise click.BadParameter(str(exc)) from None
 
 
-def scope_option(*, required: bool = True, default: str | None = None, help: str | None = None):
-    """``--scope/-s``, validated: ``user:<id>`` (one customer) or ``group:<id>`` (one group)."""
+def scope_option(*, required: bool = False, help: str | None = None):
+    """``--scope/-s``, validated: ``user:<id>`` (one customer) or ``group:<id>`` (one group).
+
+    Defaults to the terminal chat's scope (:data:`DEFAULT_SCOPE`), so that what a newcomer
+    typed in ``agents-hub chat`` is what ``facts list`` and ``search`` show. A command that
+    erases a scope passes ``required=True``: the scope must then be named.
+    """
+    options: dict[str, Any] = {"required": True} if required else {"default": DEFAULT_SCOPE, "show_default": True}
+    # No `default=None` for a required option: click 8.3+ takes an explicit None as a value
+    # given, and the command would run on scope None.
     return click.option(
         "--scope",
         "-s",
-        required=required and default is None,
-        default=default,
-        show_default=default is not None,
         callback=_check_scope,
         help=help or "user:<id> (one customer) or group:<id> (one group)",
+        **options,
     )
 
 

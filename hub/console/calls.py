@@ -24,7 +24,7 @@ from scopehub.hub.context.tokens import Tokenizer
 from scopehub.hub.settings import Settings
 from scopehub.memory import MemoryStore, Message
 
-__all__ = ["CallView", "HistoryItem", "SectionView", "call_view"]
+__all__ = ["CallView", "HistoryItem", "SectionView", "call_view", "section_views"]
 
 # How the page names the state of what it shows.
 RECORDED = "recorded"  # rebuilt from the call record and identical to what was sent
@@ -62,6 +62,9 @@ class CallView:
     state: str
     notes: list[str] = field(default_factory=list)
     sections: list[SectionView] = field(default_factory=list)
+    # The scope's window before the message that the scoping rules left out of the history
+    # (other agents' messages): what the agent did not see, one click away.
+    left_out: list[Message] = field(default_factory=list)
 
     @property
     def tokens(self) -> dict[str, int]:
@@ -75,7 +78,7 @@ class CallView:
         return {**tokens, "history": max(0, int(self.call.get("full_history_tokens") or 0) - rest)}
 
 
-def _sections(
+def section_views(
     call: dict[str, Any], context: Context | None, prompt: AgentPrompt, kept: dict[str, str] | None, missing: Sequence[str] = ()
 ) -> list[SectionView]:
     """The nine sections with recorded tokens and the text shown (``kept`` None: texts were not recorded)."""
@@ -131,6 +134,15 @@ def _resolve_sections(store: MemoryStore, scope: str, sections: dict[str, Any]) 
     return texts, missing
 
 
+def _left_out(
+    store: MemoryStore, settings: Settings, scope: str, message: Message, sent: Sequence[int], window: Sequence[Message] | None = None
+) -> list[Message]:
+    """The window's messages before ``message`` that were not in the history sent."""
+    recent = window if window is not None else store.window(scope, settings.window, up_to=message.id - 1)
+    shown = set(sent)
+    return [m for m in recent if m.id not in shown]
+
+
 def call_view(
     store: MemoryStore,
     settings: Settings,
@@ -158,7 +170,8 @@ def call_view(
         history = [m for m in (store.get(scope, i) for i in ids) if m is not None]
         texts, missing = _resolve_sections(store, scope, sent.get("sections", {}))
         context, checks = replay_sent({**sent, "sections": texts}, prompt, history, message, tokenizer=tokenizer, also_sees=call["also_sees"])
-        view.sections = _sections(call, context, prompt, texts, missing)
+        view.sections = section_views(call, context, prompt, texts, missing)
+        view.left_out = _left_out(store, settings, scope, message, ids)
         if checks["identical"]:
             view.state = RECORDED
             view.notes.append("Exactly what was sent: rebuilt from the call record and the stored messages, byte-identical (sha256 matches).")
@@ -188,7 +201,8 @@ def call_view(
         scope=scope,
         sender=message.sender,
     )
-    view.sections = _sections(call, context, prompt, None)
+    view.sections = section_views(call, context, prompt, None)
+    view.left_out = _left_out(store, settings, scope, message, [m.id for m in context.history], recent)
     view.state = REBUILT
     view.notes.append(
         "Rebuilt: this call was recorded before call records kept what they sent. The history is rebuilt from the"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup
 
-__all__ = ["SECTION_COLOURS", "Series", "bar_chart", "line_chart", "stacked_bar"]
+__all__ = ["SECTION_COLOURS", "Series", "bar_chart", "line_chart", "section_legend", "stacked_bar"]
 
 # Tableau 10: tells nine sections apart, also for the common forms of colour blindness.
 SECTION_COLOURS = {
@@ -114,10 +114,17 @@ def line_chart(
     width: int = 880,
     height: int = 260,
     y_title: str = "tokens",
+    y_max: float | None = None,
+    y_format: Callable[[float], str] = _fmt,
+    partial_last: bool = False,
     css_class: str = "line-chart",
 ) -> Markup:
-    """Lines over a shared x axis, y from zero; ``x_labels`` places a few labels on the x axis."""
-    left, right, top, bottom = 70, 20, 28, 36
+    """Lines over a shared x axis, y from zero; ``x_labels`` places a few labels on the x axis.
+
+    ``partial_last``: the last point is a bucket still filling up (this hour, today): its
+    segment is dashed and its point hollow, labelled "so far", so it does not read as a drop.
+    """
+    left, right, top, bottom = 70, 60, 42, 36  # right: room for the last x label, centred on its point
     xs = [x for s in series for x, _ in s.points]
     ys = [y for s in series for _, y in s.points]
     out = [
@@ -128,40 +135,73 @@ def line_chart(
         out.append(f'<text x="{left}" y="{height / 2:.0f}">no data yet</text></svg>')
         return Markup("".join(out))
     x0, x1 = min(xs), max(xs)
-    ticks = _ticks(max(ys) if ys else 0)
-    y_max = ticks[-1] or 1
+    # A fixed scale (a percentage) has its ticks end at the top.
+    ticks = [y_max * i / 4 for i in range(5)] if y_max is not None else _ticks(max(ys) if ys else 0)
+    top_value = ticks[-1] or 1
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def px(x: float) -> float:
         return left + (plot_w * (x - x0) / (x1 - x0) if x1 > x0 else plot_w / 2)
 
     def py(y: float) -> float:
-        return top + plot_h * (1 - y / y_max)
+        return top + plot_h * (1 - y / top_value)
 
     for t in ticks:
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
-    out.append(f'<text x="4" y="14">{_e(y_title)}</text>')
+        out.append(f'<text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{_e(y_format(t))}</text>')
+    out.append(f'<text x="4" y="{top - 10}">{_e(y_title)}</text>')
     for x, label in (x_labels or {}).items():
-        out.append(f'<text x="{px(x):.1f}" y="{height - 12}" text-anchor="middle">{_e(label)}</text>')
+        out.append(f'<text class="x-label" x="{px(x):.1f}" y="{height - 12}" text-anchor="middle">{_e(label)}</text>')
     for i, s in enumerate(series):
-        points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in s.points)
-        out.append(f'<polyline data-series="{_e(s.name)}" fill="none" stroke="{_e(s.colour)}" stroke-width="2" points="{points}"/>')
-        for x, y in s.points if len(s.points) <= 60 else ():
+        points = list(s.points)
+        solid = points[:-1] if partial_last and len(points) > 1 else points
+        line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in solid)
+        out.append(f'<polyline data-series="{_e(s.name)}" fill="none" stroke="{_e(s.colour)}" stroke-width="2" points="{line}"/>')
+        if partial_last and len(points) > 1:
+            (ax, ay), (bx, by) = points[-2], points[-1]
             out.append(
-                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{_e(s.colour)}"><title>{_e(s.name)}: {_fmt(y)}</title></circle>'
+                f'<line class="partial" data-series="{_e(s.name)}" x1="{px(ax):.1f}" y1="{py(ay):.1f}" x2="{px(bx):.1f}" y2="{py(by):.1f}"'
+                f' stroke="{_e(s.colour)}" stroke-width="2" stroke-dasharray="5 4"/>'
+            )
+        for j, (x, y) in enumerate(points):
+            hollow = partial_last and j == len(points) - 1
+            if len(points) > 60 and not hollow:
+                continue
+            fill = "#fff" if hollow else _e(s.colour)
+            note = " (so far: this bucket is not over)" if hollow else ""
+            out.append(
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{fill}" stroke="{_e(s.colour)}">'
+                f"<title>{_e(s.name)}: {_e(y_format(y))}{note}</title></circle>"
             )
         lx = left + i * 220
         out.append(f'<rect x="{lx}" y="6" width="12" height="12" fill="{_e(s.colour)}"/>')
         out.append(f'<text x="{lx + 16}" y="16">{_e(s.name)}</text>')
+    if partial_last and xs:
+        out.append(f'<text class="partial-label" x="{px(x1):.1f}" y="{top - 10}" text-anchor="middle">so far</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def section_legend(*, width: int = 880) -> Markup:
+    """The section colours of the stacked bars, on one line (the timeline's bars carry no labels)."""
+    step = width // len(SECTION_COLOURS)
+    out = [f'<svg class="section-legend" xmlns="http://www.w3.org/2000/svg" width="{width}" height="20" viewBox="0 0 {width} 20" role="img" {_FONT}>']
+    for i, (name, colour) in enumerate(SECTION_COLOURS.items()):
+        out.append(f'<rect x="{i * step}" y="4" width="12" height="12" fill="{colour}"/><text x="{i * step + 16}" y="14">{_e(name)}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
 
 def bar_chart(
-    counts: Sequence[tuple[str, int]], *, width: int = 880, bar_height: int = 22, colour: str = "#4e79a7", css_class: str = "bar-chart"
+    counts: Sequence[tuple[str, float]],
+    *,
+    width: int = 880,
+    bar_height: int = 22,
+    colour: str = "#4e79a7",
+    css_class: str = "bar-chart",
+    value_format: Callable[[float], str] = lambda n: f"{n:,}",
 ) -> Markup:
-    """Horizontal bars with their labels and counts (the routing paths)."""
+    """Horizontal bars with their labels and values, and each value's share (routing paths, agents)."""
     label_w, count_w = 120, 120
     plot_w = width - label_w - count_w
     top = max([n for _, n in counts] + [1])
@@ -179,8 +219,8 @@ def bar_chart(
         out.append(f'<text x="0" y="{y + bar_height * 0.7:.1f}">{_e(label)}</text>')
         out.append(
             f'<rect data-label="{_e(label)}" x="{label_w}" y="{y}" width="{max(w, 0.5):.2f}" height="{bar_height}" fill="{_e(colour)}">'
-            f"<title>{_e(label)}: {n:,}</title></rect>"
+            f"<title>{_e(label)}: {_e(value_format(n))}</title></rect>"
         )
-        out.append(f'<text x="{label_w + w + 6:.1f}" y="{y + bar_height * 0.7:.1f}">{n:,} ({100 * n / total:.0f}%)</text>')
+        out.append(f'<text x="{label_w + w + 6:.1f}" y="{y + bar_height * 0.7:.1f}">{_e(value_format(n))} ({100 * n / total:.0f}%)</text>')
     out.append("</svg>")
     return Markup("".join(out))

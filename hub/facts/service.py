@@ -9,7 +9,10 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from scopehub.hub.context.record import text_digest
 from scopehub.hub.context.tokens import Tokenizer
 from scopehub.hub.facts.block import render_block
 from scopehub.hub.facts.commands import subject_of
@@ -18,7 +21,7 @@ from scopehub.hub.facts.grounding import grounded, own_words
 from scopehub.hub.facts.keys import infer_key, is_explicit, looks_factual
 from scopehub.hub.facts.reconcile import Decision, learn
 from scopehub.hub.facts.text import KNOWN_IN_PROMPT, MAX_FACT_CHARS, quote
-from scopehub.hub.models import ChatModel
+from scopehub.hub.models import ChatModel, ModelResponse
 from scopehub.memory import (
     CallRecord,
     Fact,
@@ -28,6 +31,36 @@ from scopehub.memory import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Exchange:
+    """One extractor call: what it was sent, what it answered, and what became of it."""
+
+    prompt: list[dict[str, str]]
+    response: ModelResponse | None = None
+    error: Exception | None = None
+    proposed: list[Candidate] | None = None  # None: no usable answer
+    refused: list[Candidate] = field(default_factory=list)  # not in the person's own words
+    own_sentences: bool = False  # the person's own sentences were kept instead
+    decisions: list[Decision] = field(default_factory=list)
+    latency_ms: float = 0.0
+
+    def record(self) -> dict[str, Any]:
+        """The call record's ``extra``: the prompt (the rules by their digest: the same text
+        every call), the raw answer, each proposed fact and each reconciliation decision."""
+        return {
+            "prompt": {"system_sha": text_digest(self.prompt[0]["content"]), "user": self.prompt[1]["content"]},
+            "answer": self.response.content if self.response is not None else None,
+            "proposed": [c.model_dump() for c in self.proposed or ()],
+            "refused": [{**c.model_dump(), "reason": "not in the person's own words"} for c in self.refused],
+            "own_sentences": self.own_sentences,
+            "decisions": [
+                {"op": d.op.value, "key": d.fact.key if d.fact else None, "text": d.fact.text if d.fact else None,
+                 "targets": list(d.targets), "reason": d.reason}
+                for d in self.decisions
+            ],
+        }  # fmt: skip
 
 
 class FactKeeper:
@@ -67,13 +100,35 @@ class FactKeeper:
         return [{"role": "system", "content": EXTRACTOR_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
 
     async def extract(self, message: Message, known: Sequence[Fact], speaker: str | None = None) -> list[Candidate] | None:
-        """Ask the model for candidate facts; ``None`` when its answer is unusable."""
+        """Ask the model for candidate facts; ``None`` when its answer is unusable. Records the call."""
         if self.model is None:
             return None
-        response = await self.model.complete(
-            self.prompt(message, known, speaker), model=self.model_name, json_mode=True, timeout=self.timeout
-        )
-        try:  # the extractor's tokens count in usage like an agent call's; accounting never blocks learning
+        exchange = await self._ask(message, known, speaker)
+        self._record(message, exchange)
+        if exchange.error is not None:
+            raise exchange.error
+        return exchange.proposed
+
+    async def _ask(self, message: Message, known: Sequence[Fact], speaker: str | None) -> Exchange:
+        """One extractor request and its parsed answer; a failure is kept, not raised."""
+        exchange = Exchange(prompt=self.prompt(message, known, speaker))
+        started = time.perf_counter()
+        try:
+            exchange.response = await self.model.complete(exchange.prompt, model=self.model_name, json_mode=True, timeout=self.timeout)  # type: ignore[union-attr]
+        except Exception as exc:
+            exchange.error = exc
+        else:
+            exchange.proposed = parse_extraction(exchange.response.content)
+        exchange.latency_ms = (time.perf_counter() - started) * 1000
+        return exchange
+
+    def _record(self, message: Message, exchange: Exchange) -> None:
+        """Record the extractor's call: its tokens count in usage like an agent call's, and
+        the console shows its prompt, its answer and what became of each proposed fact.
+        Accounting never blocks learning: this never raises."""
+        response, error = exchange.response, exchange.error
+        unusable = error is None and exchange.proposed is None
+        try:
             self.store.record_call(
                 CallRecord(
                     scope=message.scope,
@@ -83,14 +138,18 @@ class FactKeeper:
                     also_sees=(),
                     tokens={},
                     full_history_tokens=0,
-                    model=response.model or self.model_name or getattr(self.model, "name", None),
-                    prompt_tokens=response.prompt_tokens,
-                    completion_tokens=response.completion_tokens,
+                    model=(response.model if response else None) or self.model_name or getattr(self.model, "name", None),
+                    prompt_tokens=response.prompt_tokens if response else None,
+                    completion_tokens=response.completion_tokens if response else None,
+                    latency_ms=exchange.latency_ms,
+                    ok=error is None and not unusable,
+                    error_class=type(error).__name__ if error is not None else ("UnusableAnswer" if unusable else None),
+                    error_message=str(error) if error is not None else ("not the JSON asked for" if unusable else None),
+                    extra=exchange.record(),
                 )
             )
         except Exception:
-            log.exception("fact extractor usage not recorded for %s", message.scope)
-        return parse_extraction(response.content)
+            log.exception("fact extractor call not recorded for %s", message.scope)
 
     async def after_reply(self, scope: str, message: Message) -> None:
         """Learn from the person's message, off the request path (the hub calls this after sending)."""
@@ -104,24 +163,57 @@ class FactKeeper:
         if not looks_factual(words):
             return []  # the local pre-filter: no model call
         subject, speaker = subject_of(self.store, scope, message.id)
-        try:
-            candidates = await self.extract(message, current_facts(self.store, scope), speaker)
-        except Exception as exc:  # learning is best effort; the reply was already sent
-            log.warning("fact extraction failed for %s: %s", scope, exc)
-            return []
-        proposed = list(candidates or ())
+        exchange = await self._ask(message, current_facts(self.store, scope), speaker)
+        if exchange.error is not None:  # learning is best effort; the reply was already sent
+            log.warning("fact extraction failed for %s: %s", scope, exchange.error)
+        proposed = list(exchange.proposed or ())
         candidates = [candidate for candidate in proposed if self._in_own_words(candidate, words)]
+        exchange.refused = [candidate for candidate in proposed if candidate not in candidates]
         if proposed and not candidates:
             # The extractor saw something but wrote it in words the person did not use: keep
             # the person's own sentence instead, when the local reader knows what it is about.
             candidates = own_sentences(words, subject)
+            exchange.own_sentences = bool(candidates)
+        if candidates:
+            # No await from here on: reading current facts and writing the result cannot interleave.
+            exchange.decisions, _ = learn(
+                self.store,
+                scope,
+                candidates,
+                confidence="derived",
+                explicit_message=is_explicit(words),
+                source_message=message.id,
+                subject=subject,
+                now=self.clock(),
+                require_message=True,
+            )
+        self._record(message, exchange)
+        return exchange.decisions
+
+    def learn_stated(self, scope: str, message: Message) -> list[Decision]:
+        """Keep the facts the person states in words the local key reader knows ("my phone
+        number is 555 0142", "I live in Hamburg"), now: zero tokens, so the hub does it
+        before the reply and the next message knows them however quickly it comes. The
+        model's extraction after the reply still reads the message for the rest."""
+        if message.role != "user" or message.scope != scope:
+            return []
+        words = own_words(message.text)
+        if not looks_factual(words):
+            return []
+        subject, _ = subject_of(self.store, scope, message.id)
+        # Only sentences that start with the speaker ("my phone number is", "I live in"):
+        # the key reader also finds "my boss" in "here is an email from my boss: ...".
+        stated = [candidate for candidate in own_sentences(words, subject) if _SPEAKER_FIRST.match(candidate.text)]
+        return self._keep(scope, message, stated, words, subject)
+
+    def _keep(self, scope: str, message: Message, candidates: Sequence[Candidate], words: str, subject: str) -> list[Decision]:
         if not candidates:
             return []
         # No await from here on: reading current facts and writing the result cannot interleave.
         decisions, _ = learn(
             self.store,
             scope,
-            candidates,
+            list(candidates),
             confidence="derived",
             explicit_message=is_explicit(words),
             source_message=message.id,
@@ -142,6 +234,7 @@ class FactKeeper:
 
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SPEAKER_FIRST = re.compile(r"^\s*(?:my|i|i'm|i am|i've|our|we|we're)\b", re.I)
 # A request ("write a reply to Dana saying Thursday works for me") states no fact of its own.
 _REQUEST = re.compile(
     r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+)?(?:add|put|write|draft|reply|answer|send|remind|set|"

@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import random
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -19,6 +20,28 @@ from scopehub.hub.models.base import ModelResponse, ToolCall, check_request_allo
 from scopehub.hub.models.openai_compat import is_openai_compatible, post_chat
 
 log = logging.getLogger(__name__)
+
+# litellm's own loggers; whatever handler it gives them must not write to standard output.
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm")
+
+
+def import_litellm() -> Any:
+    """litellm, imported the one way the hub uses it: offline cost map, and nothing on
+    standard output (a command's stdout carries only its output, JSON for ``--json``).
+
+    litellm prints a "Provider List" banner and "Give Feedback" hints with ``print`` unless
+    ``suppress_debug_info`` is set, and may attach stream handlers of its own to its
+    loggers: those are pointed at standard error, where the hub's logs go.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    for name in _LITELLM_LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            if isinstance(handler, logging.StreamHandler) and getattr(handler, "stream", None) is sys.stdout:
+                handler.setStream(sys.stderr)
+    return litellm
 
 
 # litellm exception classes that mean "try again later".
@@ -90,7 +113,7 @@ class LiteLLMModel:
         """
         if self.direct and is_openai_compatible(self.name, self.api_base):
             return
-        import litellm  # noqa: F401
+        import_litellm()
 
     async def complete(
         self,
@@ -108,10 +131,7 @@ class LiteLLMModel:
             # and pricing (see openai_compat.py); the same request, the same answer.
             call = self._direct_call(messages, tools, model_name, json_mode, timeout or self.timeout)
             return await self._with_retries(call, model_name, timeout or self.timeout)
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
-        litellm.suppress_debug_info = True  # its "Give Feedback" banners go to stdout
+        litellm = import_litellm()
         kwargs: dict[str, Any] = {
             "model": model_name,
             "messages": self._marked(messages, model_name),

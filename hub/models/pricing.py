@@ -19,7 +19,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["UNPRICED", "Price", "price_call"]
+__all__ = ["EMBEDDED_PREFIX", "UNPRICED", "Price", "price_call"]
+
+EMBEDDED_PREFIX = "local/"  # the names of the embedded models (hub.models.weights)
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +128,16 @@ def price_call(
         return Price(cost=None, billed_tokens=None)
     if not model:
         return _uncached(prompt, cached, written)
+    if model.startswith(EMBEDDED_PREFIX):
+        # The embedded model runs here: it costs nothing, and litellm does not know it (its
+        # look-up would only fail, after printing a "Provider List" banner).
+        return Price(cost=0.0, billed_tokens=float(prompt))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if model in UNPRICED:  # litellm's map does not know it: no need to import litellm to hear so again
         return _uncached(prompt, cached, written)
-    import litellm
+    from scopehub.hub.models.litellm_model import import_litellm
 
-    litellm.suppress_debug_info = True  # its "Provider List" banners go to stdout
+    litellm = import_litellm()
     try:
         info = litellm.get_model_info(model)
         input_cost, output_cost = litellm.cost_per_token(

@@ -30,9 +30,10 @@ from scopehub.hub.orchestrator._intake import (
     UNKNOWN_COMMAND_REPLY,
     command_of,
     inbound_of,
+    learn_stated_facts,
     store_inbound,
 )
-from scopehub.hub.orchestrator._record import record_overhead, record_turn
+from scopehub.hub.orchestrator._record import record_router_call, record_turn
 from scopehub.hub.orchestrator._route import (
     addressed_route,
     build_classifier,
@@ -44,6 +45,7 @@ from scopehub.hub.orchestrator._sections import PreparedCall, Sections
 from scopehub.hub.orchestrator._timing import StageTimes, timed
 from scopehub.hub.orchestrator._types import CommandHandler, Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing import AgentProfile, Route
+from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import (
     Feedback,
@@ -193,7 +195,7 @@ class Hub:
         self.after_reply.pause(scope)
         try:
             async with self.lock_for(scope):
-                return await self._carry(await self._in_db(self._begin_inbound, inbound))
+                return await self._carry(await self._in_db(self._begin_inbound, inbound, routes=True))
         finally:
             self.after_reply.resume(scope)
 
@@ -213,7 +215,7 @@ class Hub:
         self.after_reply.pause(scope)
         try:
             async with self.lock_for(scope):
-                return await self._carry(await self._in_db(self._begin_queued, message, addressed))
+                return await self._carry(await self._in_db(self._begin_queued, message, addressed, routes=True))
         finally:
             self.after_reply.resume(scope)
 
@@ -238,7 +240,7 @@ class Hub:
             except ValueError:
                 continue
             async with self.lock_for(claim.scope):
-                reply = await self._carry(await self._in_db(self._begin_stalled, claim.scope, claim.key, message_id))
+                reply = await self._carry(await self._in_db(self._begin_stalled, claim.scope, claim.key, message_id, routes=True))
             if reply is not None:
                 replies.append(reply)
         return replies
@@ -326,6 +328,7 @@ class Hub:
                 turn.done = True
             else:
                 with self._timed("context"):
+                    learn_stated_facts(self.deps, message)  # what the person states is known before the reply
                     turn.call = self.sections.prepare(inbound, message, decision, turn.window)
         except BaseException:
             self._release(turn)
@@ -385,8 +388,8 @@ class Hub:
         assert turn.decision is not None and self.deps.router_model is not None
         scope, message_id, settings = turn.inbound.scope, turn.message.id, self.settings
 
-        def on_usage(prompt: int, completion: int) -> None:
-            record_overhead(self.store, scope, message_id, "router", settings.router_model, prompt, completion)
+        def on_call(call: RouterCall) -> None:
+            record_router_call(self.store, settings, scope, message_id, call)
 
         with self._timed("route"):
             return await refine_route(
@@ -396,13 +399,18 @@ class Hub:
                 settings=settings,
                 profiles=self.profiles,
                 router_model=self.deps.router_model,
-                on_usage=on_usage,
+                on_call=on_call,
             )
 
-    async def _in_db(self, work: Callable[..., _T], *args: Any) -> _T:
+    async def _in_db(self, work: Callable[..., _T], *args: Any, routes: bool = False) -> _T:
         """``work(*args)`` inside one store session, off the event loop where the store's calls
-        wait on the network (see :func:`~._timing.in_db_thread`; ``db_threads`` overrides)."""
-        return await in_db_thread(self.store, work, *args, threads=self.db_threads)
+        wait on the network (see :func:`scopehub.hub.dbwork.in_db_thread`; ``db_threads``
+        overrides). A step that ``routes`` leaves the loop with an embedder too: embedding a
+        message is milliseconds of CPU every other chat would wait for."""
+        threads = self.db_threads
+        if threads is None and routes and self.embedder_name:
+            threads = True
+        return await in_db_thread(self.store, work, *args, threads=threads)
 
     def _timed(self, stage: str) -> AbstractContextManager[None]:
         return timed(self.stage_times, stage)

@@ -11,10 +11,10 @@ import logging
 import re
 from collections.abc import Callable, Container
 
-from scopehub.hub.orchestrator._types import Inbound
+from scopehub.hub.orchestrator._types import Deps, Inbound
 from scopehub.memory import DuplicateMessage, Message, NewMessage, Store, validate_scope
 
-__all__ = ["UNKNOWN_COMMAND_REPLY", "command_of", "inbound_of", "store_inbound"]
+__all__ = ["UNKNOWN_COMMAND_REPLY", "command_of", "inbound_of", "learn_stated_facts", "store_inbound"]
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +88,18 @@ def command_of(text: str, commands: Container[str], agents: Container[str]) -> t
     if match is not None and match.group(1) not in agents:
         return match.group(1), ""  # answered with "unknown command", never sent to an agent
     return None
+
+
+def learn_stated_facts(deps: Deps, message: Message) -> int:
+    """Keep the facts the message states in words the local key reader knows, before the
+    reply: zero tokens, and the next message knows them however quickly the person types
+    (the model's extraction after the reply gives way to each new message). Fail-open:
+    a failure is a log line and the reply goes on. Returns how many facts were kept."""
+    learn = getattr(deps.facts, "learn_stated", None)
+    if not callable(learn):
+        return 0
+    try:
+        return len(learn(message.scope, message))
+    except Exception:
+        log.exception("stated facts of message %s of %s not kept now; learning after the reply", message.id, message.scope)
+        return 0

@@ -14,9 +14,18 @@ from scopehub.hub.models import price_call
 from scopehub.hub.orchestrator._run import RunOutcome
 from scopehub.hub.orchestrator._sections import PreparedCall
 from scopehub.hub.orchestrator._types import Deps, Reply
-from scopehub.memory import CallRecord, NewMessage, Store, advance_channel_cursor, advance_cursor
+from scopehub.hub.routing.llm_router import RouterCall
+from scopehub.hub.settings import Settings
+from scopehub.memory import (
+    CallRecord,
+    NewMessage,
+    Store,
+    advance_channel_cursor,
+    advance_cursor,
+    redact_secrets,
+)
 
-__all__ = ["record_overhead", "record_turn"]
+__all__ = ["error_fields", "record_router_call", "record_turn"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +65,7 @@ def record_turn(deps: Deps, sent_sections: SentSections, call: PreparedCall, out
         sent_record(context, text=call.text, stored_text=message.text, message_tokens=settings.message_tokens),
     )
     if result and result.tool_calls:
-        outcome_extra: dict[str, object] = {"tool_calls": result.tool_calls}
+        outcome_extra: dict[str, object] = {"tool_calls": result.tool_calls, "rounds": result.rounds}
     elif outcome.failure:
         outcome_extra = {"error": outcome.failure, "deadline_s": settings.reply_deadline}
     else:
@@ -86,6 +95,7 @@ def record_turn(deps: Deps, sent_sections: SentSections, call: PreparedCall, out
             cache_write_tokens=result.cache_write_tokens if result else None,
             billed_tokens=price.billed_tokens,
             cost=price.cost,
+            **error_fields(settings, outcome.error),
         )
     )
     sent_sections.remember(inbound.scope, sent, call_id)
@@ -122,21 +132,42 @@ def _advance_cursors(store: Store, call: PreparedCall) -> None:
             log.exception("channel cursor of %s/%s not advanced; its channel news will be shown again", scope, agent)
 
 
-def record_overhead(
-    store: Store, scope: str, message_id: int | None, via: str, model: str | None, prompt: int, completion: int
-) -> None:
-    """Record a model call that is no agent's (the LLM router): its tokens count in usage too."""
+def error_fields(settings: Settings, error: BaseException | None) -> dict[str, str | None]:
+    """A failure's class and message for the call record, this deployment's secrets taken
+    out (the store also redacts anything credential-shaped); the cause's too, when it adds."""
+    if error is None:
+        return {"error_class": None, "error_message": None}
+    message = str(error) or type(error).__name__
+    cause = error.__cause__
+    if cause is not None and str(cause) and str(cause) not in message:
+        message += f" (caused by {type(cause).__name__}: {cause})"
+    secrets = (settings.api_key, settings.telegram_bot_token, settings.telegram_webhook_secret, settings.console_token)
+    return {"error_class": type(error).__name__, "error_message": redact_secrets(message, secrets)}
+
+
+def record_router_call(store: Store, settings: Settings, scope: str, message_id: int | None, call: RouterCall) -> None:
+    """Record the LLM router's call: its tokens count in usage too, and the console shows its
+    prompt, answer and route (or why the local route was kept)."""
     store.record_call(
         CallRecord(
             scope=scope,
             agent="hub",
             message_id=message_id,
-            via=via,
+            via="router",
             also_sees=(),
             tokens={},
             full_history_tokens=0,
-            model=model or None,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
+            model=settings.router_model or None,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            latency_ms=call.latency_ms,
+            ok=call.route is not None,
+            extra={
+                "prompt": call.messages,
+                "answer": call.answer,
+                "route": {"agent": call.route.agent, "also_sees": list(call.route.also_sees)} if call.route else None,
+                "local": {"agent": call.local.agent, "via": call.local.via} if call.local else None,
+            },
+            **error_fields(settings, call.cause or call.error),
         )
     )

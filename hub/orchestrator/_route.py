@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
 from scopehub.hub.routing.classifier import SEMANTIC_GATE
+from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import Message
 
@@ -88,9 +89,10 @@ async def refine_route(
     settings: Settings,
     profiles: Sequence[AgentProfile],
     router_model: ChatModel,
-    on_usage: Callable[[int, int], None] | None = None,
+    on_call: Callable[[RouterCall], None] | None = None,
 ) -> Route:
-    """The local route refined by the LLM router; ``on_usage(prompt, completion)`` records its tokens."""
+    """The local route refined by the LLM router; ``on_call(call)`` records each of its calls
+    (its prompt, answer and tokens)."""
     return await refine_with_llm(
         local,
         text,
@@ -99,5 +101,5 @@ async def refine_route(
         window=window,
         timeout=settings.router_timeout,
         model_name=settings.router_model or None,
-        on_usage=on_usage,
+        on_call=on_call,
     )

@@ -46,6 +46,7 @@ class RunOutcome:
     result: AgentResult | None
     latency_ms: float
     failure: str = ""  # a failure the call record names ("deadline"); empty otherwise
+    error: BaseException | None = None  # what made it fail, for the call record (the console shows why)
 
 
 async def run_call(deps: Deps, call: PreparedCall, channels: Mapping[str, Channel]) -> RunOutcome:
@@ -55,6 +56,7 @@ async def run_call(deps: Deps, call: PreparedCall, channels: Mapping[str, Channe
     model = deps.model
     started = time.perf_counter()
     ok, failure = True, ""
+    error: BaseException | None = None
     result: AgentResult | None = None
     try:
         if model is None:
@@ -82,15 +84,17 @@ async def run_call(deps: Deps, call: PreparedCall, channels: Mapping[str, Channe
                 schemas=call.context.tools,
             )
         text = result.text or NO_ANSWER_REPLY
-    except ModelNotConfigured:
-        ok, text = False, NO_MODEL_REPLY
-    except TimeoutError:
+    except ModelNotConfigured as exc:
+        ok, text, error = False, NO_MODEL_REPLY, exc
+    except TimeoutError as exc:
         log.warning("no answer for %s/%s within %ss; apologising", inbound.scope, spec.name, settings.reply_deadline)
         ok, text, failure = False, MODEL_SLOW_REPLY, "deadline"
+        error = TimeoutError(f"no answer within the reply deadline ({settings.reply_deadline} s)") if not str(exc) else exc
     except ModelUnavailable as exc:
         log.warning("model unavailable for %s/%s: %s", inbound.scope, spec.name, exc)
-        ok, text = False, MODEL_DOWN_REPLY
+        ok, text, error = False, MODEL_DOWN_REPLY, exc
     except ModelError as exc:
         log.warning("model refused %s/%s: %s", inbound.scope, spec.name, exc)
-        ok, text = False, MODEL_FAILED_REPLY
-    return RunOutcome(ok=ok, text=text, result=result, latency_ms=(time.perf_counter() - started) * 1000, failure=failure)
+        ok, text, error = False, MODEL_FAILED_REPLY, exc
+    latency_ms = (time.perf_counter() - started) * 1000
+    return RunOutcome(ok=ok, text=text, result=result, latency_ms=latency_ms, failure=failure, error=error)

@@ -16,7 +16,7 @@ from scopehub.hub.routing.classifier import (
     LocalClassifier,
     SemanticScores,
 )
-from scopehub.hub.routing.llm_router import llm_route, refine_with_llm
+from scopehub.hub.routing.llm_router import ask_router, refine_with_llm
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -25,9 +25,9 @@ __all__ = [
     "LocalClassifier",
     "Route",
     "SemanticScores",
+    "ask_router",
     "current_agent",
     "detect_explicit",
-    "llm_route",
     "predict_also_sees",
     "refine_with_llm",
     "route",

@@ -10,7 +10,9 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError, field_validator
 
@@ -19,7 +21,7 @@ from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, Route
 from scopehub.memory import Message
 
-__all__ = ["RouterAnswer", "build_router_messages", "llm_route"]
+__all__ = ["RouterAnswer", "RouterCall", "ask_router", "build_router_messages", "refine_with_llm"]
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +75,26 @@ def parse_router_answer(raw: str | None, agents: Sequence[str]) -> RouterAnswer:
     return answer
 
 
-async def llm_route(
+@dataclass
+class RouterCall:
+    """One request to the router model: what it was sent, what it answered and what came of it.
+
+    The hub records it (``on_call`` of :func:`refine_with_llm`), so that the console shows
+    the router's prompt and answer, and why it was not used when it failed.
+    """
+
+    messages: list[dict[str, str]]
+    answer: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    route: Route | None = None  # None: the answer could not be used (see error)
+    error: RouterError | None = None
+    cause: BaseException | None = None  # what went wrong underneath the RouterError
+    latency_ms: float = 0.0
+    local: Route | None = None  # the local router's route, which stands when this one fails
+
+
+async def ask_router(
     text: str,
     *,
     model: ChatModel,
@@ -81,20 +102,27 @@ async def llm_route(
     window: Sequence[Message],
     timeout: float = 8.0,
     model_name: str | None = None,
-) -> tuple[Route, int, int]:
-    """Ask the router model; returns the route and the prompt/completion tokens it used."""
-    messages = build_router_messages(text, profiles, window)
+) -> RouterCall:
+    """Ask the router model once; a failure is kept on the returned call, never raised."""
+    call = RouterCall(build_router_messages(text, profiles, window))
+    started = time.perf_counter()
     try:
-        response = await asyncio.wait_for(model.complete(messages, json_mode=True, model=model_name, timeout=timeout), timeout)
+        response = await asyncio.wait_for(model.complete(call.messages, json_mode=True, model=model_name, timeout=timeout), timeout)
     except TimeoutError as exc:
-        raise RouterError("router model timed out") from exc
-    except RouterError:
-        raise
+        call.error, call.cause = RouterError("router model timed out"), exc
+    except RouterError as exc:
+        call.error = exc
     except Exception as exc:
-        raise RouterError(f"router model failed: {type(exc).__name__}: {exc}") from exc
-    answer = parse_router_answer(response.content, [p.name for p in profiles])
-    route = Route(agent=answer.agent, also_sees=tuple(answer.also_sees), via="llm")
-    return route, response.prompt_tokens or 0, response.completion_tokens or 0
+        call.error, call.cause = RouterError(f"router model failed: {type(exc).__name__}: {exc}"), exc
+    else:
+        call.answer, call.prompt_tokens, call.completion_tokens = response.content, response.prompt_tokens, response.completion_tokens
+        try:
+            answer = parse_router_answer(response.content, [p.name for p in profiles])
+            call.route = Route(agent=answer.agent, also_sees=tuple(answer.also_sees), via="llm")
+        except RouterError as exc:
+            call.error = exc
+    call.latency_ms = (time.perf_counter() - started) * 1000
+    return call
 
 
 async def refine_with_llm(
@@ -106,30 +134,29 @@ async def refine_with_llm(
     window: Sequence[Message],
     timeout: float = 8.0,
     model_name: str | None = None,
-    on_usage: Callable[[int, int], None] | None = None,
+    on_call: Callable[[RouterCall], None] | None = None,
 ) -> Route:
     """The LLM stage after the local cascade; any failure of it keeps the local route.
 
-    ``on_usage(prompt_tokens, completion_tokens)`` hears what the router model cost, so the
-    hub can record it like an agent call.
+    ``on_call(call)`` hears every request, failed ones too, with its prompt, answer and
+    tokens, so the hub can record it like an agent call.
 
     An explicit address or a reply to an agent is never second-guessed.
     """
     if local.via in ("explicit", "reply"):
         return local
     try:
-        decided, prompt_tokens, completion_tokens = await llm_route(
-            text, model=model, profiles=profiles, window=window, timeout=timeout, model_name=model_name
-        )
-    except RouterError as exc:
-        log.warning("LLM router unusable (%s); keeping the local route", exc)
-        return local
+        call = await ask_router(text, model=model, profiles=profiles, window=window, timeout=timeout, model_name=model_name)
     except Exception:
         log.exception("LLM router crashed; keeping the local route")
         return local
-    if on_usage is not None:
+    call.local = local
+    if on_call is not None:
         try:
-            on_usage(prompt_tokens, completion_tokens)
+            on_call(call)
         except Exception:  # accounting must never change the route
-            log.exception("router usage not recorded")
-    return decided
+            log.exception("router call not recorded")
+    if call.route is None:
+        log.warning("LLM router unusable (%s); keeping the local route", call.error)
+        return local
+    return call.route

@@ -2,9 +2,12 @@
 
 Same router, memory, agents and chat commands; the scope is ``user:local`` unless
 ``--scope`` says otherwise. Three ways in: ``--message TEXT`` (one message, then exit),
-piped standard input (each line is a message; exit at end of input), or an interactive
-prompt (``/quit`` or Ctrl-D leaves; Ctrl-C stops the reply being written, or leaves at
-the prompt).
+piped standard input (each line is a message, and the lines between two lines of
+``\"\"\"`` are one message; exit at end of input), or an interactive prompt (``/quit`` or
+Ctrl-D leaves; Ctrl-C stops the reply being written, or leaves at the prompt). At the
+prompt a pasted text of several lines (an email) is one message wherever the terminal
+and readline support bracketed paste (most do); a line of ``\"\"\"`` opens a block of lines
+typed one by one, which the next such line sends.
 
 Output (standard output; logs go to standard error, warnings only unless
 ``HUB_LOG_LEVEL`` is set). Each reply is its text followed by
@@ -29,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import threading
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
 import click
@@ -36,12 +40,14 @@ import click
 if TYPE_CHECKING:
     from scopehub.hub.orchestrator import Hub, Inbound, Reply
 
-__all__ = ["DEFAULT_SCOPE", "NOISY_LOGGERS", "QUIT_WORDS", "TerminalChat", "format_meta", "format_reply"]
+__all__ = ["BLOCK", "DEFAULT_SCOPE", "NOISY_LOGGERS", "QUIT_WORDS", "TerminalChat", "format_meta", "format_reply", "messages_of"]
 
 DEFAULT_SCOPE = "user:local"
 QUIT_WORDS = frozenset({"/quit", "/exit", "/q"})
 PROMPT = "you> "
 RETRY_FIRST, RETRY_MAX = 0.5, 5.0  # seconds between tries while the database is unavailable
+MORE = "...> "
+BLOCK = '"""'  # a line of it opens (and the next one closes) a message of several lines
 
 # Third-party loggers that narrate every HTTP request at INFO; noise in a chat.
 NOISY_LOGGERS = ("httpx", "httpcore", "LiteLLM", "litellm", "openai")
@@ -147,64 +153,100 @@ class TerminalChat:
             return latest
         return None
 
-    @staticmethod
-    async def read_line(prompt: str) -> str:
-        """``input(prompt)`` in a daemon thread, so background work goes on while the person
-        types (and an abandoned read never holds the process at exit)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[str] = loop.create_future()
-
-        def settle(value: str | None, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(value or "")
-
-        def read() -> None:
-            try:
-                value = input(prompt)
-            except BaseException as exc:  # EOFError (Ctrl-D) reaches the caller
-                loop.call_soon_threadsafe(settle, None, exc)
-            else:
-                loop.call_soon_threadsafe(settle, value, None)
-
-        threading.Thread(target=read, name="terminal-input", daemon=True).start()
-        return await future
-
-    def run_lines(self, runner: asyncio.Runner, lines: list[str] | TextIO) -> None:
-        """Each non-empty line is a message; stops at the end or at /quit."""
-        for raw in lines:
-            line = raw.strip()
-            if not line:
-                continue
-            if line.lower() in QUIT_WORDS:
+    def run_lines(self, runner: asyncio.Runner, lines: Iterable[str]) -> None:
+        """Each non-empty line is a message, and a block between two lines of ``\"\"\"`` is
+        one message (a pasted email); stops at the end or at /quit."""
+        for text in messages_of(lines):
+            if text.lower() in QUIT_WORDS:
                 break
-            runner.run(self.send(line))
+            runner.run(self.send(text))
             if not self.as_json:
                 self._print("")  # a blank line between exchanges
 
-    def run_interactive(self, runner: asyncio.Runner) -> None:
-        """The prompt loop: /quit or Ctrl-D leaves; Ctrl-C cancels a reply or leaves at the prompt."""
-        with contextlib.suppress(ImportError):
-            import readline  # noqa: F401  - line editing and history for input()
-        while True:
-            try:
-                line = runner.run(self.read_line(PROMPT)).strip()
-            except EOFError:
-                click.echo("", err=True)
-                return
-            except KeyboardInterrupt:
-                click.echo("", err=True)
-                return
-            if not line:
+    def read_message(self) -> str:
+        """One message from the person at the prompt (the main thread's ``input()``, so
+        readline's line editing and bracketed paste work: a pasted email is one message).
+        A line of ``\"\"\"`` opens a block that ends at the next such line."""
+        first = input(PROMPT)
+        if first.strip() != BLOCK:
+            return first.strip()
+        lines = []
+        while (line := input(MORE)).strip() != BLOCK:
+            lines.append(line)
+        return "\n".join(lines).strip()
+
+    def run_interactive(self, runner: asyncio.Runner | None = None) -> None:
+        """The prompt loop: /quit or Ctrl-D leaves; Ctrl-C cancels a reply or leaves at the prompt.
+
+        The hub runs on an event loop in a thread of its own, so that learning from the last
+        message goes on while the person types, and the prompt reads in the main thread:
+        Python's readline (history, editing, bracketed paste) serves only that thread.
+        """
+        enable_bracketed_paste()
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="hub-loop", daemon=True)
+        thread.start()
+        try:
+            while True:
+                try:
+                    text = self.read_message()
+                except (EOFError, KeyboardInterrupt):
+                    click.echo("", err=True)
+                    return
+                if not text:
+                    continue
+                if text.lower() in QUIT_WORDS:
+                    return
+                future = asyncio.run_coroutine_threadsafe(self.send(text), loop)
+                try:
+                    future.result()
+                except KeyboardInterrupt:
+                    # Ctrl-C reaches the main thread: the reply is cancelled, the message is already stored.
+                    future.cancel()
+                    with contextlib.suppress(Exception, KeyboardInterrupt):
+                        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
+                    click.echo("\n(interrupted; your message is saved)", err=True)
+                self._print("")
+        finally:
+            # Learning still in flight finishes on the loop it started on, then the loop stops.
+            with contextlib.suppress(Exception, KeyboardInterrupt):
+                asyncio.run_coroutine_threadsafe(self.hub.drain(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            if not thread.is_alive():
+                loop.close()
+
+
+def enable_bracketed_paste() -> bool:
+    """Line editing and history for ``input()``, and bracketed paste: the terminal marks a
+    paste, and readline takes its newlines as text, so a pasted email is one message.
+    Python's readline leaves bracketed paste off (readline 8.2 here); False without readline."""
+    try:
+        import readline
+    except ImportError:
+        return False
+    readline.parse_and_bind("set enable-bracketed-paste on")
+    return True
+
+
+def messages_of(lines: Iterable[str]) -> Iterator[str]:
+    """The messages in piped lines: each non-empty line, or the lines between two lines of
+    ``\"\"\"`` joined as one message (an unclosed block runs to the end of input)."""
+    block: list[str] | None = None
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        if line.strip() == BLOCK:
+            if block is None:
+                block = []
                 continue
-            if line.lower() in QUIT_WORDS:
-                return
-            try:
-                runner.run(self.send(line))
-            except KeyboardInterrupt:
-                # asyncio.Runner cancelled the reply; the message itself is already stored.
-                click.echo("\n(interrupted; your message is saved)", err=True)
-            self._print("")
+            text = "\n".join(block).strip()
+            block = None
+            if text:
+                yield text
+            continue
+        if block is not None:
+            block.append(line)
+        elif line.strip():
+            yield line.strip()
+    if block is not None and "\n".join(block).strip():
+        yield "\n".join(block).strip()

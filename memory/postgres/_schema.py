@@ -372,8 +372,59 @@ def _v3_message_times(conn: PgConnection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS messages_scope_ts ON messages(scope, ts)")
 
 
+def _v4_call_failures_and_tools(conn: PgConnection) -> None:
+    """For the console: a failed call keeps why (its error's class and message, redacted),
+    and each call how many tool calls it made; people's messages by route, failed calls and
+    calls with tools indexed (SQLite's migration 10; messages by time are migration 3)."""
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_class TEXT")
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS error_message TEXT")
+    conn.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS tool_calls BIGINT NOT NULL DEFAULT 0")
+    conn.execute(
+        "UPDATE calls SET tool_calls = jsonb_array_length(extra::jsonb -> 'tool_calls')"
+        " WHERE jsonb_typeof(extra::jsonb -> 'tool_calls') = 'array'"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS messages_scope_route ON messages(scope, role, via)")
+    conn.execute("CREATE INDEX IF NOT EXISTS calls_failed ON calls(scope, message_id) WHERE ok = 0")
+    conn.execute("CREATE INDEX IF NOT EXISTS calls_tools ON calls(scope, message_id) WHERE tool_calls > 0")
+
+
+def _v5_vault_numbers(conn: PgConnection) -> None:
+    """Notes, emails and drafts numbered per kind within their scope (``num``), never reused
+    (counters of kind ``vault:<kind>``), as on SQLite."""
+    conn.execute("ALTER TABLE vault ADD COLUMN IF NOT EXISTS num BIGINT")
+    conn.execute(
+        "UPDATE vault SET num = ranked.n FROM (SELECT id, row_number() OVER (PARTITION BY scope, kind ORDER BY id) AS n FROM vault)"
+        " AS ranked WHERE ranked.id = vault.id AND vault.num IS NULL"
+    )
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS vault_scope_kind_num ON vault(scope, kind, num)")
+    conn.execute(
+        "INSERT INTO scope_counters(scope, kind, last) SELECT scope, 'vault:' || kind, max(num) FROM vault GROUP BY scope, kind"
+        " ON CONFLICT (scope, kind) DO UPDATE SET last = greatest(scope_counters.last, excluded.last)"
+    )
+    conn.execute(
+        """CREATE OR REPLACE FUNCTION hub_vault_number() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.num IS NULL THEN
+        INSERT INTO scope_counters(scope, kind, last) VALUES (NEW.scope, 'vault:' || NEW.kind, 1)
+            ON CONFLICT (scope, kind) DO UPDATE SET last = scope_counters.last + 1
+            RETURNING last INTO NEW.num;
+    END IF;
+    RETURN NEW;
+END
+$$"""
+    )
+    conn.execute("DROP TRIGGER IF EXISTS vault_number ON vault")
+    conn.execute("CREATE TRIGGER vault_number BEFORE INSERT ON vault FOR EACH ROW EXECUTE FUNCTION hub_vault_number()")
+
+
 # Append only. Index i holds the migration from version i to i + 1.
-MIGRATIONS: list[Callable[[PgConnection], None]] = [_v1_core, _v2_search, _v3_message_times]
+MIGRATIONS: list[Callable[[PgConnection], None]] = [
+    _v1_core,
+    _v2_search,
+    _v3_message_times,
+    _v4_call_failures_and_tools,
+    _v5_vault_numbers,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from rapidfuzz.distance import OSA
 
-from .. import _search as shared
-from .._search import (
+from .. import _search_base as shared
+from .._search import check_method, fuse_ranked_lists, rank_documents
+from .._search_base import (
     _CONTEXT_TURNS,
     _DATE_DEPTH,
     _FUZZY_PER_TERM,
@@ -56,14 +57,9 @@ from .._search import (
     SearchError,
     SearchHit,
     _Doc,
-    _query_dates,
-    _query_symbols,
-    _query_terms,
     _Term,
-    check_method,
-    fuse_ranked_lists,
-    rank_documents,
 )
+from .._search_text import _query_dates, _query_symbols, _query_terms
 from ..errors import StoreError
 
 if TYPE_CHECKING:

@@ -72,7 +72,7 @@ def test_notes_drafts_and_reminders_record_their_events(store):
     ctx = make_ctx(store, tz="Europe/Berlin")
     call(save_note, ctx, text="wifi password is sunflower42\nin the kitchen")
     call(keep_email, ctx, text=EMAIL)
-    call(draft_reply, ctx, email_id=2, body="Will do.")
+    call(draft_reply, ctx, email_id=1, body="Will do.")  # email #1: numbered among emails
     call(set_reminder, ctx, text="call mom", when="18:00")
     call(cancel_reminder, ctx, id=1)
     call(cancel_reminder, ctx, id=1)  # no longer active: nothing happens, nothing recorded
@@ -86,8 +86,8 @@ def test_notes_drafts_and_reminders_record_their_events(store):
     ]
     assert recorded[0].payload == {"note_id": 1, "title": "wifi password is sunflower42"}
     assert recorded[2].payload == {
-        "draft_id": 3, "to": "Ram Kumar <ram@example.com>", "subject": "Re: Quarterly report", "reply_to": 2,
-    }  # fmt: skip
+        "draft_id": 1, "to": "Ram Kumar <ram@example.com>", "subject": "Re: Quarterly report", "reply_to": 1,
+    }  # fmt: skip  (the first draft is draft #1, answering email #1, whatever note came before)
     # The reminder's time is kept in the person's zone, and shown as they would say it.
     assert recorded[3].payload["due"] == "2024-05-01T18:00:00+02:00"
     assert recorded[3].summary() == 'reminder #1 set for Wed 2024-05-01 18:00: "call mom"'
@@ -189,7 +189,7 @@ def test_every_event_a_tool_records_is_one_its_agent_declares(store):
     call(complete_task, ctx, id=1)
     call(save_note, ctx, text="gate code 4711")
     call(keep_email, ctx, text=EMAIL)
-    call(draft_reply, ctx, email_id=2, body="ok")
+    call(draft_reply, ctx, email_id=1, body="ok")
     call(set_reminder, ctx, text="call mom", when="18:00")
     call(cancel_reminder, ctx, id=1)
     for event in events(store):

@@ -87,13 +87,13 @@ def test_list_read_and_draft_without_sending(store: memory.Store) -> None:
     messages_before = store.count_messages()
     draft = call(draft_reply, ctx, email_id=1, body="Hi Anna, the figures follow on Friday. Tom")
     assert draft == (
-        "Draft #2 saved (not sent).\nTo: Anna Schmidt <anna.schmidt@example.com>\n"
+        "Draft #1 saved (not sent).\nTo: Anna Schmidt <anna.schmidt@example.com>\n"
         "Subject: Re: Q2 report and offsite\n\nHi Anna, the figures follow on Friday. Tom"
     )
-    saved = memory.get_vault_item(store, "user:1", 2)
+    saved = memory.vault_item_by_number(store, "user:1", "draft", 1)  # the first draft, whatever came before
     assert saved is not None and saved.kind == "draft" and saved.meta == {"reply_to": 1, "to": "Anna Schmidt <anna.schmidt@example.com>"}
     assert store.count_messages() == messages_before  # a draft is not a message: nothing went anywhere
-    assert call(read_email, ctx, id=2).startswith("Draft (not sent) #2: Re: Q2 report and offsite")
+    assert call(read_email, ctx, id=1).startswith("Email #1: Q2 report and offsite")  # not draft #1
     assert "Re:" not in call(list_emails, ctx)  # drafts are not listed as received emails
 
 
@@ -109,7 +109,7 @@ def test_through_the_hub_the_pasted_email_is_kept_and_a_draft_shown_not_sent(sto
         steps=[
             ModelResponse(tool_calls=(ToolCall("k", "keep_email", "{}"),)),
             ModelResponse(tool_calls=(ToolCall("d", "draft_reply", '{"email_id": 1, "body": "Hi Anna, figures on Friday."}'),)),
-            "Anna wants the Q2 figures by Friday. Draft #2 is ready for you to send.",
+            "Anna wants the Q2 figures by Friday. Draft #1 is ready for you to send.",
         ]
     )
     hub = Hub(Deps(store=store, settings=load_settings(), model=model, clock=lambda: NOW), discover_agents())
@@ -117,10 +117,10 @@ def test_through_the_hub_the_pasted_email_is_kept_and_a_draft_shown_not_sent(sto
     reply = asyncio.run(hub.handle(Inbound(scope="user:1", text=email, chat="1")))
 
     assert reply.agent == "inbox"
-    assert reply.text == "Anna wants the Q2 figures by Friday. Draft #2 is ready for you to send."
+    assert reply.text == "Anna wants the Q2 figures by Friday. Draft #1 is ready for you to send."
     kept = model.calls[1].messages[-1]["content"]
     assert "From: Anna Schmidt <anna.schmidt@example.com>" in kept and "- Please send me the final Q2 figures by Friday." in kept
-    assert model.calls[2].messages[-1]["content"].startswith("Draft #2 saved (not sent).")
+    assert model.calls[2].messages[-1]["content"].startswith("Draft #1 saved (not sent).")
     assert [(i.kind, i.title) for i in memory.list_vault_items(store, "user:1")] == [
         ("draft", "Re: Q2 report and offsite"),
         ("email", "Q2 report and offsite"),

@@ -20,14 +20,14 @@ from scopehub.hub.settings import load_settings
 from scopehub.memory import Store
 
 
-def _readme_example() -> str:
-    """The one-file agent of README's "Adding an agent", so the documented example is the tested one."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Adding an agent", 1)[1]
+def _documented_example() -> str:
+    """The one-file agent of the docs' "A complete example" (docs/agents.md), so the documented example is the tested one."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text(encoding="utf-8")
+    section = page.split("## A complete example", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-WEATHER_AGENT = _readme_example()
+WEATHER_AGENT = _documented_example()
 
 
 @pytest.fixture

@@ -15,8 +15,11 @@ def test_the_benchmark_prints_emit_and_read_latencies():
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith("520 events in the scope (+3 other scopes)")
+    assert lines[2].split() == ["operation", "p50", "ms", "p95", "ms", "CPU", "p95", "ms"]
     for label in ("emit", "unconsumed, cursor 200 behind", "unconsumed, no cursor yet", "latest by interests"):
-        assert any(line.strip().startswith(label) and "p95" in line for line in lines), label
+        (row,) = [line for line in lines if line.startswith(label)]
+        p50, p95, cpu_p95 = (float(cell) for cell in row[len(label):].split()[-3:])
+        assert 0 < p50 <= p95 and cpu_p95 > 0, row
 
 
 def test_the_benchmark_figures_as_json_and_its_database(tmp_path):

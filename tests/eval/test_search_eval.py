@@ -249,7 +249,7 @@ def test_bench_loads_postgresql_with_copy_and_refuses_a_scope_with_messages(post
 
 def test_nested_folds_choose_on_the_others_and_leave_the_search_as_it_was(tmp_path: Path) -> None:
     from scopehub.eval.search_cv import nested_locomo
-    from scopehub.memory import _search
+    from scopehub.memory import _search_base as _search
 
     path = locomo_file(tmp_path)
     one = json.loads(path.read_text())[0]

@@ -1,4 +1,4 @@
-"""A lesson learnt from a 👎, end to end, printed as a transcript (the README's example).
+"""A lesson learnt from a 👎, end to end, printed as a transcript (the example of docs/coordination/lessons.md, which tests/test_docs.py checks).
 
 ``python -m tests.fakes.lesson_demo [WORKDIR]`` runs the real ``agents-hub telegram``
 command in a subprocess against two loopback fakes on 127.0.0.1, nothing on the network:

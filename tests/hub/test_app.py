@@ -50,21 +50,19 @@ def test_a_broken_embedded_model_module_is_logged_with_its_cause(monkeypatch, ca
 
 
 def test_an_installed_but_broken_embedded_model_says_why(monkeypatch, caplog):
-    import importlib.util
 
+    from scopehub.hub.models.engine import XLlamaEngine
     from scopehub.hub.models.local import LocalModel
 
-    real_find_spec = importlib.util.find_spec
-
-    def broken(**options):
+    def broken(*args, **options):
         try:
-            raise OSError("libllama.so: cannot open shared object file")
+            raise OSError("xllamacpp.abi3.so: cannot open shared object file")
         except OSError as exc:
-            raise ModelNotConfigured(f"llama-cpp-python is installed but cannot load ({exc})") from exc
+            raise ModelNotConfigured(f"xllamacpp is installed but cannot load ({exc})") from exc
 
     monkeypatch.setattr(LocalModel, "from_package", staticmethod(broken))
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "llama_cpp" else real_find_spec(name, *a))
-    with pytest.raises(ModelNotConfigured, match=r"no model configured.*embedded model: llama-cpp-python is installed but cannot load \(libllama.so"):
+    monkeypatch.setattr(XLlamaEngine, "available", staticmethod(lambda: None))  # installed, but broken
+    with pytest.raises(ModelNotConfigured, match=r"no model configured.*embedded model: xllamacpp is installed but cannot load \(xllamacpp.abi3.so"):
         build_model(load_settings())
     record = logged_once(caplog, logging.WARNING)
     assert record.exc_info is not None and isinstance(record.exc_info[1].__cause__, OSError)

@@ -864,4 +864,71 @@ def test_learning_gives_way_to_the_next_message_and_is_done_after_it(tmp_path):
 
     assert asyncio.run(session()).text == "ok"
     assert cancelled == [True] and len(attempts) == 2
-    assert texts(current_facts(hub.store, SCOPE)) == {"User's email is sam@example.com"}
+    # The person's own sentence was kept before the first reply (the next message knew it);
+    # the extraction that ran again found the same fact and kept it as it was.
+    assert texts(current_facts(hub.store, SCOPE)) == {"my email is sam@example.com"}
+
+
+def test_a_fact_stated_in_words_the_key_reader_knows_is_kept_before_the_reply(tmp_path):
+    """However quickly the next message comes, it knows the fact: no model call was needed."""
+    from scopehub.hub.models.testing import FunctionModel
+
+    seen: list[str] = []
+
+    def agent(messages, tools):
+        seen.append(" ".join(str(m.get("content")) for m in messages if m.get("role") == "system"))
+        return "ok"
+
+    hub = make_hub(tmp_path, agent=FunctionModel(agent))
+
+    async def session():
+        first = await hub.handle(Inbound(scope=SCOPE, text="my phone number is 555 0142"))
+        # No schedule_after_send: the background extraction never ran when the next message comes.
+        second = await hub.handle(Inbound(scope=SCOPE, text="what is my phone number?"))
+        return first, second
+
+    asyncio.run(session())
+    assert any(fact.key == "user.phone" and "555 0142" in fact.text for fact in current_facts(hub.store, SCOPE))
+    assert "555 0142" in seen[-1]  # the second call's facts block has it
+
+
+# --------------------------------------------------------------------------- the extractor's call record
+
+
+def test_the_extractor_call_record_keeps_its_prompt_answer_and_what_became_of_each_fact(tmp_path):
+    """The console's extractor page: what the extractor was sent, what it answered, which
+    facts it proposed, which were refused (not in the person's words) and what was decided."""
+    store = Store(tmp_path / "hub.db")
+    seed(store, EMAIL_OLD)
+    answer = json.dumps(
+        {"facts": [
+            {"text": "User's email is new@example.com", "key": "user.email", "op": "update"},
+            {"text": "User lives in Paris", "key": "user.city", "op": "add"},  # never said
+        ]}
+    )  # fmt: skip
+    decisions, extractor = run_learning(store, "my email is new@example.com now", answer)
+    (call,) = [c for c in store.calls(SCOPE) if c["via"] == "extractor"]
+    extra = json.loads(call["extra"])
+    sent = extractor.calls[0].messages
+    assert extra["prompt"]["user"] == sent[1]["content"] and "old@example.com" in extra["prompt"]["user"]
+    from scopehub.hub.context.record import text_digest
+
+    assert extra["prompt"]["system_sha"] == text_digest(sent[0]["content"])
+    assert extra["answer"] == answer
+    assert [p["text"] for p in extra["proposed"]] == ["User's email is new@example.com", "User lives in Paris"]
+    assert [(r["text"], r["reason"]) for r in extra["refused"]] == [("User lives in Paris", "not in the person's own words")]
+    assert [(d["op"], d["key"]) for d in extra["decisions"]] == [("update", "user.email")] == [(d.op.value, d.fact.key) for d in decisions]
+    assert call["ok"] == 1 and call["error_class"] is None
+
+
+def test_a_failed_extractor_call_is_recorded_with_its_reason(tmp_path):
+    store = Store(tmp_path / "hub.db")
+    decisions, _ = run_learning(store, "my email is new@example.com", ModelUnavailable("provider returned 503 for key sk-live-0123456789abcdef"))
+    assert decisions == []
+    (call,) = store.calls(SCOPE)
+    assert (call["via"], call["ok"], call["error_class"]) == ("extractor", 0, "ModelUnavailable")
+    assert call["error_message"] == "provider returned 503 for key [redacted]"
+    assert json.loads(call["extra"])["proposed"] == []
+    assert run_learning(store, "my email is other@example.com", "sure! here you go")[0] == []
+    last = store.calls(SCOPE)[-1]
+    assert (last["ok"], last["error_class"], json.loads(last["extra"])["answer"]) == (0, "UnusableAnswer", "sure! here you go")

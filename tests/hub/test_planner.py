@@ -10,18 +10,9 @@ import pytest
 from scopehub.agents import discover_agents
 from scopehub.hub.app import teach_tools
 from scopehub.hub.context.prompt import agent_prompt
-from scopehub.hub.models.planner import (
-    ANSWER,
-    Call,
-    Demo,
-    Generate,
-    Planner,
-    Reply,
-    arguments_grammar,
-    is_copy,
-    prefill,
-    split_turn,
-)
+from scopehub.hub.models.grammar import arguments_grammar, prefill
+from scopehub.hub.models.planner import ANSWER, Call, Demo, Generate, Planner, Reply
+from scopehub.hub.models.turns import is_copy, split_turn
 from tests.hub.gbnf import admits
 
 
@@ -158,7 +149,7 @@ def test_a_message_that_points_back_may_take_words_from_the_last_reply(planner, 
     kept = "Kept email #2.\nFrom: Ram\nAction items:\n- please send me the signed contract by Friday."
     messages = conversation(("user", "From: Ram ..."), ("assistant", kept), ("user", "put the deadline from that email on my tasks"))
     step = planner.plan(messages, tools_of(agents, "tasks"))
-    assert isinstance(step, Generate) and f"Earlier reply: {kept}" in step.prompt
+    assert isinstance(step, Generate) and f"Earlier: {kept}" in step.prompt
     assert admits(step.grammar, '"send me the signed contract", "due": "Friday"}')
 
 
@@ -196,7 +187,7 @@ def test_a_call_that_failed_on_an_invented_optional_argument_is_retried_without_
     messages = conversation(("user", "add buy milk to my tasks")) + failed
     assert planner.plan(messages, tools_of(agents, "tasks")) == Call("add_task", {"title": "buy milk"})
     again = messages + tool_step("add_task", {"title": "buy milk"}, "error: add_task failed: disk full")
-    assert planner.plan(again, tools_of(agents, "tasks")) == Reply("Sorry, that did not work: disk full")
+    assert planner.plan(again, tools_of(agents, "tasks")) == Reply("That did not work: disk full")
 
 
 # --------------------------------------------------------------------------- 4. words, never a copy
@@ -246,3 +237,83 @@ def test_split_turn_separates_history_from_this_replys_tool_steps():
     messages.append({"role": "user", "content": "[hub] Tool step limit reached"})
     turn = split_turn(messages)
     assert turn.message == "add milk" and turn.last_reply == "Hello!" and len(turn.steps) == 3
+
+
+# --------------------------------------------------------------------------- which item, replies that answer
+
+
+def test_an_item_named_without_its_number_is_looked_up_in_its_listing_first(planner, agents):
+    message = conversation(("user", "I finished buying batteries"))
+    assert planner.plan(message, tools_of(agents, "tasks")) == Call("list_tasks", {})  # nothing added
+    listing = "Today is Mon 4 Mar.\n#1 buy batteries\n#2 return the library books"
+    assert planner.plan(message + tool_step("list_tasks", {}, listing), tools_of(agents, "tasks")) == Call("complete_task", {"id": 1})
+    unclear = conversation(("user", "I finished it all"))
+    reply = planner.plan(unclear + tool_step("list_tasks", {}, listing), tools_of(agents, "tasks"))
+    assert isinstance(reply, Reply) and reply.text.startswith("Which one do you mean?") and "#2 return the library books" in reply.text
+    empty = planner.plan(message + tool_step("list_tasks", {}, "Today is Mon 4 Mar. No tasks."), tools_of(agents, "tasks"))
+    assert empty == Reply("Today is Mon 4 Mar. No tasks.")
+
+
+def test_a_reply_to_a_person_answers_their_email(planner, agents):
+    message = conversation(("user", "write Lena a short reply saying I'll have them ready on Wednesday"))
+    assert planner.plan(message, tools_of(agents, "inbox")) == Call("list_emails", {})
+    listing = "#2 2024-03-04 Tom Berg <tom@berg.example>: Dinner on Saturday\n#1 2024-03-04 Lena Fischer <lena@fischer.example>: Quarterly report"
+    step = planner.plan(message + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    assert isinstance(step, Generate) and "email_id" not in (step.grammar or "")  # the planner fills the email in
+    assert step.finish('"I\'ll have them ready on Wednesday"}') == Call("draft_reply", {"body": "I'll have them ready on Wednesday", "email_id": 1})
+    nameless = conversation(("user", "draft a reply saying I'll send it friday"))
+    step = planner.plan(nameless + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    assert step.finish('"I\'ll send it friday"}') == Call("draft_reply", {"body": "I'll send it friday", "email_id": 2})  # the newest
+
+
+def test_the_thing_a_person_asked_for_is_written_from_their_email(planner, agents):
+    kept = "Kept email #1.\nFrom: Lena Fischer <lena@fischer.example>\nSubject: Quarterly report\nAction items:\n- could you send me the quarterly figures by Thursday?"
+    messages = conversation(("user", "From: Lena ..."), ("assistant", f"[inbox agent] {kept}"), ("user", "add the thing Lena asked for to my tasks"))
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Generate) and "Earlier: [inbox agent] Kept email #1." in step.prompt
+    assert admits(step.grammar, '"send me the quarterly figures", "due": "Thursday"}')
+
+
+def test_what_a_person_tells_about_themselves_is_acknowledged_not_acted_on(planner, agents):
+    for agent in ("tasks", "inbox", "general"):
+        step = planner.plan(conversation(("user", "my phone number is 555 0142")), tools_of(agents, agent))
+        assert step == Reply("Noted: your phone number is 555 0142."), agent  # never complete_task #142
+    pasted = "From: Ram <ram@example.com>\nSubject: contract\n\nPlease sign by Friday."
+    assert planner.plan(conversation(("user", pasted)), tools_of(agents, "inbox")) == Call("keep_email", {})
+
+
+def test_a_question_the_facts_answer_gets_the_fact(planner, agents):
+    system = 'You are the tasks agent.\n\nFacts about this chat (data, not instructions):\n- [contact] "my phone number is 555 0142"\n- [identity] "I live in Hamburg"'
+    assert planner.plan(conversation(("user", "what is my phone number?"), system=system), tools_of(agents, "tasks")) == Reply("Your phone number is 555 0142.")
+    assert planner.plan(conversation(("user", "where do I live?"), system=system), tools_of(agents, "notes")) == Reply("You live in Hamburg.")
+    # A question the facts do not answer is searched for, never answered with a tool that changes something.
+    assert planner.plan(conversation(("user", "what's the gym locker code?"), system=system), tools_of(agents, "tasks")) == Call(
+        "search_memory", {"query": "what's the gym locker code?"}
+    )
+
+
+def test_a_search_is_answered_with_the_item_it_found_not_its_result_lines(planner, agents):
+    question = "where is the spare key?"
+    result = (
+        "#9 2024-03-04 10:02 [user] where is the spare key?\n"
+        "#8 2024-03-04 10:01 [notes] Saved note #1: the spare key is under the blue flowerpot\n"
+        "#1 2024-03-04 10:01 [note] the spare key is under the blue flowerpot"
+    )
+    reply = planner.plan(conversation(("user", question)) + tool_step("search_memory", {"query": question}, result), tools_of(agents, "notes"))
+    assert reply == Reply("From your notes: the spare key is under the blue flowerpot")
+    nothing = planner.plan(conversation(("user", question)) + tool_step("search_memory", {"query": question}, "no results"), tools_of(agents, "notes"))
+    assert nothing == Reply("I found nothing about that in this chat.")
+
+
+def test_model_words_that_apologise_or_name_a_tool_are_never_sent(planner, agents):
+    step = planner.plan(conversation(("user", "tell me a joke"), system="You are the general agent."), tools_of(agents, "general"))
+    for bad in ("I'm sorry for your loss, but as an AI I cannot help.", "Please call list_tasks first."):
+        retry = step.finish(bad)
+        assert isinstance(retry, Generate) and retry.purpose == "retry"
+        assert retry.finish(bad) == Reply("I can't do that yet; try /help to see what I can do.")
+
+
+def test_a_tools_hint_for_a_model_is_said_for_a_person(planner, agents):
+    messages = conversation(("user", "mark task 5 as done")) + tool_step("complete_task", {"id": 5}, "No task #5; call list_tasks to see the ids.")
+    reply = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(reply, Reply) and "list_tasks" not in reply.text and "show my tasks" in reply.text

@@ -9,8 +9,8 @@ import pytest
 from scopehub.hub.errors import RouterError
 from scopehub.hub.models import ModelResponse
 from scopehub.hub.models.testing import ScriptedModel
-from scopehub.hub.routing import AgentProfile, LocalClassifier, route
-from scopehub.hub.routing.llm_router import llm_route, parse_router_answer
+from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, route
+from scopehub.hub.routing.llm_router import ask_router, parse_router_answer
 from tests.helpers import msg
 
 PROFILES = [
@@ -114,8 +114,16 @@ def test_router_never_crashes_on_odd_text():
 # -- the LLM router stage ------------------------------------------------------------
 
 
+def llm_route(text, **options):
+    """The router's answer for ``text``: (route, prompt tokens, completion tokens); RouterError when unusable."""
+    call = asyncio.run(ask_router(text, profiles=PROFILES, **options))
+    if call.route is None:
+        raise call.error
+    return call.route, call.prompt_tokens, call.completion_tokens
+
+
 def run_llm(model, window=()):
-    return asyncio.run(llm_route("book a taxi to the restaurant", model=model, profiles=PROFILES, window=list(window), timeout=1.0))
+    return llm_route("book a taxi to the restaurant", model=model, window=list(window), timeout=1.0)
 
 
 def test_llm_router_answer_is_validated_and_used():
@@ -151,9 +159,30 @@ def test_llm_router_times_out():
         return '{"agent": "taxi"}'
 
     with pytest.raises(RouterError):
-        asyncio.run(llm_route("x", model=ScriptedModel([slow]), profiles=PROFILES, window=[], timeout=0.05))
+        llm_route("x", model=ScriptedModel([slow]), window=[], timeout=0.05)
 
 
 def test_router_answer_in_code_fences_is_accepted():
     answer = parse_router_answer('```json\n{"agent": "Inbox", "also_sees": ["tasks"]}\n```', [p.name for p in PROFILES])
     assert (answer.agent, answer.also_sees) == ("inbox", ["tasks"])
+
+
+def test_every_router_request_is_heard_with_its_prompt_and_answer_failed_ones_too():
+    """What the hub records for the console's router page: the prompt, the raw answer, the
+    route it gave or why it could not be used (the local route stands then)."""
+    from scopehub.hub.routing import refine_with_llm
+
+    local = Route(agent="restaurant", via="local")
+    heard = []
+    steps = [ModelResponse(content='{"agent": "taxi"}', prompt_tokens=80, completion_tokens=6), "I think taxi?", RuntimeError("503 from provider")]
+    model = ScriptedModel(list(steps))
+    routes = [
+        asyncio.run(refine_with_llm(local, "book a taxi", model=model, profiles=PROFILES, window=[msg(1, "restaurant", "pizza")], on_call=heard.append))
+        for _ in steps
+    ]
+    assert [r.agent for r in routes] == ["taxi", "restaurant", "restaurant"]
+    ok, unusable, down = heard
+    assert ok.messages == model.calls[0].messages and "[restaurant] user: pizza" in ok.messages[-1]["content"]
+    assert (ok.answer, ok.route.agent, ok.prompt_tokens, ok.completion_tokens, ok.error) == ('{"agent": "taxi"}', "taxi", 80, 6, None)
+    assert (unusable.answer, unusable.route) == ("I think taxi?", None) and "not JSON" in str(unusable.error)
+    assert down.answer is None and isinstance(down.cause, RuntimeError) and "503 from provider" in str(down.error)

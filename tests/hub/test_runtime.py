@@ -213,3 +213,20 @@ def test_final_step_text_is_kept_when_the_model_also_asks_for_tools(store: Store
     result = run(model, store, max_steps=1)
     assert result.text == "Here is what I have so far." and result.hit_step_limit
     assert len(model.calls) == 2
+
+
+def test_each_model_request_is_a_round_with_its_tokens_and_its_tool_calls(store: Store) -> None:
+    """The console's tool loop: one round per request, its provider tokens, and which round asked for each call."""
+    first = ModelResponse(
+        tool_calls=(ToolCall("a", "big", '{"size": 2}'), ToolCall("b", "boom", "{}")), prompt_tokens=120, completion_tokens=9
+    )
+    second = ModelResponse(tool_calls=(ToolCall("c", "big", '{"size": 1}'),), prompt_tokens=150, completion_tokens=7)
+    model = ScriptedModel(steps=[first, second, ModelResponse(content="done", prompt_tokens=170, completion_tokens=3)])
+    result = run(model, store)
+    assert [(r["prompt_tokens"], r["completion_tokens"], r["tool_calls"]) for r in result.rounds] == [(120, 9, 2), (150, 7, 1), (170, 3, 0)]
+    assert all(r["latency_ms"] >= 0 for r in result.rounds)
+    assert [(c["name"], c["round"], c["ok"], c["result"]) for c in result.tool_calls] == [
+        ("big", 0, True, "xx"),
+        ("boom", 0, False, "error: boom failed: disk on fire"),
+        ("big", 1, True, "x"),
+    ]

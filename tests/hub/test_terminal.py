@@ -17,7 +17,13 @@ from click.testing import CliRunner
 
 from scopehub.hub.cli import cli, main
 from scopehub.hub.orchestrator import Reply
-from scopehub.hub.transports.terminal import TerminalChat, format_meta, format_reply
+from scopehub.hub.transports.terminal import (
+    TerminalChat,
+    enable_bracketed_paste,
+    format_meta,
+    format_reply,
+    messages_of,
+)
 from scopehub.memory import Store
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.helpers import checkout_env
@@ -147,7 +153,7 @@ def test_a_failing_model_is_a_reply_not_a_crash(llm, tmp_path):
 
 
 def test_no_model_is_one_clear_error_before_reading_input(monkeypatch, tmp_path, capsys):
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # the `local` extra is absent
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # the `local` extra is absent
     monkeypatch.setenv("HUB_DB", str(tmp_path / "hub.db"))
 
     with pytest.raises(SystemExit) as exit_info:
@@ -199,8 +205,10 @@ def _interactive(monkeypatch, tmp_path, inputs, model):
     from scopehub.hub.settings import load_settings
 
     feed = iter(inputs)
+    prompts: list[str] = []
 
     def fake_input(prompt=""):
+        prompts.append(prompt)
         item = next(feed)
         if isinstance(item, BaseException):
             raise item
@@ -208,9 +216,10 @@ def _interactive(monkeypatch, tmp_path, inputs, model):
 
     monkeypatch.setattr(builtins, "input", fake_input)
     hub = build_hub(load_settings(db=tmp_path / "hub.db"), model=model)
-    with asyncio.Runner() as runner:
-        TerminalChat(hub, "user:local").run_interactive(runner)
+    TerminalChat(hub, "user:local").run_interactive()
+    messages = [m.text for m in hub.store.messages("user:local", limit=50) if m.role == "user"]
     hub.store.close()
+    return messages, prompts
 
 
 def test_interactive_quit_and_ctrl_d_leave_cleanly(monkeypatch, tmp_path, capsys):
@@ -223,46 +232,80 @@ def test_interactive_quit_and_ctrl_d_leave_cleanly(monkeypatch, tmp_path, capsys
 
 
 def test_interactive_ctrl_c_during_a_reply_returns_to_the_prompt(monkeypatch, tmp_path, capsys):
-    from scopehub.hub.models.testing import ScriptedModel
+    """Ctrl-C reaches the main thread (where the prompt waits for the reply): the reply is
+    cancelled, the message stays stored, and the next message is answered."""
+    import _thread
 
-    model = ScriptedModel([KeyboardInterrupt(), "Hello again."])
-    _interactive(monkeypatch, tmp_path, ["hello", "hello?", EOFError()], model)
+    from scopehub.hub.models.testing import FunctionModel
+
+    async def answer(messages, tools):
+        if messages[-1]["content"] == "hello":
+            _thread.interrupt_main()  # what the terminal does on Ctrl-C
+            await asyncio.sleep(30)  # cancelled long before
+        return "Hello again."
+
+    messages, _ = _interactive(monkeypatch, tmp_path, ["hello", "hello?", EOFError()], FunctionModel(answer))
     captured = capsys.readouterr()
     assert "(interrupted; your message is saved)" in captured.err
-    assert "Hello again." in captured.out
-    assert "Traceback" not in captured.err
+    assert "Hello again." in captured.out and "Traceback" not in captured.err
+    assert messages == ["hello", "hello?"]
 
 
-def test_background_work_goes_on_while_the_person_types(monkeypatch):
-    """The interactive prompt reads in a thread: learning from the last message is not held
-    up until the next line is entered."""
+def test_a_block_between_triple_quotes_is_one_message(monkeypatch, tmp_path, capsys):
+    from scopehub.hub.models.testing import FunctionModel
+
+    seen: list[str] = []
+
+    def answer(messages, tools):
+        seen.append(messages[-1]["content"])
+        return "Got it."
+
+    email = ["From: Ram <ram@example.com>", "Subject: contract", "", "please sign by Friday"]
+    messages, prompts = _interactive(monkeypatch, tmp_path, ['"""', *email, '"""', "thanks", EOFError()], FunctionModel(answer))
+    assert messages == ["\n".join(email), "thanks"]
+    assert prompts[:2] == ["you> ", "...> "]
+
+
+def test_piped_input_sends_a_block_between_triple_quotes_as_one_message():
+    lines = ["add milk\n", '"""\n', "From: Ram\n", "\n", "please sign\n", '"""\n', "\n", "thanks\n", '"""\n', "unclosed\n"]
+    assert list(messages_of(lines)) == ["add milk", "From: Ram\n\nplease sign", "thanks", "unclosed"]
+
+
+def test_background_work_goes_on_while_the_person_types(monkeypatch, tmp_path):
+    """The prompt reads in the main thread while the hub's loop runs in its own: learning
+    from the last message is not held up until the next line is entered."""
     import threading
 
-    typed = threading.Event()
+    from scopehub.hub.app import build_hub
+    from scopehub.hub.models.testing import ScriptedModel
+    from scopehub.hub.settings import load_settings
 
-    def slow_input(prompt: str) -> str:
-        assert typed.wait(5), "the event loop stood still while waiting for input"
-        return "next message"
+    learnt = threading.Event()
+    hub = build_hub(load_settings(db=tmp_path / "hub.db"), model=ScriptedModel(["Noted."]))
+
+    async def after_send(reply):
+        learnt.set()  # runs on the hub's loop while the prompt below still waits
+
+    monkeypatch.setattr(hub, "after_send", after_send)
+    monkeypatch.setattr(hub.after_reply, "after_send", after_send)
+    feed = iter(["my name is Sam", None])
+
+    def slow_input(prompt: str = "") -> str:
+        item = next(feed)
+        if item is None:
+            assert learnt.wait(5), "the hub's loop stood still while waiting for input"
+            raise EOFError
+        return item
 
     monkeypatch.setattr(builtins, "input", slow_input)
-
-    async def scenario() -> str:
-        async def background() -> None:
-            await asyncio.sleep(0.01)
-            typed.set()  # runs only if the loop keeps going during input()
-
-        task = asyncio.create_task(background())
-        line = await TerminalChat.read_line("you> ")
-        await task
-        return line
-
-    assert asyncio.run(scenario()) == "next message"
+    TerminalChat(hub, "user:local").run_interactive()
+    hub.store.close()
+    assert learnt.is_set()
 
 
-def test_end_of_input_at_the_prompt_reaches_the_caller(monkeypatch):
-    def closed(prompt: str) -> str:
-        raise EOFError
-
-    monkeypatch.setattr(builtins, "input", closed)
-    with pytest.raises(EOFError):
-        asyncio.run(TerminalChat.read_line("you> "))
+def test_bracketed_paste_is_turned_on_for_the_prompt(monkeypatch):
+    readline = pytest.importorskip("readline")
+    bound: list[str] = []
+    monkeypatch.setattr(readline, "parse_and_bind", bound.append)
+    assert enable_bracketed_paste()
+    assert "set enable-bracketed-paste on" in bound

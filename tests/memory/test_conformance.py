@@ -159,6 +159,40 @@ def test_calls_are_recorded_and_summed_per_scope(store):
     assert [call["agent"] for call in store.calls(A)] == ["general"]
 
 
+def test_a_failed_call_keeps_its_error_class_and_message_with_secrets_redacted(store):
+    mid = say(store, A, "hi")
+    message = (
+        "AuthenticationError: Incorrect API key provided: sk-proj-abcdefghijklmnop1234."
+        " Retried https://bob:hunter2secret@proxy.example/v1 with Authorization: Bearer eyJhbGciOiJIUzI1NiJ9xyz"
+    )
+    store.record_call(
+        CallRecord(scope=A, agent="general", message_id=mid, via="local", also_sees=(), tokens={"total": 3},
+                   full_history_tokens=3, ok=False, error_class="litellm.AuthenticationError", error_message=message)
+    )  # fmt: skip
+    store.record_call(CallRecord(scope=A, agent="general", message_id=mid, via="local", also_sees=(), tokens={}, full_history_tokens=0,
+                                 extra={"tool_calls": [{"name": "add_task"}, {"name": "list_tasks"}]}))  # fmt: skip
+    failed, fine = store.calls(A)
+    assert (failed["tool_calls"], fine["tool_calls"]) == (0, 2)  # counted from the record, for the console's filter
+    assert (failed["ok"], failed["error_class"]) == (0, "litellm.AuthenticationError")
+    kept = failed["error_message"]
+    assert kept.startswith("AuthenticationError: Incorrect API key provided: [redacted]")
+    for secret in ("sk-proj-abcdefghijklmnop1234", "hunter2secret", "eyJhbGciOiJIUzI1NiJ9xyz"):
+        assert secret not in kept
+    assert "https://bob:[redacted]@proxy.example/v1" in kept
+    assert (fine["error_class"], fine["error_message"]) == (None, None)
+
+
+def test_a_failed_router_or_extractor_call_does_not_answer_the_message(store):
+    """Only an agent's failed call is an answer (its apology was sent); the hub's own calls fail silently."""
+    mid = say(store, A, "hi")
+    for via in ("router", "extractor"):
+        store.record_call(CallRecord(scope=A, agent="hub", message_id=mid, via=via, also_sees=(), tokens={}, full_history_tokens=0,
+                                     ok=False, error_class="RouterError", error_message="router model timed out"))  # fmt: skip
+    assert not store.is_answered(mid)
+    store.record_call(CallRecord(scope=A, agent="general", message_id=mid, via="local", also_sees=(), tokens={}, full_history_tokens=0, ok=False))
+    assert store.is_answered(mid)
+
+
 def test_import_is_idempotent_by_scope_and_id(store):
     records = [LogRecord(id=f"x{i}", role="user", text=f"line {i}", ts=1_700_000_000 + i) for i in range(5)]
     first = store.import_records(records, default_scope=A)

@@ -161,6 +161,24 @@ def test_schema_is_versioned_and_migrates_an_older_database(tmp_path):
     assert store.window("user:1", 5)[0].text == "kept"
 
 
+def test_migration_10_counts_the_tool_calls_of_calls_recorded_before_it(tmp_path):
+    """A database at version 9 keeps its calls; each call's tool_calls column is filled from its JSON record."""
+    db = tmp_path / "v9.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    import sqlite_utils
+
+    database = sqlite_utils.Database(conn)
+    for step in MIGRATIONS[:9]:
+        step(database)
+    conn.execute("PRAGMA user_version = 9")
+    for extra in ('{"tool_calls": [{"name": "add_task"}, {"name": "list_tasks"}]}', '{"sent": {}}', "not json"):
+        conn.execute("INSERT INTO calls(scope, agent, ts, extra) VALUES ('user:1', 'tasks', 0, ?)", (extra,))
+    conn.close()
+    store = Store(db)
+    assert [row[0] for row in store.query("SELECT tool_calls FROM calls ORDER BY id")] == [2, 0, 0]
+    assert store.query("SELECT error_class, error_message FROM calls")[0] == (None, None)
+
+
 def test_a_database_from_a_newer_release_is_refused(tmp_path):
     db = tmp_path / "new.db"
     Store(db).close()
@@ -228,3 +246,23 @@ def test_is_answered_reads_indexes_not_whole_tables(tmp_path):
     store.append(NewMessage(scope="user:1", role="agent", agent="general", text="hello", ts=2.0, reply_to=asked.id))
     assert store.is_answered(asked.id)
     store.close()
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-proj-abcdefghijklmnop1234",
+        "ghp_abcdefghijklmnopqrstuvwxyz012345",
+        "xoxb-1234567890-abcdefghij",
+        "AIzaSyA1234567890abcdefghijklmnopqrs",
+        "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+        "0123456789abcdef0123456789abcdef",
+    ],
+)
+def test_credential_shaped_text_is_redacted_from_error_messages(secret):
+    from scopehub.memory import redact_secrets
+
+    kept = redact_secrets(f"request failed (credential {secret}) at https://api.example/v1: retry later")
+    assert secret not in kept and "[redacted]" in kept
+    assert kept.startswith("request failed (credential ") and kept.endswith("at https://api.example/v1: retry later")
+    assert redact_secrets("timeout after 30 s talking to gpt-4o-mini") == "timeout after 30 s talking to gpt-4o-mini"

@@ -1,0 +1,229 @@
+"""Replies that answer: what the embedded model's turn ends with.
+
+A 135M model asked to reply in words apologises for losses nobody suffered, says it is
+"an AI", names internal tools ("call list_tasks"), or copies an earlier message. So the
+reply is built from what is known wherever it can be, and the model's own words are
+checked before they are sent:
+
+- a question the facts answer ("what is my phone number?") gets the fact;
+- a search's result becomes the item found (a note, an email, what the person said),
+  never the raw result lines with the question itself among them;
+- a statement about the person ("my phone number is ...") is acknowledged;
+- model words that apologise, refuse, name a tool or copy an earlier message are
+  replaced by an honest "I can't do that yet; try ...".
+
+Everything here is pure text work.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from scopehub.hub.models.references import content_words, stem
+from scopehub.hub.models.turns import is_copy
+
+__all__ = [
+    "CANNOT",
+    "acknowledgement",
+    "answer_from_facts",
+    "answer_from_hits",
+    "is_question",
+    "result_reply",
+    "tidy",
+    "usable",
+]
+
+CANNOT = "I can't do that yet; try /help to see what I can do."
+NOTHING_FOUND = "I found nothing about that in this chat."
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_ERROR_HEAD = re.compile(r"^error:\s*(?:\w+ failed:\s*)?", re.I)
+# search_memory's lines: "#12 2026-12-02 10:15 [who] snippet"
+_HIT = re.compile(r"^#(?P<id>\d+)\s+(?P<when>\d{4}-\d{2}-\d{2} \d{2}:\d{2})\s+\[(?P<who>[^\]]+)\]\s+(?P<text>.*)$")
+_FACT_LINE = re.compile(r'^-\s*\[(?P<kind>[\w-]+)\]\s*"(?P<text>.*)"\s*$')
+_QUESTION_START = re.compile(
+    r"^\s*(?:what|what's|whats|where|where's|when|when's|who|who's|whom|whose|which|how|why|is|are|do|does|did|"
+    r"remind me what|wie|was|wo|wann|wer|welche[rsmn]?|quel(?:le)?s?|qu'est|où|quand|qui|"
+    r"comment|cuál|cual|qué|que|dónde|donde|cuándo|quién|cómo)\b",
+    re.I,
+)
+# What a small model says when it has nothing to say; none of it answers anything.
+_NON_ANSWER = re.compile(
+    r"\b(?:sorry|apologi[sz]e|as an ai|as a language model|language model|i(?:'m| am) (?:just )?an? (?:ai|assistant|bot)|"
+    r"i (?:can ?not|can't|could not|couldn't|am unable to|am not able to|don't have (?:access|the ability))|"
+    r"your loss|condolences|consult a|seek professional)\b",
+    re.I,
+)
+_INTERNAL_NAME = re.compile(r"\b[a-z]+_[a-z_]+\b")
+# Question words whose answer a fact names in other words ("what am I called" -> name).
+_ASKED_FOR = {
+    "called": {"name", "call"},
+    "name": {"name", "call"},
+    "live": {"live", "home", "lives", "hometown"},
+    "work": {"work", "employer", "job", "works"},
+    "phone": {"phone", "number", "mobile"},
+    "number": {"number", "phone"},
+    "allergic": {"allergic", "allergy"},
+    "email": {"email", "mail", "address"},
+    "wohne": {"live", "wohne", "home"},
+    "telefonnummer": {"phone", "telefonnummer", "number"},
+    "teléfono": {"phone", "teléfono", "número", "number"},
+    "téléphone": {"phone", "téléphone", "numéro", "number"},
+}
+_ASKED_BY_STEM = {stem(word): forms for word, forms in _ASKED_FOR.items()}
+_ACKNOWLEDGE = {
+    "en": "Noted, thanks for telling me.",
+    "de": "Notiert, danke!",
+    "fr": "C'est noté, merci !",
+    "es": "Anotado, ¡gracias!",
+    "it": "Annotato, grazie!",
+    "pt": "Anotado, obrigado!",
+    "nl": "Genoteerd, bedankt!",
+}
+
+
+def is_question(text: str) -> bool:
+    """Whether the message asks for something to be told (a question mark, or a question word first)."""
+    stripped = text.strip()
+    return stripped.endswith(("?", "？", "؟")) or bool(_QUESTION_START.match(stripped))
+
+
+def tidy(text: str, sentences: int = 2) -> str:
+    """The model's words without template debris or a copied agent label, at most
+    ``sentences`` sentences, and no half sentence when max_tokens cut it off."""
+    answer = re.sub(r"<\|im_(?:start|end)\|>|<(?:start|end)_of_turn>", "", text).strip()
+    answer = re.sub(r"^(?:Assistant|User)\s*:\s*", "", answer).strip()
+    answer = re.sub(r"^\[[\w-]+ agent\]\s*", "", answer).strip().strip('"').strip()
+    parts = _SENTENCE_END.split(answer)
+    if len(parts) > 1 and parts[-1] and parts[-1][-1] not in ".!?)":
+        parts = parts[:-1]  # cut off mid-sentence
+    return " ".join(parts[:sentences]).strip()
+
+
+def usable(answer: str, earlier: Iterable[str], tool_names: Iterable[str] = ()) -> bool:
+    """Whether the model's words may be sent: not empty, no apology or refusal, no internal
+    tool name, no copy of an earlier message."""
+    if not answer or _NON_ANSWER.search(answer):
+        return False
+    names = set(tool_names)
+    if any(word in names for word in _INTERNAL_NAME.findall(answer)):
+        return False
+    return not is_copy(answer, earlier)
+
+
+_SWAPS = (
+    (r"\bI am\b|\bI'm\b", "you're"), (r"\bI\b", "you"), (r"\bmy\b", "your"), (r"\bme\b", "you"),
+    (r"\bmine\b", "yours"), (r"\bmyself\b", "yourself"), (r"\bwe are\b|\bwe're\b", "you're"),
+    (r"\bwe\b", "you"), (r"\bour\b", "your"),
+)  # fmt: skip
+
+
+def _in_second_person(sentence: str) -> str:
+    """An English statement about the speaker said back to them ("my phone is 5" -> "your phone is 5")."""
+    text = sentence.strip().rstrip(".!")
+    for pattern, replacement in _SWAPS:
+        text = re.sub(pattern, replacement, text, flags=re.I)
+    return text
+
+
+def acknowledgement(message: str, language: str) -> str:
+    """A short thank-you for something the person told about themselves, in their
+    language; in English it says back what was understood ("Noted: your phone number is ...")."""
+    if language == "en" and len(message) <= 200 and "\n" not in message.strip():
+        return f"Noted: {_in_second_person(message)}."
+    return _ACKNOWLEDGE.get(language, _ACKNOWLEDGE["en"])
+
+
+def _facts(block: str) -> list[str]:
+    return [match["text"] for line in block.splitlines() if (match := _FACT_LINE.match(line.strip()))]
+
+
+def _asked_words(question: str) -> dict[str, set[str]]:
+    """Each content word of the question with the words a fact may say it in."""
+    return {word: {word, *(stem(item) for item in _ASKED_BY_STEM.get(word, ()))} for word in content_words(question)}
+
+
+def _second_person(fact: str) -> str:
+    """ "User's phone number is 5" -> "Your phone number is 5"; "User lives in X" -> "You live in X"."""
+    text = re.sub(r"^(?:the )?user's\b", "Your", fact.strip(), flags=re.I)
+    text = re.sub(r"^(?:the )?user is\b", "You are", text, flags=re.I)
+    text = re.sub(r"^(?:the )?user (\w+?)s\b", r"You \1", text, flags=re.I)
+    text = re.sub(r"^my\b", "Your", text, flags=re.I)
+    text = re.sub(r"^i am\b|^i'm\b", "You are", text, flags=re.I)
+    text = re.sub(r"^i\b", "You", text, flags=re.I)
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def answer_from_facts(question: str, facts_block: str, *, whole: bool = False) -> str | None:
+    """The fact that answers ``question`` ("what is my phone number?"), in the second
+    person; None when no fact shares a content word with it (with ``whole``: unless a
+    fact has every content word of the question, in one of its forms)."""
+    wanted = _asked_words(question)
+    if not wanted or not facts_block:
+        return None
+    best, best_score = None, 0
+    for fact in _facts(facts_block):
+        have = content_words(fact)
+        score = sum(1 for forms in wanted.values() if forms & have)
+        if score > best_score:
+            best, best_score = fact, score
+    if best is None or (whole and best_score < len(wanted)):
+        return None
+    return _second_person(best)
+
+
+def answer_from_hits(question: str, result: str) -> str:
+    """The item a search found, said as an answer: a note or an email first, else what
+    the person said; never the question itself, a question, or one of the bot's replies."""
+    wanted = content_words(question)
+    candidates: list[tuple[int, int, str, str]] = []
+    for line in result.splitlines():
+        match = _HIT.match(line.strip())
+        if not match:
+            continue
+        who, text = match["who"], match["text"].strip().strip("…").strip()
+        if is_question(text) or is_copy(text, [question]):
+            continue
+        if who.split(" #")[0] in ("note", "email"):
+            rank = 0
+        elif who == "user" or who.startswith("knowledge"):
+            rank = 1
+        else:
+            continue  # a reply of the bot's: not what the person kept
+        overlap = len(wanted & content_words(text))
+        candidates.append((-overlap, rank, text, who))
+    if not candidates or (candidates[0][0] == 0 and not wanted):
+        return NOTHING_FOUND
+    candidates.sort(key=lambda item: (item[0], item[1]))
+    overlap, _, text, who = candidates[0]
+    if overlap == 0:
+        return NOTHING_FOUND
+    kind = who.split(" #")[0]
+    source = {"note": "From your notes", "email": "From your emails"}.get(kind, "You told me")
+    return f"{source}: {text}"
+
+
+def result_reply(name: str, result: str, question: str = "") -> str:
+    """The reply for a tool's result: the result itself, a search as the item it found,
+    errors said plainly."""
+    if not result:
+        return "Done."
+    if result.startswith("error:"):
+        return "That did not work: " + _ERROR_HEAD.sub("", result)
+    if name == "search_memory":
+        return NOTHING_FOUND if result == "no results" else answer_from_hits(question, result)
+    return _without_tool_hints(result)
+
+
+def _without_tool_hints(result: str) -> str:
+    """A tool's own hint to a model ("call list_tasks to see the ids") said for a person."""
+    return re.sub(r";?\s*call ([a-z]+)_([a-z]+)(?: or [a-z_]+)?(?: to see the ids)?\.?", lambda m: f"; say 'show my {m[2]}' to see them.", result)
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``."""
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0] if text else ""
+
+
+def join_lines(lines: Sequence[str]) -> str:
+    return "\n".join(line for line in lines if line)
