@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_dir", "file_key", "load_bytes", "load_data", "save_bytes", "save_data", "source_key"]
+__all__ = ["cache_dir", "file_key", "kept", "load_bytes", "load_data", "save_bytes", "save_data", "source_key"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,11 @@ def source_key(module: Any) -> str:
 def _path(name: str, key: Sequence[str]) -> Path:
     digest = hashlib.sha256("\n".join(key).encode("utf-8", "surrogateescape")).hexdigest()[:20]
     return cache_dir() / f"{name}-{digest}.bin"
+
+
+def kept(name: str, key: Sequence[str], *, data: bool = False) -> bool:
+    """Whether something is kept under ``name`` and ``key`` (a file there; not read)."""
+    return _path(name, [*key, _PYTHON] if data else key).is_file()
 
 
 def load_bytes(name: str, key: Sequence[str]) -> bytes | None:

@@ -102,7 +102,7 @@ def is_transient(exc: BaseException) -> bool:
 
     if isinstance(exc, (sqlite3.OperationalError, DeliveryDeferred, StoreUnavailable)):
         return True
-    return any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__)
+    return any(kind.__module__.split(".")[0] == "psycopg" for kind in type(exc).__mro__)
 
 
 # What a transport does with one owed message: answer it (or resend a stored reply that
@@ -206,6 +206,7 @@ class ScopeTurns:
         self.ttl = ttl
         self.clock = clock
         self._working: set[str] = set()  # scopes whose turn a task of this process works now
+        self._turn_until: dict[str, float] = {}  # when each turn this process took or renewed expires
         self.leases = Leases(store, holder, ttl=ttl, clock=clock)
 
     # -- marks ---------------------------------------------------------------------------
@@ -232,16 +233,31 @@ class ScopeTurns:
 
     def _take_turn(self, scope: str) -> object:
         note = "hub: answering this chat's messages in order"
-        return acquire_claim(self.store, scope, TURN_KEY, self.holder, note=note, ttl=self.ttl, now=self.clock())
+        claim = acquire_claim(self.store, scope, TURN_KEY, self.holder, note=note, ttl=self.ttl, now=self.clock())
+        if claim is not None:
+            self._turn_until[scope] = claim.expires
+        return claim
 
     def _next_owed(self, scope: str) -> list[Owed] | None:
-        """The owed messages, their marks and the turn renewed; None when the turn ran out."""
-        items = self.owed(scope)
+        """The owed messages, their marks and the turn renewed; None when the turn ran out.
+
+        Only what a third of a TTL has aged is renewed (a mark that ran out is taken back):
+        renewing every mark before every message cost two round trips a mark, for a long
+        queue most of them. A claim is never taken from its holder before it expires, so
+        one renewed less than a third of a TTL ago is still this worker's.
+        """
+        now = self.clock()
+        fresh = now + self.ttl * (2 / 3)
+        marks = [(item, c.expires) for c in claims_of(self.store, scope, prefix=OWED_PREFIX) if (item := Owed.parse(c.key)) is not None]
+        items = sorted(item for item, _ in marks)
         if not items:
             return items
-        if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
-            return None
-        _renew_marks(self.store, scope, items, ttl=self.ttl, now=self.clock())
+        if self._turn_until.get(scope, 0.0) <= fresh:
+            if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=now):
+                self._turn_until.pop(scope, None)
+                return None
+            self._turn_until[scope] = now + self.ttl
+        _renew_marks(self.store, scope, sorted(item for item, expires in marks if expires <= fresh), ttl=self.ttl, now=now)
         return items
 
     def _revive_expired(self, limit: int) -> dict[str, None]:
@@ -284,6 +300,7 @@ class ScopeTurns:
                     worked, finished = await self._drain(scope)
                     done += worked
                 finally:
+                    self._turn_until.pop(scope, None)
                     try:
                         await self._db(release_claim, self.store, scope, TURN_KEY, self.holder)
                     except Exception as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from scopehub.hub.diskcache import (
     file_key,
+    kept,
     load_bytes,
     load_data,
     save_bytes,
@@ -26,7 +27,7 @@ from scopehub.hub.diskcache import (
     source_key,
 )
 
-__all__ = ["load_fast_e5"]
+__all__ = ["is_kept", "load_fast_e5"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,15 @@ def _key(path: str | Path, kind: str) -> list[str]:
     from scopehub.hub.routing import e5_fast
 
     return [file_key(path), f"e5_fast {source_key(e5_fast)}", f"numpy {np.__version__}", f"kind {kind}"]
+
+
+def is_kept(path: str | Path, kind: str = "int8") -> bool:
+    """Whether a checked graph and its tokenizer for ``path`` are on disk (nothing is read)."""
+    try:
+        key = _key(path, kind)
+    except OSError:
+        return False
+    return kept("e5-graph", key) and kept("e5-tokenizer", key, data=True)
 
 
 def load_fast_e5(path: str | Path, *, threads: int, check: Callable[[object], None], kind: str = "int8") -> tuple[object, bool]:

