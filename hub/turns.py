@@ -36,7 +36,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.memory import (
     acquire_claim,
     claims_of,
@@ -48,6 +50,8 @@ from scopehub.memory import (
 __all__ = ["BOOKKEEPING_PREFIXES", "OWED_PREFIX", "QUEUE_HOLDER", "TURN_KEY", "Owed", "ScopeTurns", "is_bookkeeping", "is_transient"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 TURN_KEY = "turn"
 OWED_PREFIX = "owed:"  # owed:<message id> (answer it) or owed:<message id>:tag (only route and tag it)
@@ -97,9 +101,11 @@ def is_transient(exc: BaseException) -> bool:
     or a reply that could not be sent yet."""
     import sqlite3
 
-    if isinstance(exc, (sqlite3.OperationalError, DeliveryDeferred)):
+    from scopehub.memory import StoreUnavailable
+
+    if isinstance(exc, (sqlite3.OperationalError, DeliveryDeferred, StoreUnavailable)):
         return True
-    return any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__)
+    return any(kind.__module__.split(".")[0] == "psycopg" for kind in type(exc).__mro__)
 
 
 # What a transport does with one owed message: answer it (or resend a stored reply that
@@ -203,6 +209,7 @@ class ScopeTurns:
         self.ttl = ttl
         self.clock = clock
         self._working: set[str] = set()  # scopes whose turn a task of this process works now
+        self._turn_until: dict[str, float] = {}  # when each turn this process took or renewed expires
         self.leases = Leases(store, holder, ttl=ttl, clock=clock)
 
     # -- marks ---------------------------------------------------------------------------
@@ -222,96 +229,44 @@ class ScopeTurns:
         items = (Owed.parse(c.key) for c in claims_of(self.store, scope, prefix=OWED_PREFIX))
         return sorted(item for item in items if item is not None)
 
-    # -- the turn ------------------------------------------------------------------------
-    def busy(self, scope: str) -> bool:
-        """Whether a task of this process works the scope's turn now."""
-        return scope in self._working
+    # -- the store steps of a turn (each in one store session, off the event loop where the
+    #    store waits on the network: see scopehub.hub.dbwork) ---------------------------
+    async def _db(self, work: Callable[..., _T], *args: object) -> _T:
+        return await in_db_thread(self.store, work, *args)
 
-    async def run(self, scope: str) -> int:
-        """Work the scope's queue if its turn is free; returns how many owed messages this call worked.
+    def _take_turn(self, scope: str) -> object:
+        note = "hub: answering this chat's messages in order"
+        claim = acquire_claim(self.store, scope, TURN_KEY, self.holder, note=note, ttl=self.ttl, now=self.clock())
+        if claim is not None:
+            self._turn_until[scope] = claim.expires
+        return claim
 
-        Never raises for a database failure: the marks stay and a later turn (or the
-        sweep) works them.
+    def _next_owed(self, scope: str) -> list[Owed] | None:
+        """The owed messages, their marks and the turn renewed; None when the turn ran out.
+
+        Only what a third of a TTL has aged is renewed (a mark that ran out is taken back):
+        renewing every mark before every message cost two round trips a mark, for a long
+        queue most of them. A claim is never taken from its holder before it expires, so
+        one renewed less than a third of a TTL ago is still this worker's.
         """
-        done = 0
-        while True:
-            if scope in self._working:
-                return done  # our own task works it and looks again before it stops
-            self._working.add(scope)
-            try:
-                try:
-                    if acquire_claim(self.store, scope, TURN_KEY, self.holder, note="hub: answering this chat's messages in order", ttl=self.ttl, now=self.clock()) is None:
-                        return done  # another worker's turn: it looks again after releasing it
-                except Exception as exc:
-                    log.warning("cannot take the turn of %s (%s); its messages wait for a later turn", scope, exc)
-                    return done
-                try:
-                    worked, finished = await self._drain(scope)
-                    done += worked
-                finally:
-                    try:
-                        release_claim(self.store, scope, TURN_KEY, self.holder)
-                    except Exception as exc:
-                        log.warning("turn of %s not released (%s); it runs out", scope, exc)
-            finally:
-                self._working.discard(scope)
-            if not finished:
-                return done  # the database failed: the marks stay, and run out into the sweep
-            try:
-                if not self.owed(scope):
-                    return done
-            except Exception as exc:
-                log.warning("cannot look at the queue of %s (%s); the sweep will", scope, exc)
-                return done
-            # Marked by another worker after our last look: ours to answer.
+        now = self.clock()
+        fresh = now + self.ttl * (2 / 3)
+        marks = [(item, c.expires) for c in claims_of(self.store, scope, prefix=OWED_PREFIX) if (item := Owed.parse(c.key)) is not None]
+        items = sorted(item for item, _ in marks)
+        if not items:
+            return items
+        if self._turn_until.get(scope, 0.0) <= fresh:
+            if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=now):
+                self._turn_until.pop(scope, None)
+                return None
+            self._turn_until[scope] = now + self.ttl
+        _renew_marks(self.store, scope, sorted(item for item, expires in marks if expires <= fresh), ttl=self.ttl, now=now)
+        return items
 
-    async def _drain(self, scope: str) -> tuple[int, bool]:
-        """Work the owed messages in order: ``(how many, whether the queue was emptied)``."""
-        done = 0
-        while True:
-            try:
-                items = self.owed(scope)
-                if not items:
-                    return done, True
-                if not renew_claim(self.store, scope, TURN_KEY, self.holder, ttl=self.ttl, now=self.clock()):
-                    log.warning("the turn of %s ran out while working it; leaving the rest to its new holder", scope)
-                    return done, False
-                _renew_marks(self.store, scope, items, ttl=self.ttl, now=self.clock())
-            except Exception as exc:
-                log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
-                return done, False
-            item = items[0]
-            self.leases.hold(scope, item)
-            try:
-                await self.work(scope, item)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if is_transient(exc):
-                    log.warning("message %s of %s not answered yet (%s); it stays owed", item.message_id, scope, exc)
-                    return done, False
-                # A message that cannot be worked must not block the scope's queue for ever.
-                log.exception("message %s of %s could not be answered; dropping it from the queue", item.message_id, scope)
-            finally:
-                self.leases.drop(scope)
-            try:
-                release_claim(self.store, scope, item.key, QUEUE_HOLDER)
-            except Exception as exc:
-                log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
-                return done, False
-            done += 1
-
-    async def sweep(self, *, limit: int = 200, concurrency: int = 16) -> int:
-        """Work the scopes whose marks ran out (their worker died, or no turn was ever taken).
-
-        Revives each expired mark (so the turn sees it), then runs each scope's turn.
-        Returns how many owed messages were worked. Never raises.
-        """
-        try:
-            stale = expired_claims(self.store, prefix=OWED_PREFIX, now=self.clock(), limit=limit)
-        except Exception as exc:
-            log.warning("cannot look for abandoned messages (%s); trying again at the next sweep", exc)
-            return 0
+    def _revive_expired(self, limit: int) -> dict[str, None]:
+        """The scopes whose expired marks were revived (so the turn sees them), and those
+        whose turn was left by a worker of this machine that is gone."""
+        stale = expired_claims(self.store, prefix=OWED_PREFIX, now=self.clock(), limit=limit)
         scopes: dict[str, None] = {}
         try:
             # A turn left by a worker of this machine whose process is gone (SIGKILL, OOM):
@@ -331,6 +286,98 @@ class ScopeTurns:
                     scopes.setdefault(claim.scope)
             except Exception as exc:
                 log.warning("cannot revive the mark %s of %s (%s)", claim.key, claim.scope, exc)
+        return scopes
+
+    # -- the turn ------------------------------------------------------------------------
+    def busy(self, scope: str) -> bool:
+        """Whether a task of this process works the scope's turn now."""
+        return scope in self._working
+
+    async def run(self, scope: str) -> int:
+        """Work the scope's queue if its turn is free; returns how many owed messages this call worked.
+
+        Never raises for a database failure: the marks stay and a later turn (or the
+        sweep) works them.
+        """
+        done = 0
+        while True:
+            if scope in self._working:
+                return done  # our own task works it and looks again before it stops
+            self._working.add(scope)
+            try:
+                try:
+                    if await self._db(self._take_turn, scope) is None:
+                        return done  # another worker's turn: it looks again after releasing it
+                except Exception as exc:
+                    log.warning("cannot take the turn of %s (%s); its messages wait for a later turn", scope, exc)
+                    return done
+                try:
+                    worked, finished = await self._drain(scope)
+                    done += worked
+                finally:
+                    self._turn_until.pop(scope, None)
+                    try:
+                        await self._db(release_claim, self.store, scope, TURN_KEY, self.holder)
+                    except Exception as exc:
+                        log.warning("turn of %s not released (%s); it runs out", scope, exc)
+            finally:
+                self._working.discard(scope)
+            if not finished:
+                return done  # the database failed: the marks stay, and run out into the sweep
+            try:
+                if not await self._db(self.owed, scope):
+                    return done
+            except Exception as exc:
+                log.warning("cannot look at the queue of %s (%s); the sweep will", scope, exc)
+                return done
+            # Marked by another worker after our last look: ours to answer.
+
+    async def _drain(self, scope: str) -> tuple[int, bool]:
+        """Work the owed messages in order: ``(how many, whether the queue was emptied)``."""
+        done = 0
+        while True:
+            try:
+                items = await self._db(self._next_owed, scope)
+                if items is None:
+                    log.warning("the turn of %s ran out while working it; leaving the rest to its new holder", scope)
+                    return done, False
+                if not items:
+                    return done, True
+            except Exception as exc:
+                log.warning("cannot work the queue of %s (%s); its messages wait for a later turn", scope, exc)
+                return done, False
+            item = items[0]
+            self.leases.hold(scope, item)
+            try:
+                await self.work(scope, item)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if is_transient(exc):
+                    log.warning("message %s of %s not answered yet (%s); it stays owed", item.message_id, scope, exc)
+                    return done, False
+                # A message that cannot be worked must not block the scope's queue for ever.
+                log.exception("message %s of %s could not be answered; dropping it from the queue", item.message_id, scope)
+            finally:
+                self.leases.drop(scope)
+            try:
+                await self._db(release_claim, self.store, scope, item.key, QUEUE_HOLDER)
+            except Exception as exc:
+                log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
+                return done, False
+            done += 1
+
+    async def sweep(self, *, limit: int = 200, concurrency: int = 16) -> int:
+        """Work the scopes whose marks ran out (their worker died, or no turn was ever taken).
+
+        Revives each expired mark (so the turn sees it), then runs each scope's turn.
+        Returns how many owed messages were worked. Never raises.
+        """
+        try:
+            scopes = await self._db(self._revive_expired, limit)
+        except Exception as exc:
+            log.warning("cannot look for abandoned messages (%s); trying again at the next sweep", exc)
+            return 0
         # The scopes side by side (a bounded few at a time), as their webhooks would have
         # answered them: one after another, a dead worker's ten chats waited for each
         # other's whole queues, and the sweep outlived its own interval.

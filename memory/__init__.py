@@ -197,6 +197,7 @@ from .errors import (
     InvalidRecord,
     InvalidScope,
     StoreError,
+    StoreUnavailable,
     UnknownEventType,
 )
 
@@ -266,6 +267,7 @@ __all__ = [
     "Spending",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "Task",
     "Trait",
     "UnknownEventType",

@@ -7,11 +7,12 @@ in order, each inside its own transaction. Never edit a migration that has shipp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from ._search import count_search_documents, create_search_schema
+
+if TYPE_CHECKING:  # sqlite-utils is imported by the store only when a migration runs
+    import sqlite_utils
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_scope", "lock_scope", "migrate"]
 

@@ -16,13 +16,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from ._chatlog import ImportReport, LogRecord
 from ._dialect import SQLITE, Dialect
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._redact import MAX_ERROR_CHARS, redact_secrets
-from ._schema import ensure_scope, migrate
+from ._schema import SCHEMA_VERSION, ensure_scope, migrate
 from .errors import DuplicateMessage, InvalidRecord, StoreError
 
 __all__ = ["Store"]
@@ -97,7 +95,8 @@ class Store:
             raise StoreError(f"cannot open database {self.path}: {exc}") from exc
         self._lock = threading.RLock()
         self._depth = 0  # nesting of transaction() on the thread holding the lock
-        self.db = sqlite_utils.Database(conn)
+        self._conn = conn
+        self._db: Any = None
         deadline = time.monotonic() + busy_timeout_ms / 1000
         while True:
             try:
@@ -123,12 +122,24 @@ class Store:
         # Erased text must not linger in free pages of the file.
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA foreign_keys = OFF")
-        migrate(self.db)
+        # Only a database behind (or ahead of) this release needs migrate(), and sqlite-utils
+        # with it: importing it is a fifth of a start.
+        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            migrate(self.db)
 
     # -- plumbing -----------------------------------------------------------------
     @property
+    def db(self) -> Any:
+        """The connection as a ``sqlite_utils.Database`` (migrations, maintenance), made on first use."""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self._conn)
+        return self._db
+
+    @property
     def conn(self) -> sqlite3.Connection:
-        return self.db.conn
+        return self._conn
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -173,6 +184,13 @@ class Store:
             conn.execute(f"RELEASE {name}")
         finally:
             self._depth -= 1
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """A block of store calls from one thread (a stage of a turn). SQLite has one
+        connection for everything, so there is nothing to hold; PostgreSQL holds one
+        pooled connection for the block (see ``PostgresStore.session``)."""
+        yield
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
         """Run a read query and return all rows."""

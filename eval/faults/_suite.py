@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from .. import _report
 from .._report import format_table, write_json
 from . import (
     background,
@@ -25,6 +26,7 @@ from . import (
     isolation,
     maildir,
     model,
+    outage,
     tables,
     workers,
 )
@@ -51,6 +53,7 @@ REGISTRY: dict[str, Scenario] = {
     **background.SCENARIOS,
     **busy.SCENARIOS,
     **workers.SCENARIOS,
+    **outage.SCENARIOS,
     **maildir.SCENARIOS,
 }
 SCENARIOS = tuple(REGISTRY)
@@ -122,6 +125,7 @@ def format_faults(report: dict[str, Any]) -> str:
 
 
 @click.command("faults")
+@_report.report_option
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="write the report as JSON here")
 @click.option("--quick", is_flag=True, help="the small versions the test suite runs (about a minute; the full run takes about half an hour)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of every random choice and of hypothesis")

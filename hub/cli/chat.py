@@ -42,10 +42,8 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
     load = getattr(model, "load", None)
     if callable(load):
         load()  # the embedded model loads now, not during the first reply
-    if settings.model or settings.router_model:
-        from scopehub.hub.models.litellm_model import import_litellm
-
-        import_litellm()  # now, before the prompt, and with nothing on standard output
+    # litellm is imported where it is used (seconds of CPU), silenced there (import_litellm);
+    # an OpenAI-compatible server is reached without it (hub/models/openai_compat.py).
     hub = build_hub(settings, store=store_of(ctx), model=model)
     hub.warm_up()  # tokenizer, imports and the embedded model's prompts now, not during the first reply
     chat = TerminalChat(hub, scope, as_json=as_json)

@@ -250,6 +250,8 @@ def eval_group() -> None:
         "events": "scopehub.eval.events_bench:events_bench_command",
         "console": "scopehub.eval.console_bench:console_bench_command",
         "workers": "scopehub.eval.workers:workers_bench_command",
+        "hub": "scopehub.eval.hub_bench:hub_bench_command",
+        "import": "scopehub.eval.import_bench:import_bench_command",
         "page": "scopehub.eval.bench_page:page_command",
     },
 )

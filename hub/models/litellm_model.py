@@ -11,12 +11,14 @@ import math
 import os
 import random
 import sys
+import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from scopehub.hub.errors import ModelError, ModelUnavailable
 from scopehub.hub.models.base import ModelResponse, ToolCall, check_request_allowed
+from scopehub.hub.models.openai_compat import is_openai_compatible, post_chat
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,7 @@ class LiteLLMModel:
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         cache_marks: str = "auto",
+        direct: bool = True,
     ) -> None:
         self.name = model
         self.cache_marks = cache_marks
@@ -109,9 +112,17 @@ class LiteLLMModel:
         self.retries = retries
         self.backoff = backoff
         self.max_backoff = max_backoff
+        # openai/<name> with an api_base goes straight to the server (openai_compat.py);
+        # False sends it through litellm like every other provider.
+        self.direct = direct
 
     def warm_up(self) -> None:
-        """Import litellm now (seconds of CPU): a transport calls this off its event loop at start."""
+        """Import litellm now (seconds of CPU): a transport calls this off its event loop at start.
+
+        Not for an OpenAI-compatible server reached directly: those calls never need it.
+        """
+        if self.direct and is_openai_compatible(self.name, self.api_base):
+            return
         import_litellm()
 
     async def complete(
@@ -124,6 +135,11 @@ class LiteLLMModel:
         timeout: float | None = None,
     ) -> ModelResponse:
         model_name = model or self.name
+        if self.direct and is_openai_compatible(model_name, self.api_base):
+            # An OpenAI-compatible server: straight there, without litellm's per-call logging
+            # and pricing (see openai_compat.py); the same request, the same answer.
+            check_request_allowed(model_name, self.api_base)
+            return await self._with_retries(self._direct_call(messages, tools, model_name, json_mode, timeout or self.timeout), model_name)
         kwargs = self._request(messages, model_name, tools=tools, json_mode=json_mode, timeout=timeout)
 
         async def once() -> ModelResponse:
@@ -203,6 +219,29 @@ class LiteLLMModel:
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         return kwargs
+
+    def _direct_call(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        model_name: str,
+        json_mode: bool,
+        timeout: float,
+    ) -> Callable[[], Awaitable[ModelResponse]]:
+        # The body litellm's openai/ provider sends for these arguments (it leaves out keys whose value is None).
+        sent = [{k: v for k, v in message.items() if v is not None} for message in self._marked(messages, model_name)]
+        body: dict[str, Any] = {"model": model_name.split("/", 1)[1], "messages": sent}
+        if tools:
+            body["tools"] = list(tools)
+        if json_mode:
+            body["response_format"] = {"type": "json_object"}
+        api_base, api_key = self.api_base or "", self.api_key or "sk-no-key"
+
+        async def call() -> ModelResponse:
+            answer = await asyncio.wait_for(post_chat(api_base, api_key, body, timeout=timeout), timeout=timeout + 5)
+            return from_openai_json(answer, model_name)
+
+        return call
 
     async def _with_retries(
         self, once: Callable[[], Awaitable[ModelResponse]], model_name: str, *, retry_while: Callable[[], bool] = lambda: True
@@ -306,3 +345,40 @@ def _cache_usage(usage: Any) -> tuple[int | None, int | None]:
     if read is None and written is None:
         return None, None
     return read or 0, written or 0
+
+
+def from_openai_json(answer: dict[str, Any], model_name: str) -> ModelResponse:
+    """An OpenAI chat-completion answer, read as litellm reads it (missing usage counts 0,
+    a tool call without an id gets a fresh one, non-string arguments become JSON)."""
+    message = answer["choices"][0].get("message") or {}
+    if not isinstance(message, dict):
+        raise ModelUnavailable(f"model {model_name} returned no message")
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments") or "{}"
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(ToolCall(id=call.get("id") or str(uuid.uuid4()), name=function.get("name") or "", arguments=arguments))
+    usage = answer.get("usage") or {}
+    cached, written = _cache_usage(_Fields(usage))
+    return ModelResponse(
+        content=message.get("content"),
+        tool_calls=tuple(calls),
+        prompt_tokens=_int_or_none(usage.get("prompt_tokens")) or 0,
+        completion_tokens=_int_or_none(usage.get("completion_tokens")) or 0,
+        model=answer.get("model") or model_name,
+        cached_tokens=cached,
+        cache_write_tokens=written,
+    )
+
+
+class _Fields:
+    """A JSON object read like litellm's objects (``getattr``, None when absent)."""
+
+    def __init__(self, data: Any) -> None:
+        self._data = data if isinstance(data, dict) else {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = self._data.get(name)
+        return _Fields(value) if isinstance(value, dict) else value

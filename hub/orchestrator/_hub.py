@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from scopehub.agents import AgentRegistry, team_channels
 from scopehub.hub.context import Context
 from scopehub.hub.context.awareness import Awareness
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.record import SentSections
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.digest.service import DigestSection
 from scopehub.hub.orchestrator._after_reply import AfterReply
 from scopehub.hub.orchestrator._intake import (
@@ -28,11 +31,18 @@ from scopehub.hub.orchestrator._intake import (
     store_inbound,
 )
 from scopehub.hub.orchestrator._record import record_router_call, record_turn
-from scopehub.hub.orchestrator._route import addressed_route, build_classifier, decide_route
-from scopehub.hub.orchestrator._run import run_call
-from scopehub.hub.orchestrator._sections import Sections
+from scopehub.hub.orchestrator._route import (
+    addressed_route,
+    build_classifier,
+    local_route,
+    refine_route,
+)
+from scopehub.hub.orchestrator._run import RunOutcome, run_call
+from scopehub.hub.orchestrator._sections import PreparedCall, Sections
+from scopehub.hub.orchestrator._timing import StageTimes, timed
 from scopehub.hub.orchestrator._types import CommandHandler, Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing import AgentProfile, Route
+from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import (
     Feedback,
@@ -50,6 +60,27 @@ from scopehub.memory import (
 __all__ = ["Hub"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class _Turn:
+    """One message's turn as it moves through the stages (filled in by the database thread)."""
+
+    inbound: Inbound
+    message: Message
+    reply_to: Message | None
+    claim: bool = True  # False: the caller holds the scope's turn, the exclusive right to answer
+    command: tuple[str, str] | None = None
+    window: list[Message] = field(default_factory=list)
+    decision: Route | None = None
+    refine: bool = False  # the LLM router refines the local route (awaited) before settling
+    claimed: str | None = None  # the key of the answer's claim while this turn holds it
+    agents: frozenset[str] | None = None  # the only agents that may answer (the chat's /settings)
+    call: PreparedCall | None = None
+    reply: Reply | None = None  # answered without a model call (the day's budget is spent)
+    done: bool = False  # nothing to send
 
 
 class Hub:
@@ -84,6 +115,11 @@ class Hub:
         self.sent_sections = SentSections()
         self.sections = Sections(deps, registry, self.prompts, self.channels)
         self.after_reply = AfterReply(deps, registry, self.holder)
+        # Per-stage CPU and wall time of every turn, when a bench sets it (agents-hub bench hub).
+        self.stage_times: StageTimes | None = None
+        # Where a turn's store work runs: None = the database threads on PostgreSQL, inline on
+        # SQLite (see _in_db); True / False force one (benches compare them).
+        self.db_threads: bool | None = None
 
     def warm_up(self) -> None:
         """Do the slow first-use work now: the tokenizer's encoding, the models' imports.
@@ -149,6 +185,10 @@ class Hub:
         return self.sections.context_for(agent, scope, message, also_sees)
 
     # -- the request path -----------------------------------------------------------------
+    # A turn's store work (intake, routing, the claim, the context; then the record) runs in
+    # the database thread pool, inside one store session per stage group: one pooled
+    # connection per step, and the event loop never waits for the database. Only the model
+    # call, a command and the optional LLM router are awaited on the loop.
     async def handle(self, inbound: Inbound) -> Reply | None:
         """Store, route and answer one message; ``None`` when it is stored but not answered."""
         scope = validate_scope(inbound.scope)
@@ -157,17 +197,14 @@ class Hub:
         self.after_reply.pause(scope)
         try:
             async with self.lock_for(scope):
-                message = self.store_inbound(inbound)
-                if message is None:
-                    return None
-                reply_to = self.store.find_ext(inbound.scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
-                return await self._answer_stored(inbound, message, reply_to)
+                return await self._carry(await self._in_db(self._begin_inbound, inbound, routes=True))
         finally:
             self.after_reply.resume(scope)
 
     def store_inbound(self, inbound: Inbound) -> Message | None:
         """Commit the message (before any model call); None when this delivery needs nothing more."""
-        return store_inbound(self.store, inbound, self.deps.clock)
+        with self._timed("intake"):
+            return store_inbound(self.store, inbound, self.deps.clock)
 
     async def answer_queued(
         self, message: Message, *, addressed: bool = True, on_text: Callable[[str], Awaitable[None]] | None = None
@@ -183,11 +220,7 @@ class Hub:
         self.after_reply.pause(scope)
         try:
             async with self.lock_for(scope):
-                current = self.store.get(scope, message.id)
-                if current is None or current.via == "command" or self.store.is_answered(current.id):
-                    return None
-                inbound, reply_to = inbound_of(self.store, current, addressed=addressed)
-                return await self._answer_stored(inbound, current, reply_to, claim=False, on_text=on_text)
+                return await self._carry(await self._in_db(self._begin_queued, message, addressed, routes=True), on_text)
         finally:
             self.after_reply.resume(scope)
 
@@ -206,7 +239,7 @@ class Hub:
         """
         replies: list[Reply] = []
         try:
-            stalled = expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit)
+            stalled = await self._in_db(self._stalled_claims, limit)
         except Exception:
             log.exception("cannot look for stalled answers (the claims table failed); trying again later")
             return replies
@@ -216,32 +249,165 @@ class Hub:
             except ValueError:
                 continue
             async with self.lock_for(claim.scope):
-                message = self.store.get(claim.scope, message_id)
-                if message is None or self.store.is_answered(message_id):
-                    drop_expired_claim(self.store, claim.scope, claim.key, now=self.deps.clock())
-                    continue
-                log.warning("answering message %s of %s: the process answering it stopped", message_id, claim.scope)
-                inbound, reply_to = inbound_of(self.store, message)
-                reply = await self._route_and_answer(inbound, message, reply_to)
+                reply = await self._carry(await self._in_db(self._begin_stalled, claim.scope, claim.key, message_id, routes=True))
             if reply is not None:
                 replies.append(reply)
         return replies
 
-    async def _answer_stored(
-        self,
-        inbound: Inbound,
-        message: Message,
-        reply_to: Message | None,
-        *,
-        claim: bool = True,
-        on_text: Callable[[str], Awaitable[None]] | None = None,
-    ) -> Reply | None:
+    # -- the stages in the database thread (sync: never await in these) ----------------------
+    def _begin_inbound(self, inbound: Inbound) -> _Turn | None:
+        message = self.store_inbound(inbound)
+        if message is None:
+            return None
+        with self._timed("intake"):
+            reply_to = self.store.find_ext(inbound.scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
+        return self._begin(_Turn(inbound, message, reply_to))
+
+    def _begin_queued(self, message: Message, addressed: bool) -> _Turn | None:
+        with self._timed("intake"):
+            current = self.store.get(message.scope, message.id)
+            if current is None or current.via == "command" or self.store.is_answered(current.id):
+                return None
+            inbound, reply_to = inbound_of(self.store, current, addressed=addressed)
+        return self._begin(_Turn(inbound, current, reply_to, claim=False))
+
+    def _stalled_claims(self, limit: int) -> list[Any]:
+        return expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit)
+
+    def _begin_stalled(self, scope: str, key: str, message_id: int) -> _Turn | None:
+        message = self.store.get(scope, message_id)
+        if message is None or self.store.is_answered(message_id):
+            drop_expired_claim(self.store, scope, key, now=self.deps.clock())
+            return None
+        log.warning("answering message %s of %s: the process answering it stopped", message_id, scope)
+        inbound, reply_to = inbound_of(self.store, message)
+        return self._begin(_Turn(inbound, message, reply_to), commands=False)
+
+    def _begin(self, turn: _Turn, *, commands: bool = True) -> _Turn:
+        """A command, or the local route; then, unless the LLM router is to refine it, settle."""
+        inbound = turn.inbound
         # Commands act only when addressed to us: "/forget@other_bot all" in a group must not erase.
-        command = command_of(inbound.text, self.commands, self.registry) if inbound.addressed else None
-        if command is None:
-            return await self._route_and_answer(inbound, message, reply_to, claim=claim, on_text=on_text)
-        name, argument = command
-        self.store.set_route(message.id, "hub", (), "command")
+        if commands and inbound.addressed:
+            turn.command = command_of(inbound.text, self.commands, self.registry)
+        if turn.command is not None:
+            self.store.set_route(turn.message.id, "hub", (), "command")
+            return turn
+        if inbound.addressed:
+            refusal = self.budget_refusal(inbound.scope)
+            if refusal is not None:  # the day's budget is spent: no model call (the router's neither)
+                turn.reply = Reply(text=refusal, kind="command", agent="hub", via="budget", message_id=turn.message.id, scope=inbound.scope)
+                return turn
+        with self._timed("route"):
+            allowed = self.sections.allowed_agents(inbound.scope)
+            turn.agents = None if allowed is None else frozenset(allowed)
+            turn.window = self.recent(inbound.scope, turn.message.id)
+            if inbound.agent is not None and inbound.agent in self.registry:
+                turn.decision = addressed_route(inbound.agent, self.default_also_sees)
+            else:
+                turn.decision = local_route(
+                    inbound.text,
+                    turn.window,
+                    turn.reply_to,
+                    classifier=self.classifier,
+                    settings=self.settings,
+                    default_also_sees=self.default_also_sees,
+                    agents=turn.agents,
+                    now=turn.message.ts,
+                )
+                turn.refine = self.deps.router_model is not None
+        if not turn.refine:
+            self._settle(turn)
+        return turn
+
+    def _settle(self, turn: _Turn) -> None:
+        """Tag the message with its route; claim its answer; read and count the agent's context."""
+        inbound, message, decision = turn.inbound, turn.message, turn.decision
+        assert decision is not None
+        store = self.store
+        with self._timed("route"):
+            store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
+            if not inbound.addressed:
+                turn.done = True
+                return
+            self.after_reply.note_correction(inbound, message, turn.window)
+            unclaimed = False
+            if turn.claim:
+                # Claim the answer: with several processes on one database, one of them answers.
+                # A process that dies mid-reply leaves the claim to run out (at once for a
+                # restarted worker on its machine), and then answer_stalled() (or the
+                # redelivery) answers it.
+                key = f"message:{message.id}"
+                note = f"{decision.agent}: answering {' '.join(inbound.text.split())[:60]!r}"
+                try:
+                    claimed = acquire_claim(store, inbound.scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock())
+                except Exception:
+                    # Fail-open: the person is answered without the claim. Only several processes
+                    # racing for this one message while claims are down could answer it twice.
+                    log.exception("cannot claim message %s of %s (the claims table failed); answering it unclaimed", message.id, inbound.scope)
+                    claimed, unclaimed = None, True
+                if claimed is None and not unclaimed:
+                    log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
+                    turn.done = True
+                    return
+                turn.claimed = key if claimed is not None else None
+        try:
+            if (turn.claimed or unclaimed) and store.is_answered(message.id):  # answered elsewhere while we routed
+                turn.done = True
+            else:
+                with self._timed("context"):
+                    learn_stated_facts(self.deps, message)  # what the person states is known before the reply
+                    turn.call = self.sections.prepare(inbound, message, decision, turn.window)
+        except BaseException:
+            self._release(turn)
+            raise
+        if turn.done:
+            self._release(turn)
+
+    def _record(self, turn: _Turn, outcome: RunOutcome) -> Reply:
+        assert turn.call is not None
+        try:
+            with self._timed("record"):
+                return record_turn(self.deps, self.sent_sections, turn.call, outcome)
+        finally:
+            self._release(turn)
+
+    def _release(self, turn: _Turn) -> None:
+        if turn.claimed is not None:
+            key, turn.claimed = turn.claimed, None
+            try:
+                release_claim(self.store, turn.inbound.scope, key, self.holder)
+            except Exception:
+                log.exception("claim %s of %s not released; it runs out", key, turn.inbound.scope)
+
+    # -- the awaited part of a turn -------------------------------------------------------------
+    async def _carry(self, turn: _Turn | None, on_text: Callable[[str], Awaitable[None]] | None = None) -> Reply | None:
+        """Run what a begun turn awaits: its command, or the LLM router and the model; then record.
+
+        ``on_text``: the agent's answer so far while a model that can stream writes it."""
+        if turn is None or turn.done:
+            return None
+        if turn.reply is not None:
+            return turn.reply
+        if turn.command is not None:
+            return await self._run_command(turn)
+        if turn.refine:
+            turn.decision = await self._refine(turn)
+            await self._in_db(self._settle, turn)
+            if turn.done:
+                return None
+        assert turn.call is not None
+        try:
+            with self._timed("run"):
+                outcome = await run_call(self.deps, turn.call, self.channels, on_text)
+        except BaseException:
+            self._release(turn)
+            raise
+        return await self._in_db(self._record, turn, outcome)
+
+    async def _run_command(self, turn: _Turn) -> Reply:
+        inbound, message = turn.inbound, turn.message
+        assert turn.command is not None
+        name, argument = turn.command
         if name not in self.commands:
             text = UNKNOWN_COMMAND_REPLY.format(name=name)
         else:
@@ -251,66 +417,6 @@ class Hub:
                 log.exception("command /%s failed in %s", name, inbound.scope)
                 text = f"/{name} failed; nothing was lost. Please try again."
         return Reply(text=text, kind="command", agent="hub", via="command", message_id=message.id, scope=inbound.scope)
-
-    async def _route_and_answer(
-        self,
-        inbound: Inbound,
-        message: Message,
-        reply_to: Message | None,
-        *,
-        claim: bool = True,
-        on_text: Callable[[str], Awaitable[None]] | None = None,
-    ) -> Reply | None:
-        store = self.store
-        if inbound.addressed:
-            refusal = self.budget_refusal(inbound.scope)
-            if refusal is not None:  # the day's budget is spent: no model call (the router's neither)
-                return Reply(text=refusal, kind="command", agent="hub", via="budget", message_id=message.id, scope=inbound.scope)
-        window = self.recent(inbound.scope, message.id)
-        if inbound.agent is not None and inbound.agent in self.registry:
-            decision = addressed_route(inbound.agent, self.default_also_sees)
-        else:
-            decision = await self._route(inbound.text, window, reply_to, scope=inbound.scope, message_id=message.id, now=message.ts)
-        store.set_route(message.id, decision.agent, decision.also_sees, decision.via)
-        if not inbound.addressed:
-            return None
-        self.after_reply.note_correction(inbound, message, window)
-        if not claim:  # the caller holds the scope's turn: the exclusive right to answer it
-            return await self._answer(inbound, message, decision, window, on_text)
-        # Claim the answer: with several processes on one database, one of them answers. A
-        # process that dies mid-reply leaves the claim to run out (at once for a restarted
-        # worker on its machine), and then answer_stalled() (or the redelivery) answers it.
-        key = f"message:{message.id}"
-        note = f"{decision.agent}: answering {' '.join(inbound.text.split())[:60]!r}"
-        try:
-            claimed = acquire_claim(store, inbound.scope, key, self.holder, note=note, ttl=self.settings.claim_ttl, now=self.deps.clock())
-        except Exception:
-            # Fail-open: the person is answered without the claim. Only several processes
-            # racing for this one message while claims are down could answer it twice.
-            log.exception("cannot claim message %s of %s (the claims table failed); answering it unclaimed", message.id, inbound.scope)
-            return await self._answer_unless_answered(inbound, message, decision, window, on_text)
-        if claimed is None:
-            log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
-            return None
-        try:
-            return await self._answer_unless_answered(inbound, message, decision, window, on_text)
-        finally:
-            try:
-                release_claim(store, inbound.scope, key, self.holder)
-            except Exception:
-                log.exception("claim %s of %s not released; it runs out", key, inbound.scope)
-
-    async def _answer_unless_answered(
-        self,
-        inbound: Inbound,
-        message: Message,
-        decision: Route,
-        window: list[Message],
-        on_text: Callable[[str], Awaitable[None]] | None = None,
-    ) -> Reply | None:
-        if self.store.is_answered(message.id):  # answered elsewhere while we routed
-            return None
-        return await self._answer(inbound, message, decision, window, on_text)
 
     def budget_refusal(self, scope: str) -> str | None:
         """What to answer instead of a model call once the scope's daily budget is spent (hub.budgets); fail-open."""
@@ -325,46 +431,37 @@ class Hub:
             log.exception("the budget of %s could not be checked; answering", scope)
             return None
 
-    async def _route(
-        self,
-        text: str,
-        window: list[Message],
-        reply_to: Message | None,
-        *,
-        scope: str | None = None,
-        message_id: int | None = None,
-        now: float | None = None,
-    ) -> Route:
-        settings = self.settings
-        on_call = (lambda call: record_router_call(self.store, settings, scope, message_id, call)) if scope else None
-        return await decide_route(
-            text,
-            window,
-            reply_to,
-            classifier=self.classifier,
-            embeds=bool(self.embedder_name),
-            settings=settings,
-            default_also_sees=self.default_also_sees,
-            profiles=self.profiles,
-            router_model=self.deps.router_model,
-            on_call=on_call,
-            agents=self.sections.allowed_agents(scope) if scope else None,
-            now=now,
-        )
+    async def _refine(self, turn: _Turn) -> Route:
+        assert turn.decision is not None and self.deps.router_model is not None
+        scope, message_id, settings = turn.inbound.scope, turn.message.id, self.settings
 
-    async def _answer(
-        self,
-        inbound: Inbound,
-        message: Message,
-        decision: Route,
-        window: list[Message],
-        on_text: Callable[[str], Awaitable[None]] | None = None,
-    ) -> Reply:
-        """Stated facts → context → run → record: the routed agent's answer to a stored message."""
-        learn_stated_facts(self.deps, message)
-        call = self.sections.prepare(inbound, message, decision, window)
-        outcome = await run_call(self.deps, call, self.channels, on_text)
-        return record_turn(self.deps, self.sent_sections, call, outcome)
+        def on_call(call: RouterCall) -> None:
+            record_router_call(self.store, settings, scope, message_id, call)
+
+        with self._timed("route"):
+            return await refine_route(
+                turn.decision,
+                turn.inbound.text,
+                turn.window,
+                settings=settings,
+                profiles=self.profiles,
+                router_model=self.deps.router_model,
+                on_call=on_call,
+                agents=turn.agents,
+            )
+
+    async def _in_db(self, work: Callable[..., _T], *args: Any, routes: bool = False) -> _T:
+        """``work(*args)`` inside one store session, off the event loop where the store's calls
+        wait on the network (see :func:`scopehub.hub.dbwork.in_db_thread`; ``db_threads``
+        overrides). A step that ``routes`` leaves the loop with an embedder too: embedding a
+        message is milliseconds of CPU every other chat would wait for."""
+        threads = self.db_threads
+        if threads is None and routes and self.embedder_name:
+            threads = True
+        return await in_db_thread(self.store, work, *args, threads=threads)
+
+    def _timed(self, stage: str) -> AbstractContextManager[None]:
+        return timed(self.stage_times, stage)
 
     # -- after the reply is sent (hub.orchestrator._after_reply) -------------------------------
     async def after_send(self, reply: Reply | None) -> None:

@@ -2,13 +2,12 @@
 
 The local router decides for zero tokens (:func:`scopehub.hub.routing.route`); the LLM
 router, when configured, may refine its decision. Both are pure over the window; this
-module only builds the classifier once and keeps embedding off the event loop.
+module builds the classifier once; the hub runs the local route (embedding included) in
+its database thread, off the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -19,7 +18,7 @@ from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import Message
 
-__all__ = ["addressed_route", "build_classifier", "decide_route"]
+__all__ = ["addressed_route", "build_classifier", "local_route", "refine_route"]
 
 log = logging.getLogger(__name__)
 
@@ -38,30 +37,22 @@ def addressed_route(agent: str, default_also_sees: Mapping[str, Sequence[str]]) 
     return Route(agent=agent, also_sees=also, via="explicit")
 
 
-async def decide_route(
+def local_route(
     text: str,
     window: list[Message],
     reply_to: Message | None,
     *,
     classifier: LocalClassifier,
-    embeds: bool,
     settings: Settings,
     default_also_sees: Mapping[str, Sequence[str]],
-    profiles: Sequence[AgentProfile],
-    router_model: ChatModel | None,
-    on_call: Callable[[RouterCall], None] | None = None,
     agents: Collection[str] | None = None,
     now: float | None = None,
 ) -> Route:
-    """The route of ``text``: the local router's, refined by the LLM router when there is one.
-
-    ``embeds``: the classifier embeds messages, milliseconds of CPU kept off the event loop.
-    ``on_call(call)`` records each LLM router call (its prompt, answer and tokens). ``agents``:
-    the only agents that may answer (the chat's /settings); None: every agent. ``now``
-    is when the message came (after a long silence it opens a new conversation).
-    """
-    routing = functools.partial(
-        route,
+    """The local router's route of ``text``: zero tokens, pure (embedding included, which
+    is why the hub calls it from its database thread, never on the event loop). ``agents``:
+    the only agents that may answer (the chat's /settings); None: every agent. ``now`` is
+    when the message came (after a long silence it opens a new conversation)."""
+    return route(
         text,
         classifier=classifier,
         window=window,
@@ -71,9 +62,21 @@ async def decide_route(
         agents=agents,
         now=now,
     )
-    local = await asyncio.to_thread(routing) if embeds else routing()
-    if router_model is None:
-        return local
+
+
+async def refine_route(
+    local: Route,
+    text: str,
+    window: list[Message],
+    *,
+    settings: Settings,
+    profiles: Sequence[AgentProfile],
+    router_model: ChatModel,
+    on_call: Callable[[RouterCall], None] | None = None,
+    agents: Collection[str] | None = None,
+) -> Route:
+    """The local route refined by the LLM router; ``on_call(call)`` records each of its calls
+    (its prompt, answer and tokens); ``agents``: the only agents it may choose."""
     return await refine_with_llm(
         local,
         text,

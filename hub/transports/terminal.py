@@ -38,13 +38,14 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 if TYPE_CHECKING:
-    from scopehub.hub.orchestrator import Hub, Reply
+    from scopehub.hub.orchestrator import Hub, Inbound, Reply
 
 __all__ = ["BLOCK", "DEFAULT_SCOPE", "NOISY_LOGGERS", "QUIT_WORDS", "TerminalChat", "format_meta", "format_reply", "messages_of"]
 
 DEFAULT_SCOPE = "user:local"
 QUIT_WORDS = frozenset({"/quit", "/exit", "/q"})
 PROMPT = "you> "
+RETRY_FIRST, RETRY_MAX = 0.5, 5.0  # seconds between tries while the database is unavailable
 MORE = "...> "
 BLOCK = '"""'  # a line of it opens (and the next one closes) a message of several lines
 
@@ -99,15 +100,58 @@ class TerminalChat:
 
     async def send(self, text: str) -> Reply | None:
         """Answer one message and print it; returns the reply. Learning from it (fact
-        extraction) runs in the background and gives way to the next message."""
+        extraction) runs in the background and gives way to the next message.
+
+        While the database is unavailable the message is kept (here, then in the store)
+        and tried again with a growing pause; the person is told once, and the lines
+        after it wait their turn rather than being dropped.
+        """
         from scopehub.hub.orchestrator import Inbound
 
-        reply = await self.hub.handle(Inbound(scope=self.scope, text=text, chat="terminal", sender="local"))
+        inbound = Inbound(scope=self.scope, text=text, chat="terminal", sender="local")
+        reply = await self._answer_kept(inbound)
         if reply is None:
             return None
         self._print(format_reply(reply, as_json=self.as_json))
         self.hub.schedule_after_send(reply)
         return reply
+
+    async def _answer_kept(self, inbound: Inbound) -> Reply | None:
+        """``hub.handle(inbound)``, tried again while the database is unavailable. After a
+        failed try the store is asked first whether the message got stored; a stored one
+        is answered as it is (never stored twice)."""
+        from scopehub.hub.orchestrator import Reply
+        from scopehub.hub.turns import is_transient
+
+        delay, told, look, stored = RETRY_FIRST, False, False, None
+        while True:
+            try:
+                if look:
+                    stored, look = self._stored_unanswered(inbound.text), False
+                if stored is None:
+                    return await self.hub.handle(inbound)
+                reply = await self.hub.answer_queued(stored)
+                earlier = self.hub.stored_reply(stored) if reply is None else None
+                if earlier is not None:  # answered by the try that failed afterwards
+                    reply = Reply(text=earlier.text, agent=earlier.agent, message_id=stored.id, reply_id=earlier.id, scope=self.scope)
+                return reply
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if not told:
+                    click.echo(f"the database is unavailable; your message is kept and will be answered ({exc})", err=True)
+                    told = True
+                look = stored is None
+            await asyncio.sleep(delay)
+            delay = min(RETRY_MAX, delay * 2)
+
+    def _stored_unanswered(self, text: str):  # -> Message | None
+        """This scope's newest message from the person if it is ``text`` and unanswered: the
+        message a failed try stored before the database went away."""
+        latest = self.hub.store.latest(self.scope, role="user")
+        if latest is not None and latest.text == text and not self.hub.store.is_answered(latest.id):
+            return latest
+        return None
 
     def run_lines(self, runner: asyncio.Runner, lines: Iterable[str]) -> None:
         """Each non-empty line is a message, and a block between two lines of ``\"\"\"`` is

@@ -114,28 +114,60 @@ class NumberLoader(Loader):
 
 
 class PgCursor:
-    """The part of ``sqlite3.Cursor`` the record functions use, over a psycopg cursor."""
+    """The part of ``sqlite3.Cursor`` the record functions use, for one statement of a
+    :class:`PgConnection`: sent when its result is first asked for (see there)."""
 
-    def __init__(self, cursor: psycopg.Cursor) -> None:
-        self._cursor = cursor
+    def __init__(self, conn: PgConnection, text: str) -> None:
+        self._conn = conn
+        self.text = text  # the statement with its parameters quoted in
+        self._done = False
+        self._error: BaseException | None = None
+        self._rows: list[tuple] = []
+        self._next = 0
+        self._rowcount = -1
+        self._description: Any = None
+
+    def _settle(self, cursor: psycopg.Cursor) -> None:
+        self._description = cursor.description
+        self._rowcount = cursor.rowcount
+        self._rows = cursor.fetchall() if cursor.description is not None else []
+        self._done = True
+
+    def _fail(self, error: BaseException) -> None:
+        self._error = error
+        self._done = True
+
+    def _result(self) -> None:
+        if not self._done:
+            self._conn.flush()
+        if self._error is not None:
+            raise self._error
 
     @property
     def rowcount(self) -> int:
-        return self._cursor.rowcount
+        self._result()
+        return self._rowcount
 
     @property
     def description(self) -> Any:
-        return self._cursor.description
+        self._result()
+        return self._description
 
     @property
     def lastrowid(self) -> int:
         raise AttributeError("lastrowid is not portable: add RETURNING id to the INSERT and fetch it")
 
     def fetchone(self) -> tuple | None:
-        return self._cursor.fetchone() if self._cursor.description is not None else None
+        self._result()
+        if self._next >= len(self._rows):
+            return None
+        self._next += 1
+        return self._rows[self._next - 1]
 
     def fetchall(self) -> list[tuple]:
-        return self._cursor.fetchall() if self._cursor.description is not None else []
+        self._result()
+        rows, self._next = self._rows[self._next :], len(self._rows)
+        return rows
 
     def __iter__(self) -> Iterator[tuple]:
         return iter(self.fetchall())
@@ -146,28 +178,78 @@ class PgConnection:
 
     ``raw`` is the psycopg connection itself, for PostgreSQL-only code (migrations,
     the archive search) that writes ``%s`` placeholders directly.
+
+    Round trips are what a turn waits for, so statements are sent as late as they can be
+    and together: :meth:`execute` quotes the parameters in and queues the statement; it
+    goes out when its result (rows, ``rowcount``, ``description``) is first asked for, or
+    at the end of its ``with store.transaction()`` block (``COMMIT``, or a nested block's
+    ``RELEASE``: once a block is done its statements have run), with everything queued
+    before it in one query text (several statements in one text, which client-side
+    binding allows), in order, in the same transaction.
+    ``BEGIN``, ``SAVEPOINT``, ``RELEASE`` and the scope's advisory lock, whose results
+    nobody reads, are queued the same way. So a write transaction whose results are not
+    read is one round trip, ``append`` two, a claim two. An error surfaces when the
+    statement is sent, still inside its ``with store.transaction()`` block (which rolls
+    back). Anything that reaches for :attr:`raw` gets the queue sent first.
     """
 
     def __init__(self, raw: psycopg.Connection, changed: set[str] | None = None) -> None:
-        self.raw = raw
+        self._raw = raw
         # Tables this connection deleted or updated rows in: the store vacuums them on
         # flush_deleted(), so old versions of forgotten or edited text leave the pages.
         self.changed = changed if changed is not None else set()
+        self.queue: list[str | PgCursor] = []  # to send, in order: control statements and pending cursors
+        self.depth = 0  # transaction nesting (0: autocommit, between transactions)
+        self._quoting = raw.cursor()  # a ClientCursor: mogrify quotes parameters in, client-side
+
+    @property
+    def raw(self) -> psycopg.Connection:
+        self.flush()
+        return self._raw
+
+    def defer(self, sql: str) -> None:
+        """Queue ``sql`` (complete, no placeholders), a statement whose result nobody reads."""
+        self.queue.append(sql)
+
+    def flush(self) -> None:
+        """Send everything queued now, in one round trip; each pending statement gets its result."""
+        if not self.queue:
+            return
+        queue, self.queue = self.queue, []
+        cursor = self._raw.cursor()
+        try:
+            # No parameters: the text is sent as it is (its % signs are no placeholders).
+            cursor.execute("; ".join(item if isinstance(item, str) else item.text for item in queue))
+        except BaseException as exc:
+            for item in queue:
+                if isinstance(item, PgCursor):
+                    item._fail(exc)
+            raise
+        for index, item in enumerate(queue):
+            if index and not cursor.nextset():
+                break
+            if isinstance(item, PgCursor):
+                item._settle(cursor)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> PgCursor:
         named = isinstance(params, Mapping)
         if match := _CHANGES.match(sql):
             self.changed.add(match.group(1))
-        cursor = self.raw.cursor()
         # Always pass the parameters, even none: psycopg then reads %% as %, as to_pyformat wrote it.
-        cursor.execute(to_pyformat(sql, named), _clean(params))
-        return PgCursor(cursor)
+        pending = PgCursor(self, self._quoting.mogrify(to_pyformat(sql, named), _clean(params)))
+        self.queue.append(pending)
+        if not self.depth:
+            self.flush()  # outside a transaction a statement is its own: send it now
+        return pending
 
     def lock_scope(self, scope: str) -> None:
         """Hold the scope's advisory lock until this transaction ends (see ``memory._schema.lock_scope``)."""
-        self.raw.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope))
+        self.defer(self._quoting.mogrify("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope)))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
-        cursor = self.raw.cursor()
+        self.flush()
+        cursor = self._raw.cursor()
         cursor.executemany(to_pyformat(sql), [_clean(row) for row in rows])
-        return PgCursor(cursor)
+        done = PgCursor(self, "")
+        done._done, done._rowcount = True, cursor.rowcount
+        return done

@@ -11,23 +11,25 @@ here: connections, erasure (with VACUUM), moving a scope, and the search entry p
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
+from .._chatlog import ImportReport, LogRecord
 from .._dialect import Dialect
 from .._model import validate_scope
 from .._schema import ensure_scope
 from .._store import _SCOPED_TABLES, Store, move_numbered_rows
 from ..errors import StoreError
+from ._bulk import import_batch
 from ._conn import NumberLoader, PgConnection
+from ._pool import Pool
 from ._schema import migrate
+from ._url import normalise_url, redact_url
 from .search import SEARCH_TABLES
 
 __all__ = ["POSTGRES", "PostgresStore", "redact_url"]
@@ -38,11 +40,6 @@ POSTGRES = Dialect("postgresql", (psycopg.errors.UniqueViolation,))
 _NOT_ERASED = ("scope_counters", "schema_version")
 
 
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for messages and logs)."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-
-
 def _configure(raw: psycopg.Connection) -> None:
     raw.adapters.register_loader("numeric", NumberLoader)
 
@@ -51,6 +48,59 @@ def _connect_kwargs() -> dict[str, Any]:
     # Client-side binding: parameters are quoted into the SQL text by psycopg, so the
     # record functions' untyped placeholders (coalesce(?, x), ? IS NULL) need no casts.
     return {"autocommit": True, "cursor_factory": psycopg.ClientCursor}
+
+
+def _top_level(conn: PgConnection) -> Iterator[PgConnection]:
+    """A transaction on ``conn``: BEGIN queued with its first statements, COMMIT sending the rest."""
+    conn.depth = 1
+    conn.defer("BEGIN")
+    try:
+        yield conn
+    except BaseException:
+        conn.depth = 0
+        sent = not (conn.queue and conn.queue[0] == "BEGIN")
+        conn.queue.clear()  # what was never sent never ran: nothing of it to undo
+        if sent:
+            with suppress(psycopg.Error):  # a broken connection rolls back by itself; the pool drops it
+                conn.raw.execute("ROLLBACK")
+        raise
+    conn.depth = 0
+    if conn.queue == ["BEGIN"]:
+        conn.queue.clear()  # the block ran no statement
+        return
+    conn.defer("COMMIT")
+    conn.flush()
+
+
+def _savepoint(conn: PgConnection) -> Iterator[PgConnection]:
+    """A nested block in a SAVEPOINT, queued like BEGIN; RELEASE sends what the block queued."""
+    name = f"nested_{conn.depth}"
+    start = f"SAVEPOINT {name}"
+    mark = len(conn.queue)
+    conn.defer(start)
+    conn.depth += 1
+
+    def unsent() -> bool:
+        return len(conn.queue) > mark and conn.queue[mark] == start
+
+    try:
+        yield conn
+    except BaseException:
+        conn.depth -= 1
+        if unsent():
+            del conn.queue[mark:]  # the savepoint and what ran inside were never sent
+        else:
+            conn.queue.clear()
+            conn.raw.execute(f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+        raise
+    conn.depth -= 1
+    if unsent() and len(conn.queue) == mark + 1:
+        del conn.queue[mark:]  # nothing ran inside
+        return
+    # When a block ends its statements have run, nested or not: code may rely on a write
+    # being on the server once its block is done (its id drawn, its lock held).
+    conn.defer(f"RELEASE SAVEPOINT {name}")
+    conn.flush()
 
 
 class PostgresStore(Store):
@@ -70,11 +120,11 @@ class PostgresStore(Store):
         self,
         url: str,
         *,
-        min_size: int = 1,
         max_size: int = 10,
         timeout: float = 30.0,
         erase_vacuum: str | None = None,
     ) -> None:
+        url = normalise_url(url)  # a password with @ / : # % works as typed (see _url.py)
         # path is for people (prompts, logs): the password never shows.
         self.path = redact_url(url)
         # How erase() vacuums: "plain" (default) or "full"; see erase(). The hub passes HUB_PG_ERASE_VACUUM.
@@ -86,23 +136,16 @@ class PostgresStore(Store):
         try:
             # One plain connection first: its error says what is wrong (refused, bad
             # password, no such database), where a pool would only time out.
-            with psycopg.connect(url, connect_timeout=int(timeout), **_connect_kwargs()) as raw:
+            with psycopg.connect(url, connect_timeout=max(2, int(timeout)), **_connect_kwargs()) as raw:
                 migrate(raw)
         except psycopg.Error as exc:
             raise StoreError(f"cannot use PostgreSQL at {self.path}: {str(exc).strip()}") from exc
-        self._pool = ConnectionPool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            kwargs=_connect_kwargs(),
-            configure=_configure,
-            # A connection broken by a server restart is replaced, not handed out.
-            check=ConnectionPool.check_connection,
-            timeout=timeout,
-            name="scopehub",
-            open=False,
+        # No round trip per checkout, failing fast while the server is down (see _pool.py).
+        self._pool = Pool(
+            url, max_size=max_size, wait_timeout=timeout, kwargs=_connect_kwargs(), configure=_configure, redacted=self.path
         )
-        self._pool.open(wait=True, timeout=timeout)
+        with self._pool.connection():
+            pass  # one connection open and ready before the first message
 
     # -- plumbing -----------------------------------------------------------------
     @property
@@ -110,34 +153,69 @@ class PostgresStore(Store):
         raise AttributeError("PostgresStore has no single connection: use store.transaction() or store.query()")
 
     @contextmanager
+    def session(self) -> Iterator[None]:
+        """Hold one pooled connection on this thread for the block: every store call in it
+        (queries, transactions, nested ones) uses that connection, outside a transaction
+        between calls. A turn's stage runs in one session: one checkout, not one per call.
+        Re-entrant; never ``await`` inside (the connection belongs to this thread).
+        """
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        with self._pool.connection() as raw:
+            self._local.conn = PgConnection(raw, self._changed)
+            try:
+                yield
+            finally:
+                self._local.conn = None
+
+    @contextmanager
     def transaction(self) -> Iterator[PgConnection]:
         """One transaction on a pooled connection; rolled back on error. Re-entrant.
 
         A nested ``with store.transaction()`` on the same thread runs in a SAVEPOINT of
         the outer one (an error inside undoes only the nested block), exactly as on
-        SQLite. Other threads get connections of their own. Never ``await`` inside.
+        SQLite. Inside a :meth:`session` it runs on the session's connection. Other
+        threads get connections of their own. Never ``await`` inside.
+
+        ``BEGIN`` and ``SAVEPOINT`` travel with the block's first statement (see
+        :class:`PgConnection`); a block that ran no statement sends nothing at all.
         """
         held: PgConnection | None = getattr(self._local, "conn", None)
         if held is not None:
-            with held.raw.transaction():
-                yield held
+            if held.depth:
+                yield from _savepoint(held)
+            else:
+                yield from _top_level(held)
             return
         with self._pool.connection() as raw:
             conn = PgConnection(raw, self._changed)
             self._local.conn = conn
             try:
-                with raw.transaction():
-                    yield conn
+                yield from _top_level(conn)
             finally:
                 self._local.conn = None
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
-        """Run a read query and return all rows (inside this thread's transaction, if any)."""
+        """Run a read query and return all rows (inside this thread's session or transaction, if any)."""
         held: PgConnection | None = getattr(self._local, "conn", None)
         if held is not None:
             return held.execute(sql, params).fetchall()
         with self._pool.connection() as raw:
             return PgConnection(raw, self._changed).execute(sql, params).fetchall()
+
+    @property
+    def unavailable_for(self) -> float | None:
+        """Seconds since the server was found unreachable (requests fail fast meanwhile); None while it answers."""
+        return self._pool.down_for
+
+    def _import_batch(self, batch: list[LogRecord], report: ImportReport) -> None:
+        """One batch in one statement (COPY), its search index in one go (see ``_bulk.py``)."""
+        with self.transaction() as conn:
+            added, scopes = import_batch(conn, batch)
+        report.scopes.update(scopes)
+        report.added += added
+        report.skipped += len(batch) - added
 
     def close(self) -> None:
         self._pool.close()

@@ -1,6 +1,6 @@
 """Copy a whole store into a PostgreSQL database: ``agents-hub migrate --from --to``.
 
-Every table, in batches, ids preserved. Resumable: each batch and the table's
+Every table, in batches (one ``COPY`` and one statement each, see ``_bulk.py``), ids preserved. Resumable: each batch and the table's
 high-water mark (the last key copied) commit together on the target, in
 ``migrate_progress``, so a killed copy re-run with the same ``--from`` continues after
 the last whole batch; rows are also inserted with ``ON CONFLICT DO NOTHING``, so nothing
@@ -21,6 +21,7 @@ from typing import Any
 
 from .._store import Store
 from ..errors import StoreError
+from ._bulk import insert_rows
 from ._store import PostgresStore
 
 __all__ = ["COPY_TABLES", "CopyReport", "TableCount", "copy_store"]
@@ -168,9 +169,6 @@ def copy_store(
         after: list[Any] | None = json.loads(last_key) if last_key else None
         select = ", ".join(f'"{c}"' for c in columns)
         order = ", ".join(f'"{c}"' for c in key)
-        insert = (
-            f'INSERT INTO "{table}" ({select}) VALUES ({", ".join("?" * len(columns))}) ON CONFLICT DO NOTHING'
-        )
         key_at = [columns.index(c) for c in key]
         while True:
             if after is None:
@@ -184,7 +182,9 @@ def copy_store(
                 break
             after = [rows[-1][i] for i in key_at]
             with target.transaction() as conn:
-                conn.executemany(insert, rows)
+                # One statement per batch (COPY to a temporary table, then INSERT ... SELECT):
+                # the search triggers index the batch at once, in linear time (_bulk.py).
+                insert_rows(conn, table, columns, rows, key)
                 conn.execute(
                     "INSERT INTO migrate_progress(source, tbl, last_key, copied) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT (source, tbl) DO UPDATE SET last_key = excluded.last_key,"

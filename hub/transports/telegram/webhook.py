@@ -18,7 +18,12 @@ no configuration in which the webhook accepts an update without it.
 
 Routes: ``POST /<url path>`` (Telegram's updates: JSON, with the secret token header) and
 ``GET /healthz`` (200 when the database answers, for the container's health check; the
-reverse proxy does not pass it on).
+reverse proxy does not pass it on; ``?format=json`` adds the loop's lag).
+
+A database outage: every update is answered 503 at once (the store's pool knows the
+server is gone and fails without waiting; a handler that failed on the database, even
+before storing, answers 503 too), and ``/healthz`` says 503 without blocking the loop.
+The pool tries the server every half second, and serving resumes with its first answer.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import logging
 import re
 import secrets
 import signal
+from collections import deque
 from http import HTTPStatus
 from typing import Any
 
@@ -45,13 +51,15 @@ from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY, TelegramBot
 from scopehub.hub.transports.telegram.delivery import call_with_retry
 from scopehub.hub.transports.telegram.guard import readable_update
 from scopehub.hub.transports.telegram.inbox import INTAKE, Intake
+from scopehub.hub.turns import is_transient
 
-__all__ = ["SECRET_HEADER", "WEBHOOK_SECRET_NAME", "WebhookServer", "run_webhook", "serve_webhook", "webhook_secret"]
+__all__ = ["SECRET_HEADER", "WEBHOOK_SECRET_NAME", "LoopLag", "WebhookServer", "run_webhook", "serve_webhook", "webhook_secret"]
 
 log = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 SHUTDOWN_GRACE = 10.0  # seconds turns in progress get to finish on SIGTERM; the rest stays owed
+HEALTH_TIMEOUT = 1.5  # seconds /healthz waits for the database before it answers 503
 WEBHOOK_SECRET_NAME = "telegram-webhook-secret"  # the deployment's secret in the store
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # what Telegram accepts as a secret_token
 
@@ -97,6 +105,10 @@ class _UpdateHandler(tornado.web.RequestHandler):
         if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
             log.warning("webhook body from %s is not a Telegram update (no update_id); refused", self.request.remote_ip)
             raise tornado.web.HTTPError(HTTPStatus.BAD_REQUEST)
+        down = database_down(self.application_.bot_data[BOT_DATA_KEY].hub.store)
+        if down is not None:  # nothing can be stored: say so at once, Telegram sends it again
+            self._unavailable()
+            return
         # An update PTB cannot read is kept and skipped (guard.py), and answered 200:
         # Telegram sending it again could not help, and it would hold up the chat's others.
         update = Update.de_json(readable_update(data, self.application_.bot), self.application_.bot)
@@ -109,12 +121,15 @@ class _UpdateHandler(tornado.web.RequestHandler):
         finally:
             INTAKE.reset(token)
         if not intake.kept:
-            self.set_header("Retry-After", "5")
-            self.set_status(HTTPStatus.SERVICE_UNAVAILABLE)
-            self.finish(json.dumps({"ok": False, "description": "not stored; send it again"}))
+            self._unavailable()
             return
         self.set_status(HTTPStatus.OK)
         self.finish(json.dumps({"ok": True}))
+
+    def _unavailable(self) -> None:
+        self.set_header("Retry-After", "5")
+        self.set_status(HTTPStatus.SERVICE_UNAVAILABLE)
+        self.finish(json.dumps({"ok": False, "description": "not stored; send it again"}))
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         if isinstance(value, tornado.web.HTTPError):
@@ -122,18 +137,94 @@ class _UpdateHandler(tornado.web.RequestHandler):
         super().log_exception(typ, value, tb)
 
 
-class _HealthHandler(tornado.web.RequestHandler):
-    def initialize(self, transport: TelegramBot) -> None:
-        self.transport = transport
+class LoopLag:
+    """How late the event loop runs a timer: the lag a request waits before it is served.
 
-    def get(self) -> None:
-        try:
-            self.transport.hub.store.query("SELECT 1")
-        except Exception as exc:
+    A task sleeps ``interval`` seconds again and again; what it oversleeps is the lag
+    (the loop busy with other work, or blocked). The last ``keep`` samples are kept.
+    """
+
+    def __init__(self, interval: float = 0.05, keep: int = 4000) -> None:
+        self.interval = interval
+        self.samples: deque[float] = deque(maxlen=keep)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="loop-lag")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await asyncio.sleep(self.interval)
+            self.samples.append(max(0.0, loop.time() - started - self.interval))
+
+    def summary(self) -> dict[str, float]:
+        """p50, p99 and max lag in milliseconds over the kept samples."""
+        ordered = sorted(self.samples)
+        if not ordered:
+            return {"samples": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+
+        def at(q: float) -> float:
+            return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+        return {"samples": len(ordered), "p50_ms": at(0.5), "p99_ms": at(0.99), "max_ms": round(1000 * ordered[-1], 2)}
+
+
+class _HealthHandler(tornado.web.RequestHandler):
+    """``GET /healthz``: 200 when the database answers, 503 at once when it does not.
+
+    Never blocks the event loop: a store known to be down (its pool found the server
+    unreachable) answers 503 without a try; otherwise ``SELECT 1`` runs in a thread with
+    a deadline. ``?format=json`` adds the event loop's lag (see :class:`LoopLag`).
+    """
+
+    def initialize(self, transport: TelegramBot, lag: LoopLag | None = None) -> None:
+        self.transport = transport
+        self.lag = lag
+
+    async def get(self) -> None:
+        store = self.transport.hub.store
+        problem = ""
+        down = getattr(store, "unavailable_for", None)
+        if down is not None:
+            problem = f"database unavailable for {down:.1f} s"
+        else:
+            try:
+                await asyncio.wait_for(asyncio.to_thread(store.query, "SELECT 1"), HEALTH_TIMEOUT)
+            except TimeoutError:
+                problem = f"database did not answer within {HEALTH_TIMEOUT:.0f} s"
+            except Exception as exc:
+                problem = f"database unavailable: {type(exc).__name__}"
+        if problem:
             self.set_status(HTTPStatus.SERVICE_UNAVAILABLE)
-            self.finish(f"database unavailable: {type(exc).__name__}\n")
+        if self.get_query_argument("format", "") == "json":
+            self.set_header("Content-Type", "application/json; charset=utf-8")
+            body = {"ok": not problem, "problem": problem or None, "loop_lag": self.lag.summary() if self.lag else None}
+            self.finish(json.dumps(body))
             return
-        self.finish("ok\n")
+        self.finish((problem or "ok") + "\n")
+
+
+def database_down(store: Any) -> float | None:
+    """Seconds the store has known its database to be unreachable (None: it answers, or cannot tell)."""
+    return getattr(store, "unavailable_for", None)
+
+
+async def _database_error_is_retried(update: object, context: Any) -> None:
+    """An update whose handling failed on the database is answered 503, so Telegram sends it
+    again: a failure before the message was stored (looking up a redelivery) must not
+    be answered "received"."""
+    intake = INTAKE.get()
+    if intake is not None and context.error is not None and is_transient(context.error):
+        intake.kept = False
 
 
 class _QuietApp(tornado.web.Application):
@@ -158,10 +249,13 @@ class WebhookServer:
         if not secret_token:
             raise ConfigError("the webhook server needs a secret token: every update without it is refused")
         transport = application.bot_data[BOT_DATA_KEY]
+        if _database_error_is_retried not in application.error_handlers:
+            application.add_error_handler(_database_error_is_retried)
+        self.lag = LoopLag()
         path = "/" + url_path.strip("/")
         pattern = re.escape(path) + ("/?" if path != "/" else "")
         routes: list[Any] = [
-            (r"/healthz", _HealthHandler, {"transport": transport}),
+            (r"/healthz", _HealthHandler, {"transport": transport, "lag": self.lag}),
             (pattern, _UpdateHandler, {"telegram": application, "secret_token": secret_token}),
         ]
         self.app = _QuietApp(routes)
@@ -172,8 +266,10 @@ class WebhookServer:
     def start(self) -> None:
         self._server = HTTPServer(self.app, xheaders=True)
         self._server.listen(self.port, address=self.listen)
+        self.lag.start()
 
     async def stop(self) -> None:
+        await self.lag.stop()
         if self._server is not None:
             self._server.stop()  # no new connections; requests in progress finish
             await self._server.close_all_connections()
