@@ -75,6 +75,7 @@ BENCH_MESSAGES = (
     "put the deadline from that email on my tasks",
 )
 BOT_TOKEN = "123456:hub-bench"
+BENCH_SECRET = "hub-bench-webhook-secret"  # the webhook refuses updates without a secret token
 _SHOWN_ID = re.compile(r"#(\d+)")
 FIRST_CHAT = 7_000_001
 
@@ -277,7 +278,7 @@ async def _run_webhook(bench: HubBench, hub: Any, clock: Clock, bot_api: Any) ->
 
     from scopehub.hub.transports.telegram import build_application
     from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY
-    from scopehub.hub.transports.telegram.webhook import WebhookServer
+    from scopehub.hub.transports.telegram.webhook import SECRET_HEADER, WebhookServer
 
     application = build_application(hub, hub.settings, token=BOT_TOKEN, base_url=bot_api.base_url)
     transport = application.bot_data[BOT_DATA_KEY]
@@ -285,7 +286,7 @@ async def _run_webhook(bench: HubBench, hub: Any, clock: Clock, bot_api: Any) ->
     await application.post_init(application)
     await application.start()
     port = _free_port()
-    server = WebhookServer(application, listen="127.0.0.1", port=port, url_path="hook")
+    server = WebhookServer(application, listen="127.0.0.1", port=port, url_path="hook", secret_token=BENCH_SECRET)
     server.start()
     poster_ready = threading.Event()
     jobs: list[tuple[dict[str, Any], int, int, asyncio.Future[Any], asyncio.AbstractEventLoop]] = []
@@ -303,7 +304,7 @@ async def _run_webhook(bench: HubBench, hub: Any, clock: Clock, bot_api: Any) ->
                         return
                     update, chat_id, count, future, loop = jobs.pop(0)
                 try:
-                    response = client.post(f"http://127.0.0.1:{port}/hook", json=update)
+                    response = client.post(f"http://127.0.0.1:{port}/hook", json=update, headers={SECRET_HEADER: BENCH_SECRET})
                     response.raise_for_status()
                     sent = bot_api.wait_sent(count, chat_id, timeout=60.0)
                     loop.call_soon_threadsafe(future.set_result, sent[-1])
