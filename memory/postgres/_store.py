@@ -43,6 +43,9 @@ _NOT_ERASED = ("scope_counters", "schema_version")
 
 def _configure(raw: psycopg.Connection) -> None:
     raw.adapters.register_loader("numeric", NumberLoader)
+    # Parameters are quoted into the text (client-side binding), so no two texts repeat and
+    # none is worth preparing; without this psycopg would count every text in its LRU.
+    raw.prepare_threshold = None
 
 
 def _connect_kwargs() -> dict[str, Any]:
