@@ -148,8 +148,12 @@ class Fakes:
         # The first request for a message containing ``block_marker`` hangs (a worker stuck
         # mid-reply, to be killed); later requests for it are answered as usual.
         self.blocked: list[str] = []
+        # (chat, text, when) of every message the bot sent, as the chat shows it in the end: a
+        # streamed answer sent as a placeholder and edited into the whole answer (the edit
+        # mode, once drafts failed) is one arrival, with the final text at the edit's time.
         arrivals: list[tuple[int, str, float]] = []
         self.arrivals = arrivals
+        sent_at: dict[tuple[int, int], int] = {}  # (chat, Telegram message id) -> its index in arrivals
 
         class TimedBotAPI(FakeBotAPI):  # type: ignore[misc, valid-type]
             async def _dispatch(self, request: Any) -> Any:
@@ -163,8 +167,19 @@ class Fakes:
 
             def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
                 message = super()._send_message(params)
-                arrivals.append((int(message["chat"]["id"]), str(params.get("text")), time.time()))
+                chat = int(message["chat"]["id"])
+                sent_at[(chat, int(message["message_id"]))] = len(arrivals)
+                arrivals.append((chat, str(params.get("text")), time.time()))
                 return message
+
+            def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any] | bool:
+                edited = super()._edit_message_text(params)
+                with contextlib.suppress(TypeError, ValueError):
+                    chat = int(params.get("chat_id"))  # type: ignore[arg-type]
+                    index = sent_at.get((chat, int(params.get("message_id"))))  # type: ignore[arg-type]
+                    if index is not None:
+                        arrivals[index] = (chat, str(params.get("text")), time.time())
+                return edited
 
         def respond(request: dict[str, Any]) -> Any:
             messages = request.get("messages") or []
