@@ -12,7 +12,7 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.memory import Store
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import registry_of
-from tests.hub.test_telegram import NOTES, TOKEN, bot_run, echo
+from tests.hub.telegram_helpers import NOTES, TOKEN, bot_run, echo
 
 NOON = day_start(1_767_268_800.0, "Europe/Berlin") + 12 * 3600  # 2026-01-01 12:00 in Berlin
 

@@ -10,7 +10,7 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.memory import Store, chat_settings
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.openai_server import FakeOpenAI, text
-from tests.hub.test_telegram import bot_run, echo, make_hub
+from tests.hub.telegram_helpers import bot_run, echo, make_hub
 
 
 def run_with_topics(tmp_path: Path, scenario: Any, *, topics: bool = True, hub: Any = None, **options: Any) -> None:
