@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from scopehub import memory
 
 from ._dates import format_datetime, local_now, parse_date, parse_repeat, parse_when
-from ._spec import AgentSpec, ToolContext, tool
+from ._spec import AgentSpec, ToolContext, routed_by_tool_examples, tool
 
 NAME = "reminders"
 _EVERY_WEEKDAY_RE = re.compile(r"^\s*every\s+([a-z]+)\s*$", re.IGNORECASE)
@@ -125,6 +125,13 @@ def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     examples=(
         "what reminders do I have", "list my reminders", "show my reminders", "any reminders set?",
         "what am I being reminded of", "which alarms are on", "Welche Erinnerungen sind aktiv?", "Quels rappels ai-je ?",
+        'show upcoming reminders',
+        'which reminders are set',
+        'do I have any alarms',
+        'list all my alarms',
+        'Zeig meine Erinnerungen',
+        'Montre mes rappels',
+        '¿Qué recordatorios tengo?',
     ),
     keywords=('show', 'list', 'which', 'any', 'what', 'welche', 'quels', 'cuáles'),
 )
@@ -148,6 +155,12 @@ def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
         'remove reminder 3',
         'Lösche die Erinnerung an den Müll',
         'Annule le rappel pour le médecin',
+        'cancel my 7am alarm',
+        'turn off the reminder about the meeting',
+        'no need to remind me about the bins',
+        'Erinnerung 2 löschen',
+        'Supprime le rappel de demain',
+        'Cancela el recordatorio de las pastillas',
     ),
     keywords=('cancel', 'delete', 'remove', 'stop', 'drop', 'scrap', 'anymore', 'lösche', 'annule', 'cancela', 'borra'),
 )
@@ -204,3 +217,4 @@ agent = AgentSpec(
     interests=("email.received", "task.created"),
     collaborators=("tasks", "inbox"),
 )
+agent = routed_by_tool_examples(agent)
