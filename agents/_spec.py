@@ -337,16 +337,3 @@ class AgentSpec(BaseModel):
             elif name not in registered:
                 problems.append(f"{self.name}: interested in unknown event type {name!r}")
         return problems
-
-
-def routed_by_tool_examples(spec: AgentSpec) -> AgentSpec:
-    """``spec`` with its tools' example utterances added to the examples the router reads.
-
-    A tool's examples say what its agent is asked for, in more wordings and languages than
-    the agent's own list ("Zeig mir meine Notizen", "note: call the bank"); the embedded
-    model's tool choice learns from them too. Leave-phrasings-out on the built-in agents
-    (``agents-hub eval phrasings``): routing and tool choice 0.853 -> 0.865.
-    """
-    extra = [example.text for tool in spec.tools for example in tool.examples]
-    return spec.model_copy(update={"examples": tuple(dict.fromkeys((*spec.examples, *extra)))})
-

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ._spec import AgentSpec, ToolContext, routed_by_tool_examples, tool
+from ._spec import AgentSpec, ToolContext, tool
 
 NAME = "general"
 
@@ -102,4 +102,3 @@ agent = AgentSpec(
     # No `team` tool on the built-ins: its schema (~175 tokens) would be paid on every call;
     # they learn from feedback without it. A plugin that declares a channel gets it.
 )
-agent = routed_by_tool_examples(agent)

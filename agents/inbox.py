@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from scopehub import memory
 
 from ._dates import find_dates, format_date, local_now
-from ._spec import AgentSpec, ToolContext, routed_by_tool_examples, tool
+from ._spec import AgentSpec, ToolContext, tool
 
 NAME = "inbox"
 EMAIL, DRAFT = "email", "draft"
@@ -401,4 +401,3 @@ agent = AgentSpec(
     interests=("task.created", "task.done", "reminder.set"),
     collaborators=("tasks", "reminders"),
 )
-agent = routed_by_tool_examples(agent)

@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 from scopehub import memory
 
 from ._dates import format_datetime, local_now
-from ._spec import AgentSpec, ToolContext, routed_by_tool_examples, tool
+from ._spec import AgentSpec, ToolContext, tool
 
 NAME = "notes"
 KIND = "note"
@@ -85,7 +85,7 @@ def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
 @tool(
     examples=(
         "show my notes", "what notes do I have", "list my notes", "my notes please", "which notes did I save",
-        "what have I written down", "give me all my notes", "Zeig mir meine Notizen", "Montre-moi mes notes", "Muéstrame mis notas",
+        "what have I written down", "give me all my notes", "Was habe ich alles notiert?", "Affiche mes notes", "Enséñame mis notas",
         'what did I note so far',
         'list all notes',
         'show everything I noted',
@@ -189,4 +189,3 @@ agent = AgentSpec(
     interests=("fact.learned",),
     collaborators=("general",),
 )
-agent = routed_by_tool_examples(agent)

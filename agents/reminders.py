@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from scopehub import memory
 
 from ._dates import format_datetime, local_now, parse_date, parse_repeat, parse_when
-from ._spec import AgentSpec, ToolContext, routed_by_tool_examples, tool
+from ._spec import AgentSpec, ToolContext, tool
 
 NAME = "reminders"
 _EVERY_WEEKDAY_RE = re.compile(r"^\s*every\s+([a-z]+)\s*$", re.IGNORECASE)
@@ -131,7 +131,7 @@ def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
         'list all my alarms',
         'Zeig meine Erinnerungen',
         'Montre mes rappels',
-        '¿Qué recordatorios tengo?',
+        '¿Qué avisos tengo puestos?',
     ),
     keywords=('show', 'list', 'which', 'any', 'what', 'welche', 'quels', 'cuáles'),
 )
@@ -217,4 +217,3 @@ agent = AgentSpec(
     interests=("email.received", "task.created"),
     collaborators=("tasks", "inbox"),
 )
-agent = routed_by_tool_examples(agent)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from scopehub import memory
 
 from ._dates import format_date, local_now, parse_date
-from ._spec import AgentSpec, ToolContext, routed_by_tool_examples, tool
+from ._spec import AgentSpec, ToolContext, tool
 
 NAME = "tasks"
 _DUE_HELP = "YYYY-MM-DD or words: tomorrow, friday, in 3 days"
@@ -258,4 +258,3 @@ agent = AgentSpec(
     interests=("email.received", "reminder.*"),
     collaborators=("inbox", "reminders"),
 )
-agent = routed_by_tool_examples(agent)

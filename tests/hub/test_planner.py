@@ -22,8 +22,8 @@ class Learner:
     def __init__(self) -> None:
         self.planner = Planner()
 
-    def learn_tools(self, catalogue: dict[str, list[Demo]], about: str = "") -> None:
-        self.planner.learn(catalogue, about)
+    def learn_tools(self, catalogue: dict[str, list[Demo]], about: str = "", schemas: Any = (), keywords: Any = None) -> None:
+        self.planner.learn(catalogue, about, keywords)  # the tools' action words too, as the hub teaches them
 
 
 @pytest.fixture(scope="module")
