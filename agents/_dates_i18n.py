@@ -109,7 +109,7 @@ _EVERY_RE = re.compile(
     rf"\b(?:alle|toutes les|tous les|cada)\s+(\d+)\s+({_alternation(list(_UNIT_OF))})\b", re.I
 )
 _DAY_MONTH_RE = re.compile(rf"\b(\d{{1,2}})(?:\.|\s+de)?\s+({_EN_MONTH})\b", re.I)
-_CLOCK_RE = re.compile(r"\b(?:(?:um|à|a las|a la)\s+)?(\d{1,2})(?:\s*(?:[:.]|h)\s*(\d{2}))?\s*(?:uhr|h)(?!\w)", re.I)
+_CLOCK_RE = re.compile(r"\b(?:(?:um|à|a las|a la)\s+)?(\d{1,2})(?:h(\d{2})|[:.](\d{2})\s*uhr|\s*uhr|h)(?!\w)", re.I)
 _AT_RE = re.compile(r"\b(?:um|à|a las|a la)\s+(\d{1,2})(?:[:.](\d{2}))?\b", re.I)
 # The little words before a date ("bis Freitag", "avant lundi", "para el lunes"): "by".
 _BEFORE_RE = re.compile(
@@ -126,7 +126,8 @@ def _duration(match: re.Match[str]) -> str:
 
 
 def _clock(match: re.Match[str]) -> str:
-    return f"at {int(match[1])}:{match[2] or '00'}"
+    minutes = next((group for group in match.groups()[1:] if group), "00")
+    return f"at {int(match[1])}:{minutes}"
 
 
 def to_english(text: str) -> str:
