@@ -50,6 +50,7 @@ __all__ = ["SENDER_READ_TIMEOUT", "Outbox", "render"]
 log = logging.getLogger(__name__)
 
 SENDER_READ_TIMEOUT = 30.0  # seconds the reply sender waits for Telegram's answer (PTB's default: 5)
+RECORD_SENT_PATIENCE = 900.0  # seconds a sent reply's Telegram id is retried while the database is away
 
 
 def render(reply: Reply) -> str:
@@ -196,10 +197,12 @@ class Outbox:
         """Record the Telegram id of a sent reply; it also says "sent" to every worker.
 
         A reply stored without it is sent again by the next holder of the scope's turn (its
-        worker died before sending), so when the database is briefly away (a restart) this
-        tries again for up to half a claim TTL before giving up: the reply is out already.
+        worker died before sending), so while the database is away (a restart, an outage)
+        this tries again, for up to :data:`RECORD_SENT_PATIENCE` seconds: the reply is out
+        already, and giving up sooner (it was half a claim TTL) sent it a second time after
+        every outage longer than that.
         """
-        deadline = asyncio.get_running_loop().time() + max(1.0, self.hub.settings.claim_ttl / 2)
+        deadline = asyncio.get_running_loop().time() + max(RECORD_SENT_PATIENCE, self.hub.settings.claim_ttl / 2)
         while True:
             try:
                 self.hub.store.set_ext_id(reply_id, ext_id)
