@@ -145,3 +145,19 @@ def test_chat_with_the_claims_table_unusable_answers_and_logs_one_line_per_fault
     assert done.stdout.startswith("Your list has milk and eggs.")  # answered, claims or not
     assert "answering it unclaimed (OperationalError: database: no such table: claims)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_unreachable_postgresql_is_one_line_on_stderr(tmp_path, capsys):
+    """psycopg's message carries a line break and a hint: the person gets one line, exit 2."""
+    from scopehub.hub.cli.main import main
+
+    url = f"postgresql://postgres:@/hub?host={tmp_path / 'no-server-here'}"
+    try:
+        main(["--db", url, "claims"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("exited 0 without a database")
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot use PostgreSQL at") and "no-server-here" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
