@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,9 +148,50 @@ def render_page(text: str, reports_dir: Path) -> str:
     help="the documentation folder: benchmarks.md and its reports in benchmarks/",
 )
 @click.option("--check", is_flag=True, help="change nothing; exit 1 when the page differs from its reports")
-def page_command(docs_dir: Path, check: bool) -> None:
-    """Regenerate the tables of the Benchmarks page from the JSON reports in docs/benchmarks/."""
+@click.option(
+    "--rerun",
+    is_flag=True,
+    help="first run again the command each report records (datasets under $HUB_DATA_DIR), one at a time, then rebuild the page",
+)
+@click.option("--only", multiple=True, metavar="GLOB", help="with --rerun: only the reports whose file name matches (repeatable), e.g. 'routing-*'")
+@click.option("--dry-run", is_flag=True, help="with --rerun: print the commands that would run, with their last duration; run nothing")
+@click.option("--postgres", metavar="URL", help="with --rerun: the PostgreSQL server for commands that compared against one (skipped without it)")
+def page_command(docs_dir: Path, check: bool, rerun: bool, only: tuple[str, ...], dry_run: bool, postgres: str | None) -> None:
+    """Regenerate the tables of the Benchmarks page from the JSON reports in docs/benchmarks/.
+
+    With --rerun, the reports themselves are first written again by the commands they
+    record, so one command regenerates every figure on the page.
+    """
+    if (only or dry_run or postgres) and not rerun:
+        raise click.UsageError("--only, --dry-run and --postgres go with --rerun")
+    if rerun and check:
+        raise click.UsageError("--check changes nothing; --rerun rewrites the reports: choose one")
     page = docs_dir / "benchmarks.md"
+    missed: list[Any] = []
+    if rerun:
+        from .bench_rerun import data_dir, plan_reruns, run_reruns, scratch_folder
+
+        checkout = docs_dir.resolve().parent
+        # A dry run creates nothing: the folder it names is where a real run's databases would go.
+        scratch = Path(tempfile.gettempdir()) / "bench-rerun-XXXXXX" if dry_run else scratch_folder()
+        planned = plan_reruns(
+            docs_dir / "benchmarks", checkout=checkout, data=data_dir(checkout), scratch=scratch, only=only, postgres=postgres
+        )
+        if not planned:
+            raise click.ClickException(f"no report in {docs_dir / 'benchmarks'} matches {' '.join(only) or '*.json'}")
+        if dry_run:
+            for item in planned:
+                last = f"{item.last_seconds:.0f} s last time" if item.last_seconds is not None else "duration unknown"
+                status = f"skip ({item.skip})" if item.skip else last
+                click.echo(f"{item.report.name} · {status}\n  {item.command or item.recorded}")
+            runs = [item for item in planned if not item.skip]
+            last = sum(item.last_seconds or 0.0 for item in runs)
+            click.echo(f"{len(planned)} reports, {len(runs)} to run from {checkout} (about {last / 60:.0f} min last time)")
+            return
+        try:
+            missed = run_reruns(planned, cwd=checkout, echo=click.echo)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     try:
         text = page.read_text(encoding="utf-8")
         rendered = render_page(text, docs_dir / "benchmarks")
@@ -157,9 +200,11 @@ def page_command(docs_dir: Path, check: bool) -> None:
     blocks = len(BLOCK.findall(text))
     if rendered == text:
         click.echo(f"{page}: {blocks} report blocks, up to date")
-        return
-    if check:
+    elif check:
         click.echo(f"{page} differs from its reports: run agents-hub bench page", err=True)
         raise SystemExit(1)
-    page.write_text(rendered, encoding="utf-8")
-    click.echo(f"{page}: {blocks} report blocks regenerated")
+    else:
+        page.write_text(rendered, encoding="utf-8")
+        click.echo(f"{page}: {blocks} report blocks regenerated")
+    if missed:
+        raise click.ClickException(f"{len(missed)} report(s) not rerun: {', '.join(item.report.name for item in missed)}")

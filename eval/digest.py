@@ -179,7 +179,7 @@ def evaluate_digest(
     from scopehub.memory import Store, get_digest, list_knowledge
 
     from .loaders import load_locomo
-    from .search import _scope_name
+    from .search_locomo import _scope_name
 
     overrides: dict[str, Any] = {"digest_mode": "model" if model is not None else "extractive"}
     if every is not None:

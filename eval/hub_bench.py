@@ -36,7 +36,6 @@ import io
 import json
 import os
 import pstats
-import re
 import statistics
 import tempfile
 import threading
@@ -49,6 +48,7 @@ from typing import Any
 import click
 
 from . import _report
+from .hub_bench_model import respond
 from .hub_bench_start import measure_start
 from .workers import _fakes_module, _free_port
 
@@ -76,7 +76,6 @@ BENCH_MESSAGES = (
 )
 BOT_TOKEN = "123456:hub-bench"
 BENCH_SECRET = "hub-bench-webhook-secret"  # the webhook refuses updates without a secret token
-_SHOWN_ID = re.compile(r"#(\d+)")
 FIRST_CHAT = 7_000_001
 
 
@@ -98,25 +97,6 @@ class Clock:
 
     def cpu(self) -> float:
         return time.process_time() - sum(_thread_cpu(thread) for thread in self.foreign)
-
-
-def respond(openai_server: Any) -> Callable[[dict[str, Any]], Any]:
-    """The fake model: each hub call gets the answer it asks for, at once."""
-
-    def answer(request: dict[str, Any]) -> Any:
-        messages = request.get("messages") or []
-        system = str(messages[0].get("content") or "") if messages else ""
-        if system.startswith("You extract lasting facts"):
-            return openai_server.text('{"facts": []}')
-        if system.startswith(("You keep the digest", "You write the digest")):
-            # One plain line from the first message shown: a digest the compaction keeps.
-            shown = _SHOWN_ID.search(" ".join(str(m.get("content") or "") for m in messages[1:]))
-            sources = [int(shown.group(1))] if shown else []
-            return openai_server.text(json.dumps({"lines": [{"text": "The person asked the team for help.", "sources": sources}]}))
-        last = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
-        return openai_server.text("re: " + last[-120:])
-
-    return answer
 
 
 # -- the store ------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _report
+from .hub_bench_model import respond
 
 __all__ = ["measure_start"]
 
@@ -41,7 +42,6 @@ def _run(command: list[str], env: dict[str, str], stdin: str, cwd: Path) -> tupl
 
 def measure_start(workdir: Path, *, runs: int = 3) -> dict[str, Any]:
     """CPU and wall seconds of a new chat process: to the prompt, and to its first reply."""
-    from .hub_bench import respond
     from .workers import _fakes_module
 
     _, openai_server = _fakes_module()

@@ -19,6 +19,8 @@ from typing import Any
 from scopehub.memory import _search, _search_base, _search_rank, _search_text, _search_typos
 from scopehub.memory.postgres import search as pg_search
 
+from .search_locomo import evaluate_locomo
+
 __all__ = ["SEARCH_GRID", "format_nested", "nested_locomo"]
 
 # The constants the folds choose (each value is a setting of the search as shipped or near it).
@@ -62,7 +64,6 @@ def nested_locomo(
 ) -> dict[str, Any]:
     """Hybrid hit@10 per fold for every setting of ``grid``, and the nested (held-out) figure."""
     from scopehub.eval.routing import spread
-    from scopehub.eval.search import evaluate_locomo
 
     if folds < 2:
         raise ValueError("nested cross-validation needs at least 2 folds")

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from scopehub.hub.commands import plural
 from scopehub.hub.settings import Settings
+from scopehub.hub.wording import plural
 from scopehub.memory import Spending, Store, spending_since
 
 __all__ = ["Budget", "budget_for", "budget_line", "budget_refusal", "day_start"]

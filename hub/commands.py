@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from scopehub.hub.wording import plural
 from scopehub.memory import Message, Usage
 
 if TYPE_CHECKING:
@@ -97,11 +98,6 @@ async def _channels(hub: Hub, inbound: Inbound, message: Message, argument: str)
     if channel is None:
         return f"No channel {name!r}. Channels: {', '.join(hub.channels)}."
     return format_channel(channel, read_channel(hub.store, inbound.scope, name, limit=20))
-
-
-def plural(count: int, singular: str, many: str | None = None) -> str:
-    """``"1 fact"``, ``"3 facts"``, ``"0 facts"``; ``many`` for irregular plurals."""
-    return f"{count:,} {singular if count == 1 else (many or singular + 's')}"
 
 
 def _share(part: float, whole: float) -> str:

@@ -279,7 +279,7 @@ def _closure(extras: set[str]) -> dict[str, list[Requirement]]:
 def test_the_image_pins_every_dependency_within_what_the_package_allows() -> None:
     pinned = pins()
     needed = _closure({"postgres"})
-    assert {"python-telegram-bot", "litellm", "psycopg", "psycopg-pool", "psycopg-binary", "apscheduler", "tornado"} <= set(needed)
+    assert {"python-telegram-bot", "litellm", "psycopg", "psycopg-binary", "apscheduler", "tornado"} <= set(needed)
     # pip comes with the base image (sqlite-utils names it for its own `install` command).
     assert set(needed) - set(pinned) - {"pip"} == set(), "unpinned dependencies of the image"
     needed.pop("pip", None)

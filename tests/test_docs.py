@@ -15,7 +15,7 @@ text TEXT`` (the fake model's next answers, in order; then it says "ok"), ``env 
 ``exit N`` (the status every command of the block must end with, default 0) and ``stream
 stderr`` (compare standard error instead of standard output).
 
-The model is the loopback fake of tests/fakes/openai_server.py, reached through litellm
+The model is the loopback fake of tests/fakes/openai_server/, reached through litellm
 (``HUB_MODEL=openai/fake``); everything else is the product's default configuration, in
 an empty folder. Only what cannot repeat is normalised: dates and times, and hexadecimal
 ids such as a Maildir file's suffix. Trailing blanks at the end of an output are ignored.

@@ -39,7 +39,7 @@ def _holder(claim: Claim) -> str:
 
 
 @click.command("claims")
-@scope_option(required=False, help="one scope (default: every scope)")
+@scope_option(every_scope=True, help="one scope (default: every scope)")
 @click.option("--left", is_flag=True, help="claims left by their holder instead: run out, or their process is gone")
 @json_option
 @click.pass_context

@@ -11,8 +11,8 @@ import click
 
 from scopehub.hub import facts as facts_lib
 from scopehub.hub.cli.options import echo_json, json_option, scope_option, settings_of, store_of
-from scopehub.hub.commands import plural
 from scopehub.hub.erasure import erase_scope_everywhere
+from scopehub.hub.wording import plural
 from scopehub.memory import FACT_KINDS, Fact
 
 __all__ = ["facts_group", "forget_command"]

@@ -14,8 +14,8 @@ import click
 
 from scopehub.hub.cli.faults import fault_line
 from scopehub.hub.cli.options import echo_json, hub_of, json_option, scope_option, store_of
-from scopehub.hub.commands import plural
 from scopehub.hub.errors import HubError
+from scopehub.hub.wording import plural
 from scopehub.memory import ImportReport, StoreError, read_chatlog
 
 __all__ = ["cli", "main"]

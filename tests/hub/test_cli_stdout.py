@@ -53,9 +53,9 @@ def stdout_lines_are_json(output: str) -> list[Any]:
         return [json.loads(line) for line in stripped.splitlines()]  # raises on a line that is not JSON
 
 
-def run(env: dict[str, str], *args: str, stdin: str | None = None) -> Any:
+def run(env: dict[str, str], *args: str, stdin: str | None = None, exit_code: int = 0) -> Any:
     result = CliRunner().invoke(cli, list(args), input=stdin, env=env, catch_exceptions=False)
-    assert result.exit_code == 0, (args, result.stdout, result.stderr)
+    assert result.exit_code == exit_code, (args, result.stdout, result.stderr)
     return result
 
 
@@ -83,8 +83,13 @@ def test_every_json_command_prints_only_json_on_stdout(hub_env):
         ("dispatch", "status", "--json"),
     ]
     for command in commands:
-        result = run(hub_env, *command)  # no --scope: the terminal chat's scope
+        # The stand-in answers the digest and reflection with nothing usable: both fail
+        # (exit 1) and say so in their JSON.
+        failing = command[:2] == ("digest", "compact") or command[0] == "reflect"
+        result = run(hub_env, *command, exit_code=1 if failing else 0)  # no --scope: the terminal chat's scope
         assert stdout_lines_are_json(result.stdout), command
+        if failing:
+            assert json.loads(result.stdout)["outcome"] == "failed"
     facts = json.loads(run(hub_env, "facts", "list", "--json").stdout)
     assert any("555 0142" in fact["text"] for fact in facts)  # the chat's scope is the default one
 

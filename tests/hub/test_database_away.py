@@ -19,12 +19,14 @@ from scopehub.hub.models.testing import ScriptedModel
 from scopehub.hub.orchestrator import Deps, Hub
 from scopehub.hub.settings import load_settings
 from scopehub.hub.transports import terminal
+from scopehub.hub.transports.telegram.webhook import SECRET_HEADER
 from scopehub.hub.transports.terminal import TerminalChat
 from scopehub.memory import Store, StoreUnavailable
 from tests.fakes.bot_api import FakeBotAPI
 from tests.helpers import registry_of
 
 TOKEN = "123456:away"
+SECRET = "away-webhook-secret"  # the webhook refuses an update without its secret token
 
 
 class AwayStore(Store):
@@ -130,7 +132,7 @@ class Worker:
         await app.post_init(app)
         await app.start()
         self.port = _free_port()
-        server = WebhookServer(app, listen="127.0.0.1", port=self.port, url_path="hook")
+        server = WebhookServer(app, listen="127.0.0.1", port=self.port, url_path="hook", secret_token=SECRET)
         server.start()
         self._stop = asyncio.Event()
         self.ready.set()
@@ -151,7 +153,7 @@ class Worker:
 
     def post(self, update: dict) -> int:
         return httpx.post(f"http://127.0.0.1:{self.port}/hook", content=json.dumps(update),
-                          headers={"Content-Type": "application/json"}, timeout=30).status_code  # fmt: skip
+                          headers={"Content-Type": "application/json", SECRET_HEADER: SECRET}, timeout=30).status_code  # fmt: skip
 
     def health(self) -> httpx.Response:
         return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=30)

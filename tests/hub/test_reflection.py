@@ -199,7 +199,7 @@ def test_reflect_and_knowledge_commands(tmp_path):
 
 
 def test_the_running_bot_has_a_reflection_job(tmp_path):
-    from tests.hub.test_telegram import TOKEN, bot_run
+    from tests.hub.telegram_helpers import TOKEN, bot_run
 
     seen: list[str] = []
 

@@ -10,7 +10,7 @@ from scopehub.hub.cli.main import cli
 from scopehub.hub.transports.telegram import REFUSAL
 from scopehub.hub.transports.telegram.access import BAD_CODE, OPEN_BOT, OWNERS_ONLY, PAIRED
 from scopehub.memory import Store, invites, is_paired
-from tests.hub.test_telegram import bot_run, make_hub, rows
+from tests.hub.telegram_helpers import bot_run, make_hub, rows
 
 OWNER, STRANGER, LATE = 1, 55, 56
 

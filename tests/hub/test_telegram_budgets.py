@@ -12,7 +12,7 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.memory import Store
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.helpers import registry_of
-from tests.hub.test_telegram import NOTES, TOKEN, bot_run, echo
+from tests.hub.telegram_helpers import NOTES, TOKEN, bot_run, echo
 
 NOON = day_start(1_767_268_800.0, "Europe/Berlin") + 12 * 3600  # 2026-01-01 12:00 in Berlin
 
@@ -61,7 +61,8 @@ def test_a_spent_cost_budget_of_a_group_counts_the_provider_price(tmp_path: Path
 
         async def scenario(hub, tg, bot) -> None:
             tg.push_message(-100, "@hub_test_bot add milk to our tasks", user_id=7)
-            await tg.await_sent(1, chat_id=-100)
+            # The first price is litellm's map: its import takes seconds on a loaded machine.
+            await tg.await_sent(1, chat_id=-100, timeout=60)
             tg.push_message(-100, "@hub_test_bot and eggs", user_id=8)
             refused = (await tg.await_sent(2, chat_id=-100))[1]["text"]
             assert refused.startswith("This group has used today's budget of $0.00 (") and "$0.0000" in refused

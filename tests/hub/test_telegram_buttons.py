@@ -19,7 +19,7 @@ from scopehub.hub.transports.telegram.keyboards import asks_yes_no
 from scopehub.memory import Store, chat_settings
 from tests.fakes.bot_api import FakeBotAPI
 from tests.helpers import registry_of
-from tests.hub.test_telegram import NOTES, TOKEN, bot_run, echo, make_hub, rows
+from tests.hub.telegram_helpers import NOTES, TOKEN, bot_run, echo, make_hub, rows
 
 GROUP = -100
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from scopehub.memory import Store, rejected_updates
 from tests.fakes.bot_api import FakeBotAPI
-from tests.hub.test_telegram import bot_run, make_hub
+from tests.hub.telegram_helpers import bot_run, make_hub
 from tests.hub.test_telegram_webhook import post, webhook_worker
 
 

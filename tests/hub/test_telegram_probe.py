@@ -11,7 +11,7 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.hub.transports.telegram import NOT_ADMIN_FOR, RetryPolicy
 from scopehub.memory import NewFact, Store, add_fact, current_facts
 from tests.fakes.bot_api import FakeBotAPI
-from tests.hub.test_telegram import bot_run, echo, make_hub, rows
+from tests.hub.telegram_helpers import bot_run, echo, make_hub, rows
 from tests.hub.test_telegram_webhook import post, webhook_worker
 
 

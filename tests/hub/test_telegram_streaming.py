@@ -12,7 +12,7 @@ from scopehub.hub.transports.telegram.delivery import TELEGRAM_LIMIT, split_mess
 from scopehub.memory import Store
 from tests.fakes.bot_api import BotAPIError
 from tests.fakes.openai_server import FakeOpenAI, text
-from tests.hub.test_telegram import bot_run, echo, make_hub, rows
+from tests.hub.telegram_helpers import bot_run, echo, make_hub, rows
 
 ANSWER = " ".join(f"word{n}" for n in range(60))  # 20 chunks of 3 words from the fake server
 

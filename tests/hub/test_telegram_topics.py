@@ -10,7 +10,7 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.memory import Store, chat_settings
 from tests.fakes.bot_api import FakeBotAPI
 from tests.fakes.openai_server import FakeOpenAI, text
-from tests.hub.test_telegram import bot_run, echo, make_hub
+from tests.hub.telegram_helpers import bot_run, echo, make_hub
 
 
 def run_with_topics(tmp_path: Path, scenario: Any, *, topics: bool = True, hub: Any = None, **options: Any) -> None:
@@ -54,7 +54,8 @@ def test_a_streamed_answer_is_drafted_in_its_agents_topic(tmp_path: Path) -> Non
 
         async def scenario(hub, tg, bot) -> None:
             tg.push_message(42, "add buy milk to my tasks")
-            (sent,) = await tg.await_sent(1, chat_id=42)
+            # The first reply's price is litellm's map: its import takes seconds on a loaded machine.
+            (sent,) = await tg.await_sent(1, chat_id=42, timeout=60)
             drafts = tg.drafts(42)
             assert drafts and {d["message_thread_id"] for d in drafts} == {sent["message_thread_id"]}
             assert tg.forum_topics(42)[sent["message_thread_id"]] == "Tasks"

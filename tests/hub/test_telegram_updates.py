@@ -37,7 +37,7 @@ from scopehub.memory import (
     list_vault_items,
 )
 from tests.fakes.bot_api import FakeBotAPI
-from tests.hub.test_telegram import TOKEN, bot_run, echo, make_hub, registry, rows, running
+from tests.hub.telegram_helpers import TOKEN, bot_run, echo, make_hub, registry, rows, running
 
 
 async def settle(tg: FakeBotAPI, chat_id: int, count: int) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.hub.transports.telegram.voice import NO_TRANSCRIBE_MODEL, NOT_TRANSCRIBED
 from scopehub.memory import Store, update_chat_settings
 from tests.fakes.openai_server import FakeOpenAI, error
-from tests.hub.test_telegram import bot_run, echo, make_hub, rows
+from tests.hub.telegram_helpers import bot_run, echo, make_hub, rows
 
 OGG = b"OggS\x00\x02 fake opus bytes"
 

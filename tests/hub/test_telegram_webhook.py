@@ -23,7 +23,7 @@ from scopehub.hub.transports.telegram import (
 from scopehub.hub.transports.telegram.webhook import WEBHOOK_SECRET_NAME, serve_webhook
 from scopehub.memory import Store
 from tests.fakes.bot_api import FakeBotAPI
-from tests.hub.test_telegram import FAST, make_hub, rows
+from tests.hub.telegram_helpers import FAST, make_hub, rows
 
 
 def free_port() -> int:

@@ -23,7 +23,6 @@ from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
-from scopehub.hub.commands import plural
 from scopehub.hub.orchestrator import Inbound, Reply
 from scopehub.hub.transports.telegram.delivery import (
     call_with_retry,
@@ -45,6 +44,7 @@ from scopehub.hub.transports.telegram.voice import (
     TranscriptionFailed,
     transcribed_marker,
 )
+from scopehub.hub.wording import plural
 from scopehub.memory import add_vault_item, chat_settings
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
-from scopehub.hub.commands import plural
 from scopehub.hub.orchestrator import Reply
 from scopehub.hub.transports.telegram.delivery import (
     TELEGRAM_LIMIT,
@@ -40,6 +39,7 @@ from scopehub.hub.transports.telegram.delivery import (
 from scopehub.hub.transports.telegram.sender import Record, RecordingSender
 from scopehub.hub.transports.telegram.texts import REFUSAL
 from scopehub.hub.turns import DeliveryDeferred, is_transient
+from scopehub.hub.wording import plural
 from scopehub.memory import pause_chat_reminders, resume_chat_reminders
 
 if TYPE_CHECKING:

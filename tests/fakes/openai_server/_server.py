@@ -1,56 +1,4 @@
-"""A loopback OpenAI-compatible chat-completions server for tests.
-
-Usage (sync or async callers alike)::
-
-    from tests.fakes.openai_server import FakeOpenAI, text, tool_call, error
-
-    with FakeOpenAI() as llm:
-        llm.script(tool_call("search", {"q": "cats"}), text("Found cats."))
-        resp = await litellm.acompletion(
-            model="openai/fake", api_base=llm.base_url, api_key="sk-fake",
-            messages=[...], tools=[...], num_retries=0, max_retries=0,
-        )
-        assert llm.requests[0]["tools"][0]["function"]["name"] == "search"
-
-Routes: ``POST /v1/audio/transcriptions`` (multipart, as litellm's ``atranscription``
-sends it: ``transcribe(file name, bytes, form fields) -> text``, recorded in
-`transcription_requests`), ``POST /v1/chat/completions`` (and ``/chat/completions``), ``POST /v1/embeddings``
-(and ``/embeddings``; deterministic unit vectors of `embedding_dim` floats), and
-``POST /v1/messages``: Anthropic's Messages API, for litellm's ``anthropic/`` provider
-with ``api_base=server.root_url``.
-
-``FakeOpenAI(prompt_cache=True)`` simulates a provider prompt cache (:class:`PromptCache`):
-chat completions report ``usage.prompt_tokens_details.cached_tokens`` for the longest
-repeated prefix (OpenAI: automatic), Anthropic messages report ``cache_read_input_tokens``
-and ``cache_creation_input_tokens`` at the request's ``cache_control`` breakpoints only.
-Without it, usage says nothing about caching (a provider that does not report it). Every chat
-request body is recorded in `requests`, every embeddings body in `embedding_requests`.
-Scripted steps are consumed in order, one per chat request; when the script is empty the
-`default` responder ``(request_json) -> Step | str`` answers (default: text "ok").
-``stream: true`` answers a text step as server-sent events, a few words per chunk
-(``FakeOpenAI(stream_chunk_delay=...)`` seconds between chunks), and a tool-call step as one
-chunk; with ``stream_options.include_usage`` the last chunk carries the usage, as OpenAI
-sends it. Errors, delays and malformed bodies behave as without streaming.
-
-What the real litellm client (1.110.2, openai SDK 1.x underneath) raises; all classes
-live in ``litellm.exceptions``, are re-exported as ``litellm.<Name>``, subclass
-``openai.APIError`` and carry ``.status_code``:
-
-- 429 -> ``litellm.RateLimitError`` (status 429); the Retry-After value is readable at
-  ``exc.response.headers["retry-after"]``.
-- 500 -> ``litellm.InternalServerError`` (status 500).
-  503 -> ``litellm.ServiceUnavailableError``; 400 -> ``litellm.BadRequestError``.
-- client timeout (a `delay` longer than ``timeout=``) -> ``litellm.Timeout``
-  (subclass of ``openai.APITimeoutError``; status 408).
-- HTTP 200 whose body is not JSON -> ``litellm.InternalServerError`` (status 500,
-  message "Expecting value: line 1 column 1"); valid JSON that is not a completion
-  (e.g. ``{"foo": 1}``) -> ``litellm.InternalServerError`` too ("provider returned a
-  response with no 'choices'").
-
-Retries: with no retry arguments the openai SDK retries twice (3 requests, honouring
-Retry-After, consuming 3 scripted steps). ``num_retries=0`` alone or ``max_retries=0``
-alone each bring it down to exactly one request in this version; pass both to be safe.
-"""
+"""The loopback server: OpenAI's chat completions, embeddings and transcriptions, and Anthropic's messages, answered from a script."""
 
 from __future__ import annotations
 
@@ -62,178 +10,29 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from aiohttp import web
 
 from tests.fakes import LoopbackServer
 
-__all__ = [
-    "Delay",
-    "Error",
-    "FakeOpenAI",
-    "Malformed",
-    "Raw",
-    "Step",
-    "Text",
-    "ToolCall",
-    "ToolCalls",
-    "delay",
-    "error",
-    "malformed",
-    "raw",
-    "text",
-    "tool_call",
-    "tool_calls",
-]
-
-
-# -- steps ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Text:
-    """An assistant message with plain content."""
-
-    content: str
-    finish_reason: str = "stop"
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call inside an assistant message (`arguments` is a JSON string)."""
-
-    name: str
-    arguments: str
-    call_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolCalls:
-    """An assistant message carrying one or more tool calls (and optional content)."""
-
-    calls: tuple[ToolCall, ...]
-    content: str | None = None
-
-
-@dataclass(frozen=True)
-class Error:
-    """An HTTP error response (OpenAI-style error body unless `body` is given)."""
-
-    status: int
-    body: Any = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Delay:
-    """Sleep `seconds`, then answer with `then` (to trigger client timeouts)."""
-
-    seconds: float
-    then: Step | None = None
-
-
-@dataclass(frozen=True)
-class Malformed:
-    """A response whose body is `raw_text` verbatim (not valid JSON / not a completion)."""
-
-    raw_text: str
-    status: int = 200
-    content_type: str = "application/json"
-
-
-@dataclass(frozen=True)
-class Raw:
-    """A JSON body sent as is with status 200 (a hand-made completion)."""
-
-    body: Any
-
-
-Step: TypeAlias = Text | ToolCalls | Error | Delay | Malformed | Raw
-Responder: TypeAlias = Callable[[dict[str, Any]], "Step | str"]
-ScriptItem: TypeAlias = "Step | str | Responder"
-
-
-def text(content: str, *, finish_reason: str = "stop") -> Text:
-    """An assistant text reply."""
-    return Text(content, finish_reason)
-
-
-def tool_call(
-    name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None
-) -> ToolCalls:
-    """An assistant message with a single tool call (dict arguments are JSON-encoded)."""
-    args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-    return ToolCalls((ToolCall(name, args, call_id),))
-
-
-def tool_calls(
-    calls: Iterable[ToolCalls | ToolCall | tuple[str, Mapping[str, Any] | str]],
-    *,
-    content: str | None = None,
-) -> ToolCalls:
-    """Several tool calls in one assistant message.
-
-    Items may be `tool_call(...)` results, `ToolCall`s or ``(name, arguments)`` tuples.
-    """
-    merged: list[ToolCall] = []
-    for item in calls:
-        if isinstance(item, ToolCalls):
-            merged.extend(item.calls)
-        elif isinstance(item, ToolCall):
-            merged.append(item)
-        else:
-            merged.extend(tool_call(item[0], item[1]).calls)
-    return ToolCalls(tuple(merged), content)
-
-
-def error(status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> Error:
-    """An HTTP error, e.g. ``error(429, headers={"Retry-After": "1"})`` or ``error(500)``."""
-    return Error(status, body, dict(headers or {}))
-
-
-def delay(seconds: float, then: Step | str | None = None) -> Delay:
-    """Answer after `seconds` with `then` (default: text "ok")."""
-    return Delay(seconds, _as_step(then) if then is not None else None)
-
-
-def malformed(
-    raw_text: str, *, status: int = 200, content_type: str = "application/json"
-) -> Malformed:
-    """HTTP `status` (200) with `raw_text` as the body."""
-    return Malformed(raw_text, status, content_type)
-
-
-def raw(body: Any) -> Raw:
-    """HTTP 200 with an arbitrary JSON body."""
-    return Raw(body)
-
-
-def _as_step(item: Step | str) -> Step:
-    return Text(item) if isinstance(item, str) else item
-
-
-def _default_responder(_request: dict[str, Any]) -> Step:
-    return Text("ok")
-
-
-def _rough_tokens(value: Any) -> int:
-    """About one token per four characters of the JSON, at least 1."""
-    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
-
-
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    429: "rate_limit_exceeded",
-    500: "server_error",
-    503: "service_unavailable",
-}
-
+from ._cache import PromptCache, _anthropic_units, _openai_units
+from ._steps import (
+    _ERROR_TYPES,
+    Delay,
+    Error,
+    Malformed,
+    Raw,
+    Responder,
+    ScriptItem,
+    Step,
+    Text,
+    ToolCalls,
+    _as_step,
+    _default_responder,
+    _rough_tokens,
+)
 
 # -- server ---------------------------------------------------------------------------
 
@@ -589,71 +388,6 @@ class FakeOpenAI(LoopbackServer):
         ]
         norm = math.sqrt(sum(v * v for v in values)) or 1.0
         return [v / norm for v in values]
-
-
-Unit: TypeAlias = tuple[str, int, bool]  # (serialised block, rough tokens, carries cache_control)
-
-
-class PromptCache:
-    """A provider's prefix cache, simulated: a request is a list of units (tools, then each
-    system block or message); a prefix of units hits when an earlier request wrote the same
-    prefix, and counts only from ``min_tokens`` on. No expiry: tests are short."""
-
-    def __init__(self, min_tokens: int = 0) -> None:
-        self.min_tokens = min_tokens
-        self._written: set[str] = set()
-
-    @staticmethod
-    def _keys(units: Sequence[Unit]) -> list[tuple[str, int]]:
-        keys, digest, tokens = [], hashlib.sha256(), 0
-        for text, count, _ in units:
-            digest.update(text.encode())
-            tokens += count
-            keys.append((digest.copy().hexdigest(), tokens))
-        return keys
-
-    def read(self, units: Sequence[Unit], at: Iterable[int] | None = None) -> int:
-        """Tokens of the longest cached prefix ending at one of the unit counts ``at`` (any)."""
-        keys = self._keys(units)
-        ends = sorted(set(at) if at is not None else range(1, len(keys) + 1), reverse=True)
-        for end in ends:
-            key, tokens = keys[end - 1]
-            if key in self._written and tokens >= self.min_tokens:
-                return tokens
-        return 0
-
-    def write(self, units: Sequence[Unit], at: Iterable[int]) -> int:
-        """Cache the prefixes ending at unit counts ``at``; returns the longest one's tokens."""
-        keys = self._keys(units)
-        longest = 0
-        for end in at:
-            key, tokens = keys[end - 1]
-            if tokens >= self.min_tokens:
-                self._written.add(key)
-                longest = max(longest, tokens)
-        return longest
-
-
-def _unit(value: Any) -> Unit:
-    marked = isinstance(value, dict) and "cache_control" in value
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return text, _rough_tokens(value), marked
-
-
-def _openai_units(body: dict[str, Any]) -> list[Unit]:
-    return [_unit({"tools": body.get("tools", [])}), *(_unit(m) for m in body.get("messages", []))]
-
-
-def _anthropic_units(body: dict[str, Any]) -> list[Unit]:
-    """Tools, system blocks, then each message's content blocks, in Anthropic's cache order."""
-    units = [_unit(tool) for tool in body.get("tools", [])]
-    system = body.get("system", [])
-    units += [_unit(block) for block in ([{"type": "text", "text": system}] if isinstance(system, str) else system)]
-    for message in body.get("messages", []):
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-        units += [_unit({"role": message.get("role"), **block}) for block in blocks]
-    return units
 
 
 def _error_response(status: int, message: str) -> web.Response:

@@ -1,0 +1,1 @@
+"""Archive search: ranking, hostile input and isolation, index sync, embeddings (one file each)."""
