@@ -161,3 +161,14 @@ def test_an_unreachable_postgresql_is_one_line_on_stderr(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: cannot use PostgreSQL at") and "no-server-here" in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_events_list_says_when_a_type_is_no_registered_type(tmp_path):
+    db = tmp_path / "hub.db"
+    with Store(db) as store:
+        emit_event(store, SCOPE, "inbox", "note.saved", {"note_id": 1, "title": "by inbox"})
+    typo = run(db, "events", "list", "--scope", SCOPE, "-t", "inbox")  # an agent's name given as a type
+    assert typo.exit_code == 0 and typo.stdout == f"no events in {SCOPE}\n"
+    assert "no registered event type is called 'inbox'" in typo.stderr
+    none_yet = run(db, "events", "list", "--scope", SCOPE, "-t", "task.created")
+    assert none_yet.stdout == f"no events in {SCOPE}\n" and none_yet.stderr == ""
