@@ -5,6 +5,8 @@ Models are asked for ``YYYY-MM-DD`` but often pass what the person said ("friday
 model cannot do calendar arithmetic. Everything is relative to an explicit ``today`` or
 ``now``, so tests run on a fixed clock.
 
+German, French and Spanish date words are said in English first (``_dates_i18n``).
+
 Conventions: a weekday name means its next occurrence after today ("friday" said on a
 Friday is a week later; "today" exists for today); a month-day without a year is its
 next occurrence from today on; a date without a time is at 09:00 for reminders.
@@ -16,6 +18,8 @@ import calendar
 import re
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ._dates_i18n import to_english
 
 __all__ = [
     "DEFAULT_HOUR",
@@ -127,7 +131,7 @@ def _month_day(month: int, day_number: int, year: int | None, today: date) -> da
 
 def parse_date(text: str, today: date) -> date | None:
     """The date a phrase names ("2024-05-01", "tomorrow", "friday", "March 3", "in 3 days"), else None."""
-    phrase = " ".join(text.lower().replace(",", " ").split())
+    phrase = " ".join(to_english(text).lower().replace(",", " ").split())
     phrase = re.sub(r"^(?:on|by|due|until|before)\s+", "", phrase)
     if not phrase:
         return None
@@ -175,7 +179,7 @@ def find_dates(text: str, today: date) -> list[tuple[str, date]]:
     """Every date phrase in running text with the date it names, in order, without repeats."""
     found: list[tuple[str, date]] = []
     seen: set[date] = set()
-    for match in _DATE_PHRASE.finditer(text):
+    for match in _DATE_PHRASE.finditer(to_english(text)):
         phrase = match.group(0)
         day = parse_date(phrase, today)
         if day is not None and day not in seen:
@@ -220,7 +224,7 @@ def parse_when(text: str, now: datetime) -> datetime:
     date phrases of :func:`parse_date` (at 09:00).
     """
     tz = now.tzinfo
-    raw = " ".join(text.strip().split())
+    raw = " ".join(to_english(text).strip().split())
     phrase = raw.lower()
     if not phrase:
         raise ValueError("when is empty: give a time like 'in 10 minutes', 'tomorrow 9am' or 2024-05-01T09:00")
@@ -270,7 +274,7 @@ def parse_when(text: str, now: datetime) -> datetime:
 
 def parse_repeat(text: str | None) -> int | None:
     """Seconds between repeats for "daily", "weekly", "hourly", "every N minutes/hours/days/weeks"; None for none."""
-    phrase = " ".join((text or "").lower().split())
+    phrase = " ".join(to_english(text or "").lower().split())
     if phrase in ("", "none", "no", "never", "once", "one-off", "false", "null"):
         return None
     named = {"hourly": 3600, "daily": 86400, "weekly": 7 * 86400, "every day": 86400, "every hour": 3600, "every week": 7 * 86400}

@@ -32,6 +32,12 @@ class DispatchArgs(BaseModel):
         'forward this to the marketing team: the banner is wrong',
         'send the finance team a note that the invoice is paid',
         'notify the ops team that the server is down',
+        'tell the design team the logo is approved',
+        'ping the backend team that the API is slow',
+        'let the sales team know the demo moved to Friday',
+        'Sag dem Support-Team, dass die App abstürzt',
+        "Dis à l'équipe marketing que la bannière est fausse",
+        'Avisa al equipo de finanzas que la factura está pagada',
     ),
     keywords=('team', 'tell', 'send', 'forward', 'notify', 'hand', 'ask', 'let', 'dispatch'),
 )

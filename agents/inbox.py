@@ -197,6 +197,15 @@ class DraftReplyArgs(BaseModel):
         "---------- Forwarded message --------- From: HR",
         "Hi, please send me the slides before the meeting. Thanks, Ram",
         "Dear team, the office is closed on Monday. Best regards",
+        'Hello Maria, the invoice for March is attached. Please pay it by the 15th. Regards, Tom',
+        'From: Lena Fischer <lena@example.org> Subject: Workshop Hi, can you confirm the room by Wednesday?',
+        'Subject: Dentist appointment Your appointment is on Tuesday at 10:00. Reply to confirm.',
+        "here's a mail from my boss: Please finish the slides by Thursday. Thanks, Mark",
+        'Fw: your order has shipped',
+        'Hallo Jonas, kannst du mir bis Freitag die Unterlagen schicken? Viele Grüße, Petra',
+        'Von: Klaus Betreff: Termin Hallo, passt dir Donnerstag um 14 Uhr?',
+        "De : Sophie Objet : Réunion Bonjour, peux-tu m'envoyer le compte rendu avant lundi ? Merci",
+        'De: Carlos Asunto: Factura Hola, te envío la factura, por favor págala antes del viernes. Saludos',
     )
 )
 def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
@@ -249,6 +258,13 @@ def keep_email(ctx: ToolContext, args: KeepEmailArgs) -> str:
     examples=(
         "show my emails", "list the mails I forwarded", "what emails do I have", "which emails did I keep",
         "any mails saved?", "list everything in my inbox", "Zeig meine E-Mails", "Quels courriels ai-je gardés ?",
+        "what's in my inbox",
+        'list my emails',
+        'show the emails I kept',
+        'how many emails have I saved',
+        'Welche E-Mails habe ich?',
+        'Montre mes e-mails',
+        'Muéstrame mis correos',
     ),
     keywords=('show', 'list', 'which', 'any', 'inbox', 'zeig', 'quels', 'muestra'),
 )
@@ -274,6 +290,13 @@ def list_emails(ctx: ToolContext, args: ListEmailsArgs) -> str:
         "read me the landlord's mail",
         'show email number 3',
         'Lies die Mail von Anna',
+        'read the email from Tom',
+        "what did the bank's email say",
+        'show the whole email from HR',
+        'open the last mail',
+        'Zeig mir die E-Mail von der Bank',
+        'Lis le mail de Sophie',
+        'Lee el correo de Carlos',
     ),
     keywords=('read', 'open', 'say', 'said', 'write', 'wrote', 'lies', 'lis', 'lee'),
 )
@@ -301,6 +324,10 @@ def read_email(ctx: ToolContext, args: EmailIdArgs) -> str:
         'draft a short answer to Tom: see you there',
         'Antworte Anna, dass ich komme',
         "Réponds à Paul que c'est d'accord",
+        'draft a reply to Lena that Wednesday works',
+        'respond to the HR mail saying I agree',
+        'Schreib Petra eine Antwort: die Unterlagen kommen morgen',
+        'Responde a Carlos que ya pagué la factura',
     ),
     keywords=('reply', 'answer', 'draft', 'respond', 'antworte', 'réponds', 'responde'),
 )

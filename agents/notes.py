@@ -58,6 +58,9 @@ class NoteIdArgs(BaseModel):
         'Notiz: Der Zählerstand ist 48213',
         'Note : le code du portail est 1234',
         'Nota: la clave del trastero es 9090',
+        'Notiere dir: Müllabfuhr ist dienstags',
+        'Apunta que el dentista se llama Dr. Ruiz',
+        'Prends note : la réunion est en salle 4',
     ),
     keywords=('note', 'jot', 'write', 'save', 'remember', 'keep', 'notiz', 'notiere', 'nota', 'apunta', 'guarda'),
 )
@@ -82,7 +85,13 @@ def save_note(ctx: ToolContext, args: SaveNoteArgs) -> str:
 @tool(
     examples=(
         "show my notes", "what notes do I have", "list my notes", "my notes please", "which notes did I save",
-        "what have I written down", "give me all my notes", "Zeig mir meine Notizen", "Montre-moi mes notes", "Muéstrame mis notas",
+        "what have I written down", "give me all my notes", "Was habe ich alles notiert?", "Affiche mes notes", "Enséñame mis notas",
+        'what did I note so far',
+        'list all notes',
+        'show everything I noted',
+        'Welche Notizen habe ich?',
+        'Quelles notes ai-je ?',
+        '¿Qué notas tengo?',
     ),
     keywords=('show', 'list', 'all', 'which', 'zeig', 'montre', 'muestra'),
 )
@@ -98,6 +107,13 @@ def list_notes(ctx: ToolContext, args: ListNotesArgs) -> str:
     examples=(
         ("read note 4", {"id": 4}), ("show me note 2 in full", {"id": 2}), "open that note", "read the note about the wifi",
         "what does note 1 say", "open the note about the boiler", "Lies Notiz 2 vor", "Affiche la note 3",
+        'read me the note about parking',
+        'show note 5',
+        "what's in the wifi note",
+        'open note 1',
+        'Zeig Notiz 3',
+        'Lis la note sur le wifi',
+        'Lee la nota 2',
     ),
     keywords=('read', 'open', 'say', 'lies', 'affiche', 'lee'),
 )
@@ -114,6 +130,13 @@ def read_note(ctx: ToolContext, args: NoteIdArgs) -> str:
     examples=(
         ("delete note 3", {"id": 3}), ("remove note 2", {"id": 2}), "delete the note about parking", "throw away that note",
         "erase the wifi note", "I don't need the boiler note anymore, delete it", "Lösche Notiz 1", "Supprime la note sur le portail",
+        'get rid of note 4',
+        'delete my last note',
+        'remove the note about the gate code',
+        'that parking note can go',
+        'Entferne die Notiz über das WLAN',
+        'Efface la note 2',
+        'Borra la nota del trastero',
     ),
     keywords=('delete', 'remove', 'erase', 'throw', 'drop', 'rid', 'lösche', 'supprime', 'borra', 'elimina'),
 )

@@ -125,6 +125,13 @@ def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     examples=(
         "what reminders do I have", "list my reminders", "show my reminders", "any reminders set?",
         "what am I being reminded of", "which alarms are on", "Welche Erinnerungen sind aktiv?", "Quels rappels ai-je ?",
+        'show upcoming reminders',
+        'which reminders are set',
+        'do I have any alarms',
+        'list all my alarms',
+        'Zeig meine Erinnerungen',
+        'Montre mes rappels',
+        '¿Qué avisos tengo puestos?',
     ),
     keywords=('show', 'list', 'which', 'any', 'what', 'welche', 'quels', 'cuáles'),
 )
@@ -148,6 +155,12 @@ def list_reminders(ctx: ToolContext, args: NoArgs) -> str:
         'remove reminder 3',
         'Lösche die Erinnerung an den Müll',
         'Annule le rappel pour le médecin',
+        'cancel my 7am alarm',
+        'turn off the reminder about the meeting',
+        'no need to remind me about the bins',
+        'Erinnerung 2 löschen',
+        'Supprime le rappel de demain',
+        'Cancela el recordatorio de las pastillas',
     ),
     keywords=('cancel', 'delete', 'remove', 'stop', 'drop', 'scrap', 'anymore', 'lösche', 'annule', 'cancela', 'borra'),
 )

@@ -95,6 +95,9 @@ _LIST_REPLY = "Today is Mon 4 Mar.\n#1 buy milk\n#2 finish the report"
         'Füge Milch zu meiner Einkaufsliste hinzu',
         'Neue Aufgabe: Fahrrad reparieren',
         'todo: book flights for july',
+        'Añade llamar al banco a mis tareas',
+        'Ajoute une tâche : payer le loyer',
+        'Nouvelle tâche : acheter du pain',
     ),
     keywords=('add', 'put', 'todo', 'new', 'need', 'must', 'have to', 'füge', 'hinzu', 'neue', 'ajoute', 'añade', 'pon', 'agrega'),
 )
@@ -125,6 +128,8 @@ def add_task(ctx: ToolContext, args: AddTaskArgs) -> str:
         "Qu'est-ce que j'ai à faire ?",
         '¿Qué tengo pendiente?',
         'what tasks are due tomorrow',
+        'Zeig meine Aufgaben',
+        'Montre ma liste de tâches',
     ),
     keywords=('show', 'list', 'what', 'open', 'left', 'due', 'zeig', 'steht', 'montre', "qu'est-ce", 'muestra', 'pendiente'),
 )
@@ -189,6 +194,10 @@ def complete_task(ctx: ToolContext, args: TaskIdArgs) -> str:
         'rename the milk task to buy oat milk',
         'Verschiebe Aufgabe 2 auf Montag',
         "change task 1's due date to tomorrow",
+        'change the plumber task to thursday',
+        'Ändere Aufgabe 3: fällig am Freitag',
+        'Cambia la tarea 2 para el lunes',
+        'Repousse la tâche 1 à demain',
     ),
     keywords=('move', 'change', 'rename', 'postpone', 'push', 'reschedule', 'verschiebe', 'ändere', 'déplace', 'cambia'),
 )

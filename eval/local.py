@@ -212,7 +212,7 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
         for name, _ in sessions:
             if (folder / f"{name}.db").exists():
                 raise click.BadParameter(f"{folder / name}.db exists; each session needs a fresh database", param_hint="--db")
-        model = LocalModel.from_package(choice, n_threads=base.local_threads, timeout=base.model_timeout)
+        model = LocalModel.from_package(choice, n_threads=base.local_threads, embedder=base.router_embedder, timeout=base.model_timeout)
         started = time.perf_counter()
         model.load()  # at startup, as `agents-hub chat` does
         load_seconds = time.perf_counter() - started

@@ -61,10 +61,11 @@ def cross_validate(registry: Any, settings: Any, k: int = 5) -> dict[str, Any]:
     """Leave-phrasings-out accuracy of routing and tool choice (see the module docstring)."""
     from scopehub.agents import search_memory
     from scopehub.hub.context.prompt import agent_prompt
-    from scopehub.hub.models.planner import ANSWER, Demo, Planner
+    from scopehub.hub.models.planner import ANSWER, Demo, Planner, planner_embedder
     from scopehub.hub.orchestrator._route import build_classifier
     from scopehub.hub.routing.classifier import AgentProfile
 
+    embedder, cache = planner_embedder(settings.router_embedder)
     corpus = phrasings(registry)
     folds = _folds(corpus, k)
     per_fold: list[float] = []
@@ -78,7 +79,7 @@ def cross_validate(registry: Any, settings: Any, k: int = 5) -> dict[str, Any]:
             for tool in (*spec.tools, search_memory):
                 catalogue[tool.name] += [Demo(e.text, e.args, e.earlier) for e in tool.examples if e.text not in held]
         catalogue[ANSWER] = [Demo(p.text) for p in corpus if p.intent == ANSWER and p.text not in held]
-        planner = Planner()
+        planner = Planner(embedder=embedder, embedding_cache=cache)
         planner.learn(catalogue, keywords={t.name: t.keywords for spec in registry for t in (*spec.tools, search_memory) if t.keywords})
         profiles = [
             AgentProfile(name=s.name, description=s.description, examples=tuple(e for e in s.examples if e not in held), keywords=s.keywords)

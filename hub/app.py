@@ -50,7 +50,9 @@ def build_model(settings: Settings, *, required: bool = True) -> ChatModel | Non
         local_problem = f"scopehub.hub.models.local cannot be imported ({exc})"
     else:
         try:
-            return LocalModel.from_package(settings.local_model, n_threads=settings.local_threads, timeout=settings.model_timeout)
+            return LocalModel.from_package(
+                settings.local_model, n_threads=settings.local_threads, embedder=settings.router_embedder, timeout=settings.model_timeout
+            )
         except ModelNotConfigured as exc:
             local_problem = str(exc)
             if XLlamaEngine.available() is not None:

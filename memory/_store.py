@@ -2,7 +2,9 @@
 
 Every write commits before it returns, so a message is durable before any LLM call.
 The interface stays narrow (append, window, route, calls, erase...) so another
-backend can serve several workers later without touching the hub.
+backend can serve several workers later without touching the hub. Its parts by what
+they do: the call records in _store_calls.py (CallLog), a scope erased or moved and the
+file's upkeep in _store_admin.py (ScopeAdmin), both base classes of :class:`Store`.
 """
 
 from __future__ import annotations
@@ -18,40 +20,15 @@ from typing import Any
 
 from ._chatlog import ImportReport, LogRecord
 from ._dialect import SQLITE, Dialect
-from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
-from ._redact import MAX_ERROR_CHARS, redact_secrets
+from ._model import Message, NewMessage, validate_scope
 from ._schema import SCHEMA_VERSION, ensure_scope, migrate
+from ._store_admin import ScopeAdmin
+from ._store_calls import CallLog
 from .errors import DuplicateMessage, InvalidRecord, StoreError
 
 __all__ = ["Store"]
 
 _MESSAGE_COLUMNS = "id, scope, role, text, ts, agent, also_sees, via, sender, chat, reply_to, ext_id, needs"
-_SECTIONS = ("persona", "rules", "tools", "facts", "lessons", "awareness", "digest", "history", "message", "total")
-# Tables holding a scope's data, erased together. Search index rows follow through triggers.
-_SCOPED_TABLES = (
-    "calls",
-    "facts",
-    "vault",
-    "tasks",
-    "reminders",
-    "events",
-    "cursors",
-    "claims",
-    "channel_messages",
-    "channel_reactions",
-    "channel_cursors",
-    "lessons",
-    "agent_traits",
-    "goals",
-    "plans",
-    "feedback",
-    "digests",
-    "reflections",
-    "chat_settings",
-    "rejected_updates",
-    "messages",
-    "scopes",
-)
 
 
 def _row_to_message(row: Sequence[Any]) -> Message:
@@ -72,7 +49,7 @@ def _row_to_message(row: Sequence[Any]) -> Message:
     )
 
 
-class Store:
+class Store(CallLog, ScopeAdmin):
     """The hub's memory: messages and routes, facts, vault, tasks, reminders, token records.
 
     Thread-safe for use from one event loop plus worker threads: all access goes through
@@ -426,176 +403,6 @@ class Store:
         report.added += added
         report.skipped += len(batch) - added
 
-    # -- token accounting -------------------------------------------------------------
-    def record_call(self, call: CallRecord) -> int:
-        """Record one agent call's token accounting; returns its id.
-
-        A failure's message is stored with credential-shaped text redacted, whoever recorded it."""
-        tokens = {name: int(call.tokens.get(name, 0)) for name in _SECTIONS}
-        columns = (
-            "scope", "agent", "message_id", "via", "also_sees", "model", *_SECTIONS, "full_history_tokens",
-            "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens", "billed_tokens", "cost",
-            "latency_ms", "ok", "ts", "extra", "error_class", "error_message", "tool_calls",
-        )  # fmt: skip
-        values = (
-            call.scope,
-            call.agent,
-            call.message_id,
-            call.via,
-            json.dumps(list(call.also_sees)),
-            call.model,
-            *(tokens[name] for name in _SECTIONS),
-            int(call.full_history_tokens),
-            call.prompt_tokens,
-            call.completion_tokens,
-            call.cached_tokens,
-            call.cache_write_tokens,
-            call.billed_tokens,
-            call.cost,
-            call.latency_ms,
-            1 if call.ok else 0,
-            call.ts if call.ts is not None else time.time(),
-            json.dumps(call.extra, default=str),
-            call.error_class[:200] if call.error_class else None,
-            redact_secrets(call.error_message)[:MAX_ERROR_CHARS] if call.error_message else None,
-            len(tool_calls) if isinstance(tool_calls := call.extra.get("tool_calls"), list) else 0,
-        )
-        with self.transaction() as conn:
-            return conn.execute(
-                f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id", values
-            ).fetchone()[0]
-
-    def calls(self, scope: str) -> list[dict[str, Any]]:
-        """The scope's recorded agent calls, oldest first."""
-        with self._lock:
-            cursor = self.conn.execute("SELECT * FROM calls WHERE scope = ? ORDER BY id", (scope,))
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-    def usage(self, scope: str) -> Usage:
-        """Messages, agent calls and tokens of a scope, against full history, with what the
-        providers reported: input, cached input, billed-equivalent tokens and cost."""
-        row = self.query(
-            "SELECT count(*), coalesce(sum(total), 0), coalesce(sum(full_history_tokens), 0),"
-            " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
-            " coalesce(sum(cached_tokens), 0), coalesce(sum(cache_write_tokens), 0),"
-            " count(prompt_tokens), count(cached_tokens),"
-            " coalesce(sum(billed_tokens), 0), sum(CASE WHEN prompt_tokens IS NOT NULL AND billed_tokens IS NULL THEN 1 ELSE 0 END),"
-            " coalesce(sum(cost), 0), sum(CASE WHEN prompt_tokens IS NOT NULL AND cost IS NULL THEN 1 ELSE 0 END)"
-            " FROM calls WHERE scope = ? AND coalesce(via, '') NOT IN ('router', 'extractor')",
-            (scope,),
-        )[0]
-        # The hub's own model calls (LLM router, fact extractor): no agent's, no full-history
-        # counterfactual, but tokens all the same.
-        overhead = {
-            via: (calls, tokens)
-            for via, calls, tokens in self.query(
-                "SELECT via, count(*), coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0)"
-                " FROM calls WHERE scope = ? AND via IN ('router', 'extractor') GROUP BY via",
-                (scope,),
-            )
-        }
-        return Usage(
-            scope=scope,
-            messages=self.count_messages(scope),
-            agent_calls=row[0],
-            tokens_sent=row[1],
-            full_history_tokens=row[2],
-            prompt_tokens=row[3],
-            completion_tokens=row[4],
-            cached_tokens=row[5],
-            cache_write_tokens=row[6],
-            calls_reporting_usage=row[7],
-            calls_reporting_cache=row[8],
-            billed_tokens=float(row[9]),
-            calls_billed_unknown=row[10] or 0,
-            cost=float(row[11]),
-            calls_cost_unknown=row[12] or 0,
-            router_calls=overhead.get("router", (0, 0))[0],
-            router_tokens=overhead.get("router", (0, 0))[1],
-            extractor_calls=overhead.get("extractor", (0, 0))[0],
-            extractor_tokens=overhead.get("extractor", (0, 0))[1],
-        )
-
-    # -- erasure --------------------------------------------------------------------
-    def erase(self, scope: str) -> dict[str, int]:
-        """Delete everything of a scope and scrub it from the file; returns rows removed per table."""
-        validate_scope(scope)
-        removed: dict[str, int] = {}
-        with self.transaction() as conn:
-            for table in _SCOPED_TABLES:
-                removed[table] = conn.execute(f"DELETE FROM {table} WHERE scope = ?", (scope,)).rowcount
-        self.scrub()
-        return removed
-
-    def move_scope(self, old: str, new: str, *, old_chat: str | None = None, new_chat: str | None = None) -> dict[str, int]:
-        """Make everything of scope ``old`` belong to ``new``, in one transaction; returns rows moved per table.
-
-        For a Telegram group that became a supergroup (a new chat id): messages, facts,
-        vault, tasks, reminders, calls and every other table with a ``scope`` column move,
-        and the search index follows through its triggers (stored embeddings are dropped
-        and made again by the next indexing). Rows whose ``chat`` is ``old_chat`` (where
-        reminders are delivered) get ``new_chat``. Task and reminder numbers are kept; if
-        the new scope already numbered some (its first messages came before the move),
-        the moved ones continue after them. A row that would clash with one the new scope
-        already has (the same unique key) is dropped: the new scope's row wins.
-        """
-        validate_scope(old)
-        validate_scope(new)
-        if old == new:
-            return {}
-        moved: dict[str, int] = {}
-        with self.transaction() as conn:
-            tables = [t for t in _SCOPED_TABLES if t != "scopes"]
-            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
-                columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{name}")')}
-                if "scope" in columns and name not in (*tables, "scopes", "scope_counters", "search_scopes"):
-                    tables.append(name)
-            if not any(conn.execute(f'SELECT 1 FROM "{t}" WHERE scope = ? LIMIT 1', (old,)).fetchone() for t in tables):
-                return {}
-            ensure_scope(conn, new, time.time())
-            move_numbered_rows(conn, old, new)
-            for table in tables:
-                moved[table] = conn.execute(f'UPDATE OR IGNORE "{table}" SET scope = ? WHERE scope = ?', (new, old)).rowcount
-                conn.execute(f'DELETE FROM "{table}" WHERE scope = ?', (old,))
-                if old_chat is not None and new_chat is not None:
-                    columns = {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
-                    if "chat" in columns:
-                        conn.execute(f'UPDATE "{table}" SET chat = ? WHERE scope = ? AND chat = ?', (new_chat, new, old_chat))
-            conn.execute("DELETE FROM scopes WHERE scope = ?", (old,))
-        return moved
-
-    def scrub(self) -> None:
-        """Push deleted content out of the WAL and free pages (secure_delete zeroes them)."""
-        with self._lock:
-            if self.path == ":memory:":
-                return
-            # FTS5 keeps deleted terms in older index segments until they are merged:
-            # compact every full-text index so erased words are really gone.
-            for (name,) in self.conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5(%'"
-            ).fetchall():
-                self.conn.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'optimize\')')
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            # FTS segment merges can leave stale copies in pages freed before secure_delete
-            # saw them; VACUUM rewrites the file from live rows only.
-            self.conn.execute("VACUUM")
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def flush_deleted(self) -> None:
-        """Push just-deleted rows out of the write-ahead log (secure_delete zeroed them in the file)."""
-        with self._lock:
-            if self.path != ":memory:":
-                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def journal_mode(self) -> str:
-        return self.query("PRAGMA journal_mode")[0][0]
-
-    def integrity_check(self) -> str:
-        """SQLite's own integrity check: 'ok' or the problems found."""
-        rows = self.query("PRAGMA integrity_check")
-        return "\n".join(str(row[0]) for row in rows)
-
     # -- archive search ---------------------------------------------------------------
     def search(
         self,
@@ -615,27 +422,3 @@ class Store:
         return search_archive(
             self, scope, query, k, method, before_id=before_id, half_life_days=half_life_days, now=now, embedder=embedder
         )
-
-
-def move_numbered_rows(conn: Any, old: str, new: str) -> None:
-    """Renumber ``old``'s tasks and reminders after ``new``'s and carry the counters over.
-
-    Part of :meth:`Store.move_scope` on every backend (``conn`` is the transaction's
-    connection). Per-scope numbers are never reused, so the moved rows go after the
-    target's last number, and the target's counter continues from the old scope's.
-    """
-    for table, kind in (("tasks", "task"), ("reminders", "reminder")):
-        counts = dict(
-            conn.execute("SELECT scope, last FROM scope_counters WHERE kind = ? AND scope IN (?, ?)", (kind, old, new)).fetchall()
-        )
-        shift = counts.get(new, 0)
-        if shift:  # two steps: shifting in place would collide with the unique (scope, num)
-            conn.execute(f"UPDATE {table} SET num = -(num + ?) WHERE scope = ?", (shift, old))
-            conn.execute(f"UPDATE {table} SET num = -num WHERE scope = ? AND num < 0", (old,))
-        if old in counts:
-            conn.execute(
-                "INSERT INTO scope_counters(scope, kind, last) VALUES (?, ?, ?)"
-                " ON CONFLICT(scope, kind) DO UPDATE SET last = excluded.last",
-                (new, kind, counts[old] + shift),
-            )
-            conn.execute("DELETE FROM scope_counters WHERE scope = ? AND kind = ?", (old, kind))

@@ -154,11 +154,11 @@ def _which(arrivals: Sequence[tuple[int, str, float]], chats: Sequence[int], sen
     """The messages never answered and those answered twice, as ``(chat, number)``."""
     from collections import Counter
 
-    from ..workers import _REPLY_RE
+    from ..workers import REPLY_RE
 
     seen: Counter[tuple[int, int]] = Counter()
     for chat, text, _ in arrivals:
-        match = _REPLY_RE.search(text)
+        match = REPLY_RE.search(text)
         if chat in sent and match is not None and int(match.group(2)) == chat:
             seen[(chat, int(match.group(1)))] += 1
     lost = [(chat, n) for chat in chats for n in range(sent.get(chat, 0)) if (chat, n) not in seen]

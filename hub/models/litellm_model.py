@@ -18,7 +18,7 @@ from typing import Any
 
 from scopehub.hub.errors import ModelError, ModelUnavailable
 from scopehub.hub.models.base import ModelResponse, ToolCall, check_request_allowed
-from scopehub.hub.models.openai_compat import is_openai_compatible, post_chat
+from scopehub.hub.models.openai_compat import is_openai_compatible, post_chat, stream_chat
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +164,19 @@ class LiteLLMModel:
         raised (the text shown so far cannot be taken back by a retry).
         """
         model_name = model or self.name
+        shown = False
+        if self.direct and is_openai_compatible(model_name, self.api_base):
+            check_request_allowed(model_name, self.api_base)
+
+            async def on_chunk(text: str) -> None:
+                nonlocal shown
+                shown = True
+                await on_text(text)
+
+            call = self._direct_stream(messages, tools, model_name, timeout or self.timeout, on_chunk)
+            return await self._with_retries(call, model_name, retry_while=lambda: not shown)
         kwargs = self._request(messages, model_name, tools=tools, timeout=timeout)
         kwargs.update(stream=True, stream_options={"include_usage": True})
-        shown = False
 
         async def once() -> ModelResponse:
             nonlocal shown
@@ -220,6 +230,18 @@ class LiteLLMModel:
             kwargs["response_format"] = {"type": "json_object"}
         return kwargs
 
+    def _direct_body(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None, model_name: str, json_mode: bool = False
+    ) -> dict[str, Any]:
+        """The body litellm's openai/ provider sends for these arguments (it leaves out keys whose value is None)."""
+        sent = [{k: v for k, v in message.items() if v is not None} for message in self._marked(messages, model_name)]
+        body: dict[str, Any] = {"model": model_name.split("/", 1)[1], "messages": sent}
+        if tools:
+            body["tools"] = list(tools)
+        if json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
     def _direct_call(
         self,
         messages: Sequence[dict[str, Any]],
@@ -228,18 +250,45 @@ class LiteLLMModel:
         json_mode: bool,
         timeout: float,
     ) -> Callable[[], Awaitable[ModelResponse]]:
-        # The body litellm's openai/ provider sends for these arguments (it leaves out keys whose value is None).
-        sent = [{k: v for k, v in message.items() if v is not None} for message in self._marked(messages, model_name)]
-        body: dict[str, Any] = {"model": model_name.split("/", 1)[1], "messages": sent}
-        if tools:
-            body["tools"] = list(tools)
-        if json_mode:
-            body["response_format"] = {"type": "json_object"}
+        body = self._direct_body(messages, tools, model_name, json_mode)
         api_base, api_key = self.api_base or "", self.api_key or "sk-no-key"
 
         async def call() -> ModelResponse:
             answer = await asyncio.wait_for(post_chat(api_base, api_key, body, timeout=timeout), timeout=timeout + 5)
             return from_openai_json(answer, model_name)
+
+        return call
+
+    def _direct_stream(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        model_name: str,
+        timeout: float,
+        on_text: Callable[[str], Awaitable[None]],
+    ) -> Callable[[], Awaitable[ModelResponse]]:
+        # What litellm sends for a stream: the same body with stream and stream_options.
+        body = self._direct_body(messages, tools, model_name) | {"stream": True, "stream_options": {"include_usage": True}}
+        api_base, api_key = self.api_base or "", self.api_key or "sk-no-key"
+
+        async def call() -> ModelResponse:
+            chunks: list[dict[str, Any]] = []
+            text = ""
+
+            async def on_chunk(chunk: dict[str, Any]) -> None:
+                nonlocal text
+                chunks.append(chunk)
+                delta = _delta_text(chunk)
+                if delta:
+                    text += delta
+                    await on_text(text)
+
+            async with asyncio.timeout(timeout + 5):
+                await stream_chat(api_base, api_key, body, timeout=timeout, on_chunk=on_chunk)
+            if not chunks:
+                raise ModelUnavailable(f"model {model_name} streamed nothing")
+            built = from_openai_stream(chunks, model_name)
+            return built if built is not None else _built_by_litellm(chunks, messages, model_name)
 
         return call
 
@@ -382,3 +431,106 @@ class _Fields:
     def __getattr__(self, name: str) -> Any:
         value = self._data.get(name)
         return _Fields(value) if isinstance(value, dict) else value
+
+
+def _delta_text(chunk: dict[str, Any]) -> str | None:
+    """The answer's text in a streamed chunk (what litellm's chunk carries as ``choices[0].delta.content``)."""
+    choices = chunk.get("choices") or []
+    delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_PLAIN_DELTA_KEYS = frozenset({"role", "content", "tool_calls"})
+
+
+def from_openai_stream(chunks: Sequence[dict[str, Any]], model_name: str) -> ModelResponse | None:
+    """A streamed OpenAI answer's chunks, assembled as litellm's ``stream_chunk_builder`` does.
+
+    Only for the plain case, which is what an OpenAI-compatible server sends: one choice,
+    text and/or whole tool calls, and one usage chunk with both counts. Anything else
+    (several choices, reasoning or refusal fields, no usage, which litellm estimates with
+    its tokenizer) is None: the caller hands those chunks to litellm's own builder.
+    """
+    usage: Any = None
+    parts: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        if chunk.get("usage") is not None:
+            if usage is not None:
+                return None  # litellm merges several usage chunks by rules of its own
+            usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list) or len(choices) > 1:
+            return None
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if choice.get("index", 0) != 0 or not isinstance(delta, dict):
+                return None
+            if any(value is not None and key not in _PLAIN_DELTA_KEYS for key, value in delta.items()):
+                return None
+            content = delta.get("content")
+            if content is not None:
+                if not isinstance(content, str):
+                    return None
+                parts.append(content)
+            fragments = delta.get("tool_calls")
+            if fragments is None:
+                continue
+            if not isinstance(fragments, list) or not fragments:
+                return None
+            for fragment in fragments:
+                function = fragment.get("function") if isinstance(fragment, dict) else None
+                if not isinstance(function, dict) or fragment.get("custom") is not None:
+                    return None
+                call = calls.setdefault(fragment.get("index", 0), {"id": None, "name": None, "arguments": []})
+                if fragment.get("id"):
+                    call["id"] = fragment["id"]
+                if function.get("name"):
+                    call["name"] = function["name"]
+                arguments = function.get("arguments")
+                if arguments is not None:
+                    if not isinstance(arguments, str):
+                        return None
+                    call["arguments"].append(arguments)
+    if not isinstance(usage, dict) or not (_is_count(usage.get("prompt_tokens")) and _is_count(usage.get("completion_tokens"))):
+        return None
+    if any(not call["id"] or not call["name"] for call in calls.values()):
+        return None  # litellm drops such a call
+    text = "".join(parts)
+    if not calls and not text:
+        return None
+    cached, written = _cache_usage(_Fields(usage))
+    return ModelResponse(
+        content=(text if parts else None) if calls else text,
+        tool_calls=tuple(
+            ToolCall(id=call["id"], name=call["name"], arguments="".join(call["arguments"]) or "{}")
+            for _, call in sorted(calls.items(), key=lambda item: item[0])
+        ),
+        prompt_tokens=usage["prompt_tokens"],
+        completion_tokens=usage["completion_tokens"],
+        model=_streamed_model(model_name),
+        cached_tokens=cached,
+        cache_write_tokens=written,
+    )
+
+
+def _streamed_model(model_name: str) -> str:
+    """The model a litellm stream names: the one asked for, without the ``openai/`` prefix (not the server's)."""
+    return model_name.split("/", 1)[1]
+
+
+def _built_by_litellm(chunks: Sequence[dict[str, Any]], messages: Sequence[dict[str, Any]], model_name: str) -> ModelResponse:
+    """Chunks :func:`from_openai_stream` does not vouch for, assembled by litellm itself."""
+    litellm = import_litellm()
+    from litellm.types.utils import ModelResponseStream
+
+    named = [dict(chunk, model=_streamed_model(model_name)) for chunk in chunks]
+    built = litellm.stream_chunk_builder([ModelResponseStream(**chunk) for chunk in named], messages=list(messages))
+    if built is None:
+        raise ModelUnavailable(f"model {model_name} streamed nothing")
+    return _from_litellm(built, model_name)

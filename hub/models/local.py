@@ -32,7 +32,7 @@ from typing import Any
 from scopehub.hub.errors import ModelUnavailable
 from scopehub.hub.models.base import ModelResponse, ToolCall
 from scopehub.hub.models.engine import Completion, Engine, Job, XLlamaEngine
-from scopehub.hub.models.planner import Call, Demo, Generate, Planner, Reply
+from scopehub.hub.models.planner import Call, Demo, Generate, Planner, Reply, planner_embedder
 from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.models.weights import INSTALL_HINT, find_weights
 
@@ -118,9 +118,12 @@ class LocalModel:
         self._ids = itertools.count(1)
 
     @classmethod
-    def from_package(cls, choice: str = "auto", *, n_threads: int | None = None, **options: Any) -> LocalModel:
+    def from_package(
+        cls, choice: str = "auto", *, n_threads: int | None = None, embedder: str = "auto", **options: Any
+    ) -> LocalModel:
         """The installed weights (``choice``: auto, smollm2 or gemma3) on xllamacpp;
-        :class:`~scopehub.hub.errors.ModelNotConfigured` without the extra."""
+        :class:`~scopehub.hub.errors.ModelNotConfigured` without the extra. ``embedder``
+        (``HUB_ROUTER_EMBEDDER``) is blended into the planner's choice of tool."""
         problem = XLlamaEngine.available()
         if problem:
             from scopehub.hub.errors import ModelNotConfigured
@@ -128,7 +131,9 @@ class LocalModel:
             raise ModelNotConfigured(problem)
         weights = find_weights(choice)
         engine = XLlamaEngine(weights.path, n_threads=n_threads)
-        return cls(engine, name=weights.name, template=weights.template, **options)
+        vectors, cache = planner_embedder(embedder)
+        planner = Planner(embedder=vectors, embedding_cache=cache)
+        return cls(engine, name=weights.name, template=weights.template, planner=planner, **options)
 
     @property
     def n_threads(self) -> int | None:
@@ -165,6 +170,7 @@ class LocalModel:
             self.engine.load()
             for prompt in self.planner.warm_prompts(self._schemas):
                 self.engine.complete(Job(prompt, 1, stop=self.template.stop))
+        self.planner.warm_embeddings()
 
     # -- the ChatModel protocol ---------------------------------------------------------
     async def complete(

@@ -29,12 +29,12 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from scopehub.hub.errors import ModelUnavailable
 
-__all__ = ["ProviderError", "is_openai_compatible", "post_chat"]
+__all__ = ["ProviderError", "is_openai_compatible", "post_chat", "stream_chat"]
 
 _PREFIX = "openai/"
 
@@ -127,8 +127,42 @@ class _Connections:
         except aiohttp.ClientError as exc:
             raise ModelUnavailable(f"cannot reach {url}: {type(exc).__name__}: {exc}") from exc
 
+    async def stream(
+        self, url: str, headers: dict[str, str], body: bytes, timeout: float, deliver: Callable[[bytes | None], None]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """POST ``body`` and hand each server-sent event's ``data`` to ``deliver`` (None at the end).
+
+        Returns the status and headers, with the body when the status is an error (nothing delivered then).
+        """
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True))
+        try:
+            async with self._session.post(url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+                if response.status >= 400:
+                    return response.status, dict(response.headers), await response.read()
+                async for line in response.content:  # one line at a time, however the bytes arrive
+                    if line.startswith(b"data:"):
+                        data = line[5:].strip()
+                        if data == b"[DONE]":
+                            break
+                        if data:
+                            deliver(data)
+                return response.status, dict(response.headers), b""
+        except aiohttp.ClientError as exc:
+            raise ModelUnavailable(f"cannot reach {url}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            deliver(None)
+
 
 _CONNECTIONS = _Connections()
+
+
+def _request(api_base: str, api_key: str, body: dict[str, Any]) -> tuple[str, dict[str, str], bytes]:
+    url = api_base.rstrip("/") + "/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
+    return url, headers, json.dumps(body, ensure_ascii=False).encode()
 
 
 async def post_chat(
@@ -139,9 +173,7 @@ async def post_chat(
     Raises :class:`ProviderError` for an error status, ``TimeoutError`` after ``timeout``
     seconds, ``ModelUnavailable`` for a lost connection or an answer that is no completion.
     """
-    url = api_base.rstrip("/") + "/chat/completions"
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
-    data = json.dumps(body, ensure_ascii=False).encode()
+    url, headers, data = _request(api_base, api_key, body)
     future = asyncio.run_coroutine_threadsafe(_CONNECTIONS.post(url, headers, data, timeout), _CONNECTIONS.loop())
     try:
         status, response_headers, raw = await asyncio.wrap_future(future)
@@ -157,3 +189,36 @@ async def post_chat(
     if not isinstance(answer, dict) or not isinstance(answer.get("choices"), list) or not answer["choices"]:
         raise ModelUnavailable(f"{url} answered with no 'choices'")
     return answer
+
+
+async def stream_chat(
+    api_base: str, api_key: str, body: dict[str, Any], *, timeout: float, on_chunk: Callable[[dict[str, Any]], Awaitable[None]]
+) -> None:
+    """POST ``body`` (with ``stream: true``) to ``<api_base>/chat/completions``; ``on_chunk`` gets
+    each chunk's JSON, in order, on the caller's loop.
+
+    Failures as for :func:`post_chat`; a chunk that is not a JSON object is ``ModelUnavailable``.
+    """
+    url, headers, data = _request(api_base, api_key, body)
+    loop = asyncio.get_running_loop()
+    arrived: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def deliver(item: bytes | None) -> None:  # runs on the connections' loop
+        loop.call_soon_threadsafe(arrived.put_nowait, item)
+
+    future = asyncio.run_coroutine_threadsafe(_CONNECTIONS.stream(url, headers, data, timeout, deliver), _CONNECTIONS.loop())
+    try:
+        while (item := await arrived.get()) is not None:
+            try:
+                chunk = json.loads(item)
+            except ValueError as exc:
+                raise ModelUnavailable(f"{url} streamed a chunk that is not JSON: {exc}") from exc
+            if not isinstance(chunk, dict):
+                raise ModelUnavailable(f"{url} streamed a chunk that is not an object")
+            await on_chunk(chunk)
+        status, response_headers, raw = await asyncio.wrap_future(future)
+    except BaseException:
+        future.cancel()  # the request stops in the connections' loop too
+        raise
+    if status >= 400:
+        raise ProviderError(status, response_headers, raw.decode(errors="replace"))

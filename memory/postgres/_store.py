@@ -23,7 +23,8 @@ from .._chatlog import ImportReport, LogRecord
 from .._dialect import Dialect
 from .._model import validate_scope
 from .._schema import ensure_scope
-from .._store import _SCOPED_TABLES, Store, move_numbered_rows
+from .._store import Store
+from .._store_admin import SCOPED_TABLES, move_numbered_rows
 from ..errors import StoreError
 from ._bulk import import_batch
 from ._conn import NumberLoader, PgConnection
@@ -42,6 +43,9 @@ _NOT_ERASED = ("scope_counters", "schema_version")
 
 def _configure(raw: psycopg.Connection) -> None:
     raw.adapters.register_loader("numeric", NumberLoader)
+    # Parameters are quoted into the text (client-side binding), so no two texts repeat and
+    # none is worth preparing; without this psycopg would count every text in its LRU.
+    raw.prepare_threshold = None
 
 
 def _connect_kwargs() -> dict[str, Any]:
@@ -240,7 +244,7 @@ class PostgresStore(Store):
                 " WHERE table_schema = current_schema() AND column_name = 'scope'"
             )
         }
-        known = [t for t in _SCOPED_TABLES if t in found]
+        known = [t for t in SCOPED_TABLES if t in found]
         extra = sorted(found - set(known) - set(_NOT_ERASED))
         # scopes last: a concurrent writer re-lists its scope, never the other way round.
         return [t for t in known if t != "scopes"] + extra + (["scopes"] if "scopes" in found else [])

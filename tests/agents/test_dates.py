@@ -105,3 +105,52 @@ def test_find_dates_in_running_text_skips_lookalikes() -> None:
         ("March 3", date(2025, 3, 3)),
         ("2024-05-10", date(2024, 5, 10)),
     ]
+
+
+@pytest.mark.parametrize(
+    ("phrase", "expected"),
+    [
+        ("bis Montag", date(2024, 5, 6)),
+        ("Freitag", date(2024, 5, 3)),
+        ("morgen", date(2024, 5, 2)),
+        ("übermorgen", date(2024, 5, 3)),
+        ("nächsten Dienstag", date(2024, 5, 7)),
+        ("in 3 Tagen", date(2024, 5, 4)),
+        ("3. März", date(2025, 3, 3)),
+        ("demain", date(2024, 5, 2)),
+        ("avant vendredi", date(2024, 5, 3)),
+        ("la semaine prochaine", date(2024, 5, 6)),
+        ("le 3 juin", date(2024, 6, 3)),
+        ("mañana", date(2024, 5, 2)),
+        ("para el lunes", date(2024, 5, 6)),
+        ("el 5 de junio", date(2024, 6, 5)),
+        ("en 2 semanas", date(2024, 5, 15)),
+    ],
+)
+def test_parse_date_reads_german_french_and_spanish(phrase: str, expected: date) -> None:
+    assert parse_date(phrase, WEDNESDAY) == expected
+
+
+@pytest.mark.parametrize(
+    ("phrase", "expected"),
+    [
+        ("morgen um 8 Uhr", datetime(2024, 5, 2, 8, 0, tzinfo=BERLIN)),
+        ("um 18 Uhr", datetime(2024, 5, 1, 18, 0, tzinfo=BERLIN)),
+        ("in 10 Minuten", datetime(2024, 5, 1, 14, 40, tzinfo=BERLIN)),
+        ("in einer Stunde", datetime(2024, 5, 1, 15, 30, tzinfo=BERLIN)),
+        ("demain à 8h", datetime(2024, 5, 2, 8, 0, tzinfo=BERLIN)),
+        ("vendredi à 14h30", datetime(2024, 5, 3, 14, 30, tzinfo=BERLIN)),
+        ("en 10 minutos", datetime(2024, 5, 1, 14, 40, tzinfo=BERLIN)),
+        ("mañana a las 9", datetime(2024, 5, 2, 9, 0, tzinfo=BERLIN)),
+        ("heute abend", datetime(2024, 5, 1, 20, 0, tzinfo=BERLIN)),
+    ],
+)
+def test_parse_when_reads_german_french_and_spanish(phrase: str, expected: datetime) -> None:
+    assert parse_when(phrase, NOW) == expected
+
+
+def test_a_deadline_in_a_german_email_is_found_and_english_is_left_alone() -> None:
+    email = "Guten Morgen Jonas, kannst du mir bis Freitag die Unterlagen schicken? Viele Grüße, Petra"
+    assert [day for _, day in find_dates(email, WEDNESDAY)] == [date(2024, 5, 3)]  # "Morgen" of the greeting is no date
+    assert find_dates("I am free, please book the venue by Monday.", WEDNESDAY) == [("Monday", date(2024, 5, 6))]
+    assert parse_repeat("täglich") == parse_repeat("tous les jours") == 86400

@@ -113,6 +113,9 @@ from scopehub.hub.models import LiteLLMModel, price_call
 model = LiteLLMModel("openai/fake", api_base={llm.base_url!r})
 model.warm_up()
 answer = asyncio.run(model.complete([{{"role": "user", "content": "hi"}}]))
+async def shown(text): pass
+streamed = asyncio.run(model.stream([{{"role": "user", "content": "hi"}}], on_text=shown))
+assert streamed.content == "ok", streamed
 price_call("fake", 10, 2)  # an unpriced model: remembered on disk by the first process
 print(answer.content, "litellm" in sys.modules)
 """

