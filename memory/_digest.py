@@ -50,6 +50,9 @@ __all__ = [
 ]
 
 DIGEST_KINDS = ("full", "incremental", "full_recompact")
+# The last second a date can be written for (31 December 9999): a stored time past it is
+# no message's time and would crash every date formatting that reads it.
+LATEST_TIME = 253402300799.0
 # What a call can get: the four paths of a digest, or none at all.
 DIGEST_PATHS = ("cached", "incremental", "full", "full_recompact", "none")
 KNOWLEDGE_KIND = "knowledge"
@@ -86,7 +89,7 @@ class DigestLine:
         if not isinstance(sources, list) or not sources or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in sources):
             raise InvalidRecord(f"a digest line needs the ids of its source messages, not {sources!r:.40}")
         ts = data.get("ts")
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 < ts < LATEST_TIME:
             raise InvalidRecord(f"a digest line needs the time of its sources, not {ts!r:.40}")
         who = data.get("who")
         score = data.get("score")
@@ -134,6 +137,8 @@ def _number(value: Any, kind: type[int] | type[float]) -> int | float:
         number = kind(value)
     except (TypeError, ValueError, OverflowError):
         return kind(0)
+    if kind is int:  # ids and counters: a column past SQLite's and PostgreSQL's 64 bits is no id
+        return number if 0 <= number < 2**63 else 0
     return number if math.isfinite(number) else kind(0)
 
 
@@ -162,7 +167,7 @@ def _digest_row(row: Sequence[Any]) -> Digest:
         version=int(_number(row[4], int)),
         kind=row[5] if row[5] in DIGEST_KINDS else "",
         mode=str(row[6] or ""),
-        made=float(_number(row[7], float)),
+        made=made if 0 < (made := float(_number(row[7], float))) < LATEST_TIME else 0.0,
         folds=int(_number(row[8], int)),
         stats=stats,
         broken=broken,

@@ -263,6 +263,13 @@ def test_every_memory_table_failing_in_turn_still_answers_once_and_logs_it(tmp_p
         assert out.verified[f"commands on a failing table without a traceback ({backend})"] == 5 * 6
 
 
+def test_a_failed_compaction_and_broken_digest_rows_never_leave_the_agents_without_it(tmp_path, both_backends):
+    out = faults.digest_rows(tmp_path)
+    assert_clean(out)
+    for backend in backends_run(out):
+        assert out.verified[f"broken digest rows never sent, read by every command, rebuilt ({backend})"] == len(faults.tables.BROKEN_ROWS)
+
+
 def test_reflection_outlasting_its_ttl_with_three_workers_keeps_each_episode_once(tmp_path, both_backends):
     out = faults.reflection_ttl(tmp_path, scopes=1, episodes=6, ttl=0.3, delay=0.1)
     assert_clean(out)

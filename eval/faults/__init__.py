@@ -48,6 +48,11 @@ small versions (``tests/test_faults.py``); the command runs the heavy ones:
     reflections, facts) unusable in turn under a running hub, on SQLite and PostgreSQL:
     every message answered once (the answer claim fails open too), the failure logged,
     the operator's commands one line each, never a traceback (:mod:`.tables`).
+``digest_rows``
+    the model's compaction answer not the JSON asked for, then the stored digest row
+    corrupt or wrong-shaped in seven ways, on SQLite and PostgreSQL: the extractive digest
+    stands in, a broken row is never sent, every command reads it, the next compaction
+    rebuilds it (:mod:`.tables`).
 ``reflection_ttl``
     reflection runs outlasting their claim's TTL, three worker processes (one with its
     clock 901 s ahead): no episode kept twice or lost (:mod:`.background`).
@@ -123,7 +128,7 @@ from .hostile import HostileProbe, hostile_input, hostile_text, huge_message
 from .isolation import isolation
 from .model import FaultCase, fault_cases, model_faults
 from .outage import database_outage
-from .tables import memory_tables
+from .tables import digest_rows, memory_tables
 from .workers import worker_kills
 
 __all__ = [
@@ -151,6 +156,7 @@ __all__ = [
     "crash_handle",
     "crash_import",
     "database_outage",
+    "digest_rows",
     "echo_model",
     "event_cursors",
     "fail_open",

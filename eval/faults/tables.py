@@ -11,6 +11,15 @@
     that are not the agent's answer, an exception out of the hub or the work after the
     reply, a failure nobody logged, and a command that printed a traceback (crashed). On
     SQLite and PostgreSQL.
+
+``digest_rows``
+    The digest when the model's compaction answer is not the JSON asked for and when the
+    stored row is corrupt or wrong-shaped (not JSON, a number for a line, a line without
+    its sources or its time, a time no date can be written for). Counted: older history
+    the agents got nothing about (no digest at all after a failed compaction: lost), a
+    broken row sent to an agent ("1 January 1970: - 5") or a command that printed a
+    traceback (crashed), a row the next compaction did not rebuild (lost). On SQLite and
+    PostgreSQL.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import logging
 from pathlib import Path
 
@@ -34,10 +44,10 @@ from scopehub.memory import (
 )
 
 from ._backends import databases
-from ._harness import capture_logs, echo_model, hub_settings
+from ._harness import capture_logs, echo_model, hub_settings, is_extraction, last_user_text
 from ._outcome import Outcome, Scenario, timed
 
-__all__ = ["TABLES", "memory_tables"]
+__all__ = ["BROKEN_ROWS", "TABLES", "digest_rows", "memory_tables"]
 
 # The memory parts a turn reads or writes, each one table: made unusable one at a time.
 TABLES = ("claims", "events", "cursors", "channel_messages", "lessons", "feedback", "digests", "reflections", "facts")
@@ -154,3 +164,88 @@ def memory_tables(workdir: Path, *, tables: tuple[str, ...] = TABLES, seed: int 
 
 
 SCENARIOS = {"memory_tables": Scenario(memory_tables)}
+
+
+# The stored digest's lines, corrupt or wrong-shaped, as a crash, a bad migration or a hand
+# edit leaves them: each must be checked when read, never sent, and rebuilt.
+BROKEN_ROWS = {
+    "not JSON": "{not json",
+    "a number for a line": "[5]",
+    "an object for the lines": '{"a": 1}',
+    "a line without its time": json.dumps([{"text": "Priya booked Lisbon.", "sources": [1]}]),
+    "a line dated 1970": json.dumps([{"text": "5", "sources": [1], "ts": 0}]),
+    "a line without its sources": json.dumps([{"text": "Priya booked Lisbon.", "sources": [], "ts": 1.7e9}]),
+    "a line dated past 9999": json.dumps([{"text": "Priya booked Lisbon.", "sources": [1], "ts": 1e300}]),
+}
+ROW_UNIT = "broken digest rows never sent, read by every command, rebuilt"
+
+
+def _prose_model():
+    """Agents answer ``re: <message>``; a compaction or reflection gets prose, not the JSON asked for."""
+    from scopehub.hub.models.testing import FunctionModel
+
+    async def answer(messages: list[dict], tools: list[dict]) -> str:
+        if is_extraction(messages):
+            return '{"facts": []}'
+        if tools or "offsite" in last_user_text(messages):
+            return "re: " + last_user_text(messages)[:200]
+        return "Sure, here is a summary of the chat."  # not the JSON the digest asked for
+
+    return FunctionModel(answer, name="prose")
+
+
+def _sent_digest(model) -> str:
+    """The system text of the model's last agent call (where the digest goes)."""
+    calls = [c for c in model.calls if c.tools]
+    return "\n".join(m["content"] for m in calls[-1].messages if m["role"] == "system") if calls else ""
+
+
+def digest_rows(workdir: Path, *, seed: int = 0) -> Outcome:
+    """A failed model compaction leaves the extractive digest; a broken row is never sent and is rebuilt (both backends)."""
+    from scopehub.hub.digest import DIGEST_HEADER
+    from scopehub.memory import get_digest
+
+    out = Outcome("digest_rows")
+    with timed(out), databases(workdir, out) as found:
+        for backend, db in found:
+            settings = hub_settings(db=db, window=4, tail=2, digest_every=2, digest_mode="model", router_embedder="none")
+            store = open_store(db)
+            model = _prose_model()
+            try:
+                hub = build_hub(settings, store=store, model=model)
+                for number, (case, lines) in enumerate(BROKEN_ROWS.items()):
+                    scope, label = f"user:{860 + number}", f"{backend}, {case}"
+                    _history(store, scope)
+                    reply, problem = asyncio.run(_turn(hub, scope, "what is the offsite budget?", f"{case}:1"))
+                    _judge(out, store, backend, case, scope, f"{case}:1", reply, problem)
+                    made = get_digest(store, scope)
+                    if made is None or not made.exists:  # seed 003: the cached digest, else the raw recent events
+                        out.fail("lost", f"{label}: the model's compaction failed and the agents got nothing about the older history")
+                        continue
+                    with store.transaction() as conn:
+                        conn.execute("UPDATE digests SET lines = ? WHERE scope = ?", (lines, scope))
+                    reply, problem = asyncio.run(_turn(hub, scope, "and the offsite venue?", f"{case}:2"))
+                    sent = _sent_digest(model)
+                    ok = _judge(out, store, backend, case, scope, f"{case}:2", reply, problem)
+                    if DIGEST_HEADER in sent:  # a broken row has no line worth sending
+                        out.fail("crashed", f"{label}: the broken row was sent to the agent: {sent.split(DIGEST_HEADER, 1)[1][:80]!r}")
+                        ok = False
+                    _, broken = _commands(db, scope)
+                    for line in broken:
+                        out.fail("crashed", f"{label}: {line}")
+                    ok = ok and not broken
+                    asyncio.run(hub.deps.digest.compact(scope, "faults", force=True))
+                    rebuilt = get_digest(store, scope)
+                    if rebuilt is None or rebuilt.broken or not rebuilt.exists:
+                        out.fail("lost", f"{label}: the next compaction did not rebuild the digest ({getattr(rebuilt, 'broken', None)!r})")
+                        ok = False
+                    if ok:
+                        out.verify(f"{ROW_UNIT} ({backend})")
+                asyncio.run(hub.drain())
+            finally:
+                store.close()
+            out.note(f"{backend}: {len(BROKEN_ROWS)} broken rows after a failed model compaction; {len(COMMANDS)} commands each")
+    return out
+
+
+SCENARIOS = {"memory_tables": Scenario(memory_tables), "digest_rows": Scenario(digest_rows)}

@@ -94,7 +94,7 @@ def show_command(ctx: click.Context, scope: str, as_json: bool) -> None:
         click.echo(f"section: {keeper.tokenizer.count(section)} tokens (budget {settings.digest_tokens})")
     click.echo(_paths_line(usage))
     if digest is not None and digest.stats.get("last_failure"):
-        click.echo(f"last failure (cached digest kept): {digest.stats['last_failure']}")
+        click.echo(f"last failure (the digest above stayed or stood in): {digest.stats['last_failure']}")
 
 
 def _paths_line(usage: dict[str, Any]) -> str:

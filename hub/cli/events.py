@@ -12,7 +12,9 @@ from scopehub.hub.cli.options import echo_json, json_option, scope_option, store
 from scopehub.memory import (
     Event,
     emit_event,
+    event_type,
     events_after,
+    expand_event_types,
     recent_events,
     summarize_event,
 )
@@ -62,6 +64,11 @@ def list_command(
         return
     if not events:
         click.echo(f"no events in {scope}")
+        # A plain name no type here has is most often a typo or an agent's name (-t inbox
+        # for --agent inbox); kept as a filter all the same: a plugin elsewhere may emit it.
+        unknown = [name for name in expand_event_types(types) if event_type(name) is None]
+        if unknown:
+            click.echo(f"no registered event type is called {', '.join(map(repr, unknown))} (-t takes a type such as task.created; --agent an agent)", err=True)
     for event in events:
         when = datetime.fromtimestamp(event.ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
         target = f" → {event.target}" if event.target else ""

@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(1)
     except (HubError, StoreError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        # One line: a driver's message may carry its own line breaks (psycopg adds a hint).
+        click.echo(f"error: {fault_line(exc)}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -188,7 +188,13 @@ class Reflector(BackgroundMemoryJob):
                 return ReflectReport(scope, "busy")
             return await self._reflect(scope, now, lease)
 
-    def _older(self, scope: str, cutoff: float) -> tuple[list[Message], list[Event]]:
+    def _older(self, scope: str, cutoff: float) -> tuple[ReflectionState, list[Message], list[Event]]:
+        """The watermark as read, and the messages and events after it older than ``cutoff``.
+
+        The episodes and the compare-and-set's expected watermark come from this one read:
+        read again later, the watermark could have moved past episodes this run still
+        holds (another worker kept them meanwhile), and the run would keep them twice.
+        """
         state = get_reflection(self.store, scope)
         messages: list[Message] = []
         for message in self.store.messages(scope, after=state.message_upto, limit=MAX_ITEMS):
@@ -200,11 +206,11 @@ class Reflector(BackgroundMemoryJob):
             if event.ts >= cutoff:
                 break
             events.append(event)
-        return messages, events
+        return state, messages, events
 
     async def _reflect(self, scope: str, now: float, lease: ClaimLease) -> ReflectReport:
         cutoff = now - self.settings.reflect_after_days * 86400
-        messages, events = self._older(scope, cutoff)
+        mark, messages, events = self._older(scope, cutoff)
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         report = ReflectReport(scope, "nothing", messages=len(messages), events=len(events), usage=usage)
         if messages or events:
@@ -212,7 +218,6 @@ class Reflector(BackgroundMemoryJob):
             salience = Salience().add(
                 m.text for m in self.store.window(scope, STATS_MESSAGES, up_to=messages[-1].id if messages else None)
             )
-            mark = get_reflection(self.store, scope)
             for episode_messages, episode_events in _episodes(messages, events):
                 try:
                     if self.mode == "extractive":

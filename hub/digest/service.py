@@ -306,7 +306,7 @@ class DigestKeeper(BackgroundMemoryJob):
         if saved is None:  # another worker's compaction got there first (its claim ran out meanwhile)
             return CompactionReport(scope, "busy", kind)
         log.info("digest of %s: %s compaction (%s), version %d, %d lines", scope, kind, mode, saved.version, len(saved.lines))
-        reason = f"the model failed ({fallback}): an extractive digest stands in" if fallback else ""
+        reason = f"{fallback}: an extractive digest stands in" if fallback else ""
         return CompactionReport(scope, "compacted", kind, saved.version, len(saved.lines), rejected, reason=reason, usage=usage)
 
     # -- extractive ----------------------------------------------------------------------------

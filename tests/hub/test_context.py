@@ -142,4 +142,7 @@ def test_history_and_message_tokens_are_what_their_provider_messages_cost_framin
     assert [m["content"] for m in history_sent] == ["Ann: add buy milk", "Added milk.", "[notes agent] Your note is saved."]
     # Each message's role framing and its label ("Ann: ", "[notes agent] ") are counted, exactly as sent.
     assert built.tokens["history"] == count_message_tokens(tok, history_sent)
+    # ... and the framing is what OpenAI's cookbook counts: 3 tokens a message (role and
+    # separators), independent of the hub's own constant, so dropping it fails here too.
+    assert built.tokens["history"] == sum(tok.count(m["content"]) for m in history_sent) + 3 * len(history_sent)
     assert built.tokens["message"] == count_message_tokens(tok, built.messages[-1:]) and built.messages[-1]["content"] == "Bob: and eggs"

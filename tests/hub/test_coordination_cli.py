@@ -145,3 +145,30 @@ def test_chat_with_the_claims_table_unusable_answers_and_logs_one_line_per_fault
     assert done.stdout.startswith("Your list has milk and eggs.")  # answered, claims or not
     assert "answering it unclaimed (OperationalError: database: no such table: claims)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_unreachable_postgresql_is_one_line_on_stderr(tmp_path, capsys):
+    """psycopg's message carries a line break and a hint: the person gets one line, exit 2."""
+    from scopehub.hub.cli.main import main
+
+    url = f"postgresql://postgres:@/hub?host={tmp_path / 'no-server-here'}"
+    try:
+        main(["--db", url, "claims"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("exited 0 without a database")
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot use PostgreSQL at") and "no-server-here" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_events_list_says_when_a_type_is_no_registered_type(tmp_path):
+    db = tmp_path / "hub.db"
+    with Store(db) as store:
+        emit_event(store, SCOPE, "inbox", "note.saved", {"note_id": 1, "title": "by inbox"})
+    typo = run(db, "events", "list", "--scope", SCOPE, "-t", "inbox")  # an agent's name given as a type
+    assert typo.exit_code == 0 and typo.stdout == f"no events in {SCOPE}\n"
+    assert "no registered event type is called 'inbox'" in typo.stderr
+    none_yet = run(db, "events", "list", "--scope", SCOPE, "-t", "task.created")
+    assert none_yet.stdout == f"no events in {SCOPE}\n" and none_yet.stderr == ""

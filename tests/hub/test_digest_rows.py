@@ -30,6 +30,8 @@ BROKEN = {
     "a line dated 1970": ("lines", json.dumps([{"text": "5", "sources": [1], "ts": 0}])),
     "a line without its sources": ("lines", json.dumps([{"text": "Ram booked the flight.", "sources": [], "ts": START}])),
     "a number for a line's text": ("lines", json.dumps([{"text": 5, "sources": [1], "ts": START}])),
+    # No date can be written for it: `digest show` crashed formatting it (OverflowError).
+    "a line dated past the year 9999": ("lines", json.dumps([{"text": "Ram booked the flight.", "sources": [1], "ts": 1e300}])),
 }
 
 
@@ -88,7 +90,7 @@ def test_a_broken_row_is_never_sent_and_the_next_compaction_rebuilds_it(backend,
     assert "14 November 2023:" in shown and all(line[2:].split(": ", 1)[1] in HISTORY for line in shown.splitlines() if line.startswith("- "))
 
 
-@pytest.mark.parametrize("case", ["not json", "a number for a line"])
+@pytest.mark.parametrize("case", ["not json", "a number for a line", "a line dated past the year 9999"])
 def test_commands_on_a_broken_row_say_so_in_one_line_and_compact_rebuilds_it(backend, case):
     store, db = backend
     fill(store)
@@ -128,3 +130,22 @@ def test_unreadable_counters_start_again_and_the_lines_stay(backend):
     assert DIGEST_HEADER in system_of(agent)
     result = CliRunner().invoke(cli, ["--db", db, "usage", "--scope", SCOPE])
     assert result.exit_code == 0 and result.exception is None, result.output
+
+
+@pytest.mark.parametrize(("column", "value"), [("upto_id", 1e23), ("made", 1e300), ("covered", -7)])
+def test_numbers_no_id_or_time_can_be_are_read_as_zero(tmp_path, column, value):
+    """SQLite keeps whatever a column is given: an id past 64 bits crashed every query it was bound to."""
+    from scopehub.memory import open_store
+
+    db = str(tmp_path / "hub.db")
+    store = open_store(db)
+    fill(store)
+    env = {"HUB_WINDOW": "4", "HUB_DIGEST_EVERY": "2", "HUB_DIGEST_MODE": "extractive", "HUB_ROUTER_EMBEDDER": "none"}
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", db, "digest", "compact", "--scope", SCOPE], env=env).exit_code == 0
+    break_row(store, column, value)
+    assert getattr(get_digest(store, SCOPE), column) == 0
+    for command in (["digest", "show"], ["usage"], ["digest", "compact"]):
+        result = runner.invoke(cli, ["--db", db, *command, "--scope", SCOPE], env=env)
+        assert result.exit_code == 0 and result.exception is None, (command, result.output)
+    store.close()

@@ -101,3 +101,33 @@ def test_a_second_run_that_got_the_claim_anyway_never_keeps_an_episode_twice(sto
     counts = Counter(f.text for f in fragments)
     assert len(counts) == EPISODES and max(counts.values()) == 1, counts.most_common(3)
     assert get_reflection(store, SCOPE).message_upto == EPISODES * 3
+
+
+def test_a_run_whose_episodes_another_worker_kept_after_it_read_them_keeps_none_twice(store, monkeypatch):
+    """The episodes and the compare-and-set's expected watermark come from one read.
+
+    Another worker keeps the first episode just after this run listed its episodes (here:
+    while it reads the scope's window for salience). Read again, the watermark had moved
+    past that episode, the compare-and-set expected the moved one and the episode was kept
+    twice (1 episode of 80 in the full `eval faults -k reflection_ttl`, on SQLite).
+    """
+    from scopehub.memory import add_knowledge, save_reflection
+
+    fill(store)
+    first_episode = [m for m in store.messages(SCOPE, after=0, limit=3)]
+    window = store.window
+
+    def window_after_another_worker_kept_it(*args, **kwargs):
+        if not list_knowledge(store, SCOPE):  # the other worker, once: its episode and watermark in one transaction
+            with store.transaction():
+                save_reflection(store, SCOPE, message_upto=first_episode[-1].id, event_upto=0, now=NOW, expect=(0, 0))
+                add_knowledge(store, SCOPE, first_episode[0].text, importance=0.6, messages=[first_episode[0].id], ts=NOW)
+        return window(*args, **kwargs)
+
+    monkeypatch.setattr(store, "window", window_after_another_worker_kept_it)
+    report = asyncio.run(reflector(store, slow_model(0), lambda: NOW).reflect(SCOPE, "worker-one"))
+    assert report.outcome == "busy" and report.fragments == 0, report  # it found the episode kept and stopped
+    monkeypatch.setattr(store, "window", window)
+    asyncio.run(reflector(store, slow_model(0), lambda: NOW).reflect(SCOPE, "worker-one"))  # resumes after it
+    per_first = Counter(m for f in list_knowledge(store, SCOPE) for m in f.messages)
+    assert per_first[first_episode[0].id] == 1 and len(list_knowledge(store, SCOPE)) == EPISODES

@@ -36,7 +36,10 @@ def _configured_root(ctx: click.Context) -> Path:
     from scopehub.hub.cli.options import settings_of
     from scopehub.hub.settings import maildir_root
 
-    return maildir_root(settings_of(ctx))
+    root = maildir_root(settings_of(ctx))
+    if root.exists() and not root.is_dir():  # --root is checked by click; HUB_MAILDIR here
+        raise click.BadParameter(f"{str(root)!r} is a file, not a folder", ctx=ctx, param_hint="HUB_MAILDIR")
+    return root
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 team_option = click.option("--team", "-t", required=True, help="The outside team whose outbox this is.")
 

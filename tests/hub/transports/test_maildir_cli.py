@@ -142,3 +142,14 @@ def test_status_shows_files_a_dead_writer_left_in_tmp(root: Path) -> None:
     [row] = json.loads(run("status", "--root", str(root), "--json").output)["inboxes"]
     assert (row["box"], row["waiting"], row["abandoned"]) == ("user-1/notes", 1, 1)  # the fresh write is not counted
     assert "1 abandoned in tmp/" in run("status", "--root", str(root)).output
+
+
+@pytest.mark.parametrize("command", [["status"], ["list", "--team", "crm"]])
+def test_a_maildir_setting_that_names_a_file_is_one_clear_error(tmp_path: Path, command: list[str]) -> None:
+    # `dispatch run` said "File exists: ..." and `dispatch status` "no inboxes under" a file.
+    not_a_folder = tmp_path / "notes.txt"
+    not_a_folder.write_text("x")
+    result = CliRunner().invoke(dispatch_group, command, env={"HUB_MAILDIR": str(not_a_folder)})
+    assert result.exit_code == 2, result.output
+    assert f"'{not_a_folder}' is a file, not a folder" in result.output and "no inboxes" not in result.output
+    assert not_a_folder.read_text() == "x"

@@ -123,17 +123,24 @@ def test_force_polling_never_starts_inotify(root: Path, hub: StoreHub, caplog, m
 def test_a_rate_limited_backlog_goes_out_as_tokens_come_back(root: Path, hub: StoreHub) -> None:
     for i in range(4):
         send_dispatch(root, "user:1", "notes", sender="cron", subject=f"n{i}", body="x", created=1_700_000_000 + i)
-    # 2 per 0.6 s: two at once, the rest when the bucket refills, with no file event to wake it
-    watcher = MaildirWatcher(make_intake(root, hub, rate_per_scope=2, rate_period=0.6), poll_interval=60, tick=60)
+    # 2 per 0.6 s on the intake's clock, which only the test moves: two at once, then
+    # nothing however often the watcher wakes, then the rest once the clock says the bucket
+    # refilled, with no file event to wake it (an hour's poll and tick).
+    clock = [1_800_000_000.0]
+    intake = make_intake(root, hub, rate_per_scope=2, rate_period=0.6, clock=lambda: clock[0])
+    watcher = MaildirWatcher(intake, poll_interval=3600, tick=3600)
 
-    async def scenario() -> float:
+    async def scenario() -> None:
         watcher.start()
-        await wait_for(lambda: len(hub.seen) == 2)
-        waited = await wait_for(lambda: len(hub.seen) == 4, timeout=5)
+        await wait_for(lambda: len(hub.seen) >= 2)
+        passes = watcher.passes
+        await wait_for(lambda: watcher.passes >= passes + 3)  # it wakes for the refill by itself
+        assert len(hub.seen) == 2  # held back: the bucket is empty on the intake's clock
+        clock[0] += 1.0  # a full period and then some: two tokens back
+        await wait_for(lambda: len(hub.seen) == 4, timeout=10)
         await watcher.stop()
-        return waited
 
-    assert 0.15 < asyncio.run(scenario()) < 3
+    asyncio.run(scenario())
     assert [d.subject for d in hub.seen] == ["n0", "n1", "n2", "n3"]
 
 
@@ -162,13 +169,16 @@ def test_the_watcher_warns_about_a_stale_inbox_once(root: Path, hub: StoreHub, c
 
 @pytest.mark.parametrize("force_polling", [True, False])
 def test_stop_is_prompt(root: Path, hub: StoreHub, force_polling: bool) -> None:
-    watcher = MaildirWatcher(make_intake(root, hub), poll_interval=60, tick=60, force_polling=force_polling)
+    # An hour's poll and tick: a stop that waited for the next wake would never return here.
+    watcher = MaildirWatcher(make_intake(root, hub), poll_interval=3600, tick=3600, force_polling=force_polling)
 
-    async def scenario() -> float:
+    async def scenario() -> None:
         watcher.start()
-        await asyncio.sleep(0.3)
-        started = time.monotonic()
-        await watcher.stop()
-        return time.monotonic() - started
+        await wait_for(lambda: watcher.passes >= 1)
+        try:
+            await asyncio.wait_for(watcher.stop(), 30)
+        except TimeoutError:
+            raise AssertionError("stop() waited for the watcher's next wake instead of waking it") from None
 
-    assert asyncio.run(scenario()) < 3
+    asyncio.run(scenario())
+    assert watcher.passes == 1  # stopped from its wait, without another pass
