@@ -46,7 +46,9 @@ def chat_command(ctx: click.Context, scope: str, message: str | None, as_json: b
     # an OpenAI-compatible server is reached without it (hub/models/openai_compat.py).
     hub = build_hub(settings, store=store_of(ctx), model=model)
     hub.warm_up()  # tokenizer, imports and the embedded model's prompts now, not during the first reply
-    chat = TerminalChat(hub, scope, as_json=as_json)
+    # One --message gives up after a claim TTL while the database is unavailable (a script
+    # must not hang); a chat keeps its messages until the database is back.
+    chat = TerminalChat(hub, scope, as_json=as_json, patience=settings.claim_ttl if message is not None else None)
     stdin = click.get_text_stream("stdin")
     failed = False
     with asyncio.Runner() as runner:

@@ -89,11 +89,16 @@ def format_reply(reply: Reply, *, as_json: bool = False) -> str:
 class TerminalChat:
     """Feeds lines to the hub and prints replies; one event loop for the whole session."""
 
-    def __init__(self, hub: Hub, scope: str, *, as_json: bool = False, out: TextIO | None = None) -> None:
+    def __init__(
+        self, hub: Hub, scope: str, *, as_json: bool = False, out: TextIO | None = None, patience: float | None = None
+    ) -> None:
         self.hub = hub
         self.scope = scope
         self.as_json = as_json
         self.out = out
+        # Seconds a message is tried again while the database is unavailable; None: until
+        # it is back (the interactive and piped chat). One ``--message`` gives up after it.
+        self.patience = patience
 
     def _print(self, text: str) -> None:
         click.echo(text, file=self.out)
@@ -124,6 +129,7 @@ class TerminalChat:
         from scopehub.hub.turns import is_transient
 
         delay, told, look, stored = RETRY_FIRST, False, False, None
+        started = asyncio.get_running_loop().time()
         while True:
             try:
                 if look:
@@ -138,8 +144,16 @@ class TerminalChat:
             except Exception as exc:
                 if not is_transient(exc):
                     raise
+                if self.patience is not None and asyncio.get_running_loop().time() - started >= self.patience:
+                    from scopehub.memory import StoreUnavailable
+
+                    kept = "it is stored and will be answered by the next chat" if stored is not None else "it was not stored"
+                    raise StoreUnavailable(f"the database stayed unavailable for {self.patience:.0f} s ({exc}); {kept}") from exc
                 if not told:
-                    click.echo(f"the database is unavailable; your message is kept and will be answered ({exc})", err=True)
+                    if self.patience is None:
+                        click.echo(f"the database is unavailable; your message is kept and will be answered ({exc})", err=True)
+                    else:
+                        click.echo(f"the database is unavailable; trying again for up to {self.patience:.0f} s ({exc})", err=True)
                     told = True
                 look = stored is None
             await asyncio.sleep(delay)

@@ -97,6 +97,33 @@ def test_the_terminal_keeps_a_message_the_database_could_not_take_and_answers_ev
     assert [call.messages[-1]["content"] for call in model.calls] == ["first thing", "second thing", "third thing"]
 
 
+def test_one_message_gives_up_after_its_patience_and_says_it_was_not_stored(tmp_path, capsys):
+    # `chat --message` in a script: a database that stays away must not hang it for ever.
+    store = AwayStore(tmp_path / "hub.db", {"append:user": 10_000})
+    model = ScriptedModel(default="noted")
+    chat = TerminalChat(hub_on(store, model), "user:local", out=io.StringIO(), patience=0.2)
+    with asyncio.Runner() as runner, pytest.raises(StoreUnavailable, match=r"unavailable for 0 s .*; it was not stored"):
+        runner.run(chat.send("buy milk"))
+    assert "trying again for up to 0 s" in capsys.readouterr().err
+    assert texts(store) == [] and model.calls == []  # nothing half-done, no model call
+
+
+def test_chat_message_on_a_database_that_stays_away_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    from scopehub.hub.cli.main import main
+    from scopehub.hub.models.testing import ScriptedModel as Scripted
+
+    monkeypatch.setattr("scopehub.hub.app.build_model", lambda settings: Scripted(default="noted"))
+    monkeypatch.setattr(Store, "append", lambda self, message: (_ for _ in ()).throw(StoreUnavailable("the test's database is away")))
+    monkeypatch.setenv("HUB_CLAIM_TTL", "1")
+    monkeypatch.setenv("HUB_ROUTER_EMBEDDER", "none")
+    with pytest.raises(SystemExit) as exited:
+        main(["--db", str(tmp_path / "hub.db"), "chat", "-m", "buy milk"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 2  # the retry notice, then one error line
+    assert err.splitlines()[-1].startswith("error: ") and err.rstrip().endswith("it was not stored")
+
+
 def test_a_turn_that_failed_after_storing_answers_the_stored_message_never_a_second_copy(tmp_path, capsys):
     # The reply is stored, then recording the call fails: the message must not be stored again.
     store = AwayStore(tmp_path / "hub.db", {"record_call": 1, "append:agent": 1})
