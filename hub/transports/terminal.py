@@ -147,7 +147,7 @@ class TerminalChat:
                 if self.patience is not None and asyncio.get_running_loop().time() - started >= self.patience:
                     from scopehub.memory import StoreUnavailable
 
-                    kept = "it is stored and will be answered by the next chat" if stored is not None else "it was not stored"
+                    kept = "it is stored but not answered" if stored is not None else "it was not stored"
                     raise StoreUnavailable(f"the database stayed unavailable for {self.patience:.0f} s ({exc}); {kept}") from exc
                 if not told:
                     if self.patience is None:
