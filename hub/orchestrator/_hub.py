@@ -330,7 +330,6 @@ class Hub:
                 turn.done = True
                 return
             self.after_reply.note_correction(inbound, message, turn.window)
-            unclaimed = False
             if turn.claim:
                 # Claim the answer: with several processes on one database, one of them answers.
                 # A process that dies mid-reply leaves the claim to run out (at once for a
@@ -344,14 +343,16 @@ class Hub:
                     # Fail-open: the person is answered without the claim. Only several processes
                     # racing for this one message while claims are down could answer it twice.
                     log.exception("cannot claim message %s of %s (the claims table failed); answering it unclaimed", message.id, inbound.scope)
-                    claimed, unclaimed = None, True
-                if claimed is None and not unclaimed:
-                    log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
-                    turn.done = True
-                    return
-                turn.claimed = key if claimed is not None else None
+                else:
+                    if claimed is None:
+                        log.info("message %s of %s is being answered by another process", message.id, inbound.scope)
+                        turn.done = True
+                        return
+                    turn.claimed = key
         try:
-            if (turn.claimed or unclaimed) and store.is_answered(message.id):  # answered elsewhere while we routed
+            # Claimed or not, a turn that could race another process looks whether it was
+            # answered elsewhere while it routed (a queued turn holds the scope's turn).
+            if turn.claim and store.is_answered(message.id):
                 turn.done = True
             else:
                 with self._timed("context"):
