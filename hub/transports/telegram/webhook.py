@@ -193,7 +193,7 @@ class _HealthHandler(tornado.web.RequestHandler):
     async def get(self) -> None:
         store = self.transport.hub.store
         problem = ""
-        down = getattr(store, "unavailable_for", None)
+        down = database_down(store)
         if down is not None:
             problem = f"database unavailable for {down:.1f} s"
         else:
