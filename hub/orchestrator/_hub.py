@@ -77,7 +77,7 @@ class _Turn:
     decision: Route | None = None
     refine: bool = False  # the LLM router refines the local route (awaited) before settling
     claimed: str | None = None  # the key of the answer's claim while this turn holds it
-    agents: frozenset[str] | None = None  # the only agents that may answer (the chat's /settings)
+    agents: tuple[str, ...] | None = None  # the only agents that may answer (the chat's /settings)
     call: PreparedCall | None = None
     reply: Reply | None = None  # answered without a model call (the day's budget is spent)
     done: bool = False  # nothing to send
@@ -298,8 +298,7 @@ class Hub:
                 turn.reply = Reply(text=refusal, kind="command", agent="hub", via="budget", message_id=turn.message.id, scope=inbound.scope)
                 return turn
         with self._timed("route"):
-            allowed = self.sections.allowed_agents(inbound.scope)
-            turn.agents = None if allowed is None else frozenset(allowed)
+            turn.agents = self.sections.allowed_agents(inbound.scope)
             turn.window = self.recent(inbound.scope, turn.message.id)
             if inbound.agent is not None and inbound.agent in self.registry:
                 turn.decision = addressed_route(inbound.agent, self.default_also_sees)
