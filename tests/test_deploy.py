@@ -225,7 +225,7 @@ def test_the_build_context_leaves_out_secrets_databases_environments_and_build_o
 def test_every_file_the_image_copies_is_in_the_context() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     sources = [source for line in re.findall(r"^COPY\s+(.+)$", dockerfile, re.MULTILINE) for source in line.split()[:-1]]
-    assert sources == ["pyproject.toml", "README.md", "agents", "eval", "hub", "memory", "deploy/constraints.txt"]
+    assert sources == ["pyproject.toml", "README.md", "agents", "eval", "hub", "memory", "_build", "deploy/constraints.txt"]
     listed = ["git", "ls-files", "--cached", "--others", "--exclude-standard"]  # what a checkout (or a new file) holds
     tracked = subprocess.run(listed, cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     rules = dockerignore()

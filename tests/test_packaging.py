@@ -139,3 +139,25 @@ def test_the_wheel_installs_beside_a_distribution_that_owns_agents(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "['general', 'inbox', 'notes', 'reminders', 'tasks'] {}"
     assert "declares no AgentSpec" not in result.stderr and "not loaded" not in result.stderr
+
+
+def test_the_editable_build_prints_no_warning(tmp_path):
+    """README's install is ``pip install -e``, and pip shows the build backend's warnings: the
+    editable build raises none (setuptools' eight-line "Editable installation" notice looked
+    like a fault to a newcomer), and the editable wheel is still made."""
+    pytest.importorskip("setuptools", minversion="77")
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]
+    hook = (
+        "import importlib, sys, warnings\n"
+        f"sys.path[:0] = {[str(ROOT / p) for p in build.get('backend-path', [])]!r}\n"
+        f"backend = importlib.import_module({build['build-backend']!r})\n"
+        "with warnings.catch_warnings(record=True) as shown:\n"
+        f"    wheel = backend.build_editable({str(tmp_path)!r})\n"
+        "print(wheel)\n"
+        "print([f'{w.category.__name__}: {w.message}' for w in shown])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", hook], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    wheel, shown = result.stdout.strip().splitlines()[-2:]
+    assert wheel.startswith("scopehub-0.1.0-") and (tmp_path / wheel).exists()
+    assert shown == "[]"
