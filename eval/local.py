@@ -6,8 +6,11 @@ real embedded model, each session on a fresh database. Two sets:
 
 - ``newcomer`` (default): the first session of the README (12 messages), what a
   newcomer goes on to try, and messages held out when the tools' examples were settled;
-- ``frozen``: the twelve sessions of ``eval/data/local_sessions.json`` (144 messages,
-  20 intents, four languages), committed before any tuning and never tuned on.
+- ``frozen``: the twelve sessions of ``eval/data/local_sessions_frozen.json`` (144
+  messages, 20 intents, four languages), written blind before round 3's tuning and never
+  tuned on: run once, at the end of a round;
+- ``dev``: the earlier frozen set, ``eval/data/local_sessions_dev.json`` (the same
+  shape), seen while tuning: a development set.
 
 For every message it reports the agent, the tool calls, what was stored (read back from
 the store), whether the expectation holds and whether the reply answers (no raw search
@@ -39,16 +42,46 @@ from scopehub.eval.local_checks import check_of
 from scopehub.eval.local_newcomer import NEWCOMER
 from scopehub.eval.local_session import Observation, RecordingModel, Step, run_session, summarise
 
-__all__ = ["FROZEN_PATH", "NEWCOMER", "frozen_sessions", "local_command"]
+__all__ = ["DEV_PATH", "EXPECT_KEYS", "FROZEN_PATH", "INTENTS", "NEWCOMER", "SESSION_FILES", "frozen_sessions", "local_command"]
 
-FROZEN_PATH = Path(__file__).resolve().parent / "data" / "local_sessions.json"
+FROZEN_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_frozen.json"
+DEV_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_dev.json"
+SESSION_FILES = {"frozen": FROZEN_PATH, "dev": DEV_PATH}
+
+# The intents the per-intent report knows: every tool the built-in agents offer a person,
+# the search over what was kept, facts told and asked, and words.
+INTENTS = frozenset({
+    "add_task", "list_tasks", "complete_task", "edit_task",
+    "save_note", "list_notes", "read_note", "delete_note",
+    "keep_email", "list_emails", "read_email", "draft_reply",
+    "set_reminder", "list_reminders", "cancel_reminder",
+    "dispatch", "ask_saved", "state_fact", "ask_fact", "small_talk",
+})
+# What an ``expect`` object may say: the keys :func:`~.local_checks.check_of` reads. A
+# misspelt key would otherwise be ignored and the message judged on less than it states.
+EXPECT_KEYS = frozenset({
+    "in_words", "new", "words", "due", "when", "to", "subject", "done", "no_new",
+    "cancelled", "deleted", "edited", "reply", "not_reply", "fact",
+})
+
+
+def _known(session: str, number: int, message: dict[str, Any]) -> None:
+    """Refuses a message whose intent or expectation the evaluation does not know."""
+    where = f"session {session!r}, message {number}"
+    if message.get("intent") not in INTENTS:
+        raise ValueError(f"{where}: unknown intent {message.get('intent')!r}")
+    unknown = sorted(set(message.get("expect", {})) - EXPECT_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown expect key {unknown[0]!r}")
 
 
 def frozen_sessions(path: Path = FROZEN_PATH) -> list[tuple[str, list[Step]]]:
-    """The frozen sessions as (name, steps)."""
+    """A sessions file's sessions as (name, steps); an unknown intent or expect key is refused."""
     data = json.loads(path.read_text(encoding="utf-8"))
     sessions = []
     for session in data["sessions"]:
+        for number, message in enumerate(session["messages"], start=1):
+            _known(session["name"], number, message)
         steps = [
             Step(
                 message["text"],
@@ -176,7 +209,14 @@ async def _run_all(settings_of: Any, model: Any, sessions: Sequence[tuple[str, l
 
 
 @click.command("local")
-@click.option("--sessions", "which", type=click.Choice(["newcomer", "frozen"]), default="newcomer", show_default=True, help="the newcomer's session, or the twelve frozen sessions")
+@click.option(
+    "--sessions",
+    "which",
+    type=click.Choice(["newcomer", "frozen", "dev"]),
+    default="newcomer",
+    show_default=True,
+    help="the newcomer's session; frozen: the twelve frozen sessions (never tuned on); dev: the earlier twelve, seen while tuning; a development set",
+)
 @click.option("--model", "choice", type=click.Choice(["auto", "smollm2", "gemma3"]), default=None, help="which embedded weights (default: HUB_LOCAL_MODEL, auto)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="write the report as JSON here ('-' for standard output)")
 @click.option("--pause", type=click.FloatRange(0, 60), default=0.0, show_default=True, help="seconds between a reply and the next message (a person reading)")
@@ -201,8 +241,8 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
         click.echo(f"error: eval local needs the embedded model: {reason}", err=True)
         ctx.exit(2)
     logging.getLogger().setLevel(logging.ERROR)  # a report, not a log
-    if which == "frozen":
-        sessions = frozen_sessions()
+    if which in SESSION_FILES:
+        sessions = frozen_sessions(SESSION_FILES[which])
     else:
         sessions = [("newcomer", [step for step in NEWCOMER if step.core or not only_core])]
     machine_before = _machine()
@@ -232,7 +272,7 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
             "right": sum(bool(item["right"]) for item in messages),
             "right_counting_repeats_wrong": sum(bool(item["right"]) and not item["repeats"] for item in messages),
             "messages": len(messages),
-            "sessions_at_least_11_of_12": sum(r["summary"]["right"] >= 11 for r in results) if which == "frozen" else None,
+            "sessions_at_least_11_of_12": sum(r["summary"]["right"] >= 11 for r in results) if which in SESSION_FILES else None,
             "first_reply_seconds": [r["summary"]["first_reply_seconds"] for r in results],
             "median_later_seconds": round(statistics.median(later), 2) if later else None,
             "p90_later_seconds": round(statistics.quantiles(later, n=10)[-1], 2) if len(later) >= 2 else None,
@@ -256,12 +296,12 @@ def local_command(ctx: click.Context, which: str, choice: str | None, json_out: 
             f"; facts not in the person's words {len(s['invented_facts'])}; first reply {s['first_reply_seconds']:.1f} s"
         )
         click.echo(line, err=err)
-    if which == "frozen":
+    if which in SESSION_FILES:
         click.echo("per intent: " + ", ".join(f"{name} {row['right']}/{row['messages']}" for name, row in report["per_intent"].items()), err=err)
     total = report["summary"]
     click.echo(
         f"all: {total['right']} of {total['messages']} right ({total['right_counting_repeats_wrong']} if a reply repeating 3+ words of an earlier one counts wrong)"
-        + (f"; sessions with at least 11 of 12: {total['sessions_at_least_11_of_12']} of {len(results)}" if which == "frozen" else ""),
+        + (f"; sessions with at least 11 of 12: {total['sessions_at_least_11_of_12']} of {len(results)}" if which in SESSION_FILES else ""),
         err=err,
     )
     click.echo(

@@ -2,7 +2,7 @@
 whether the reply answers.
 
 Checks are written two ways: in code for the newcomer session (:mod:`.local_newcomer`),
-and as data for the frozen sessions (``eval/data/local_sessions.json``), whose
+and as data for the frozen and dev sessions (``eval/data/local_sessions_*.json``), whose
 ``expect`` objects :func:`check_of` turns into the same checks. Every reply is also
 held to :func:`reply_problems`: a raw search dump, an apology or refusal, or a reply
 that names an internal tool is wrong whatever was stored.

@@ -1,0 +1,80 @@
+"""The sessions files of ``eval local`` (frozen and dev): their shape, and what a bad one is told.
+
+Only the shape is asserted, never a message's wording: the frozen file is a test set.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import sys
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+
+from scopehub.eval import local_checks
+from scopehub.eval.local import (
+    DEV_PATH,
+    EXPECT_KEYS,
+    FROZEN_PATH,
+    INTENTS,
+    SESSION_FILES,
+    frozen_sessions,
+)
+from scopehub.hub.cli import cli
+
+
+@pytest.mark.parametrize("path", [FROZEN_PATH, DEV_PATH], ids=["frozen", "dev"])
+def test_each_sessions_file_is_twelve_sessions_of_twelve_known_messages(path):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    sessions = frozen_sessions(path)  # builds every check; refuses unknown intents and keys
+    assert len(sessions) == 12 and [len(steps) for _, steps in sessions] == [12] * 12
+    assert len({name for name, _ in sessions}) == 12
+    messages = [message for session in data["sessions"] for message in session["messages"]]
+    assert {message["intent"] for message in messages} <= INTENTS
+    assert set().union(*(message["expect"] for message in messages)) <= EXPECT_KEYS
+    assert all(message["text"].strip() for message in messages)
+
+
+def test_the_frozen_set_asks_for_every_intent_three_times_in_four_languages():
+    data = json.loads(FROZEN_PATH.read_text(encoding="utf-8"))
+    counts = Counter(message["intent"] for session in data["sessions"] for message in session["messages"])
+    assert {intent: counts[intent] for intent in INTENTS if counts[intent] < 3} == {}
+    languages = Counter(session["lang"] for session in data["sessions"])
+    assert languages["de"] >= 2 and languages["fr"] >= 1 and languages["es"] >= 1
+    assert any("+" in lang for lang in languages)  # one session mixes two languages
+    assert "never" in data["about"] and "blind" in data["about"]
+
+
+def test_expect_keys_are_the_ones_check_of_reads():
+    source = inspect.getsource(local_checks.check_of) + inspect.getsource(local_checks._row_where)
+    read = set(re.findall(r'expect(?:\.get\(|\[)"(\w+)"', source)) | set(re.findall(r'"(\w+)" in expect', source))
+    assert read == EXPECT_KEYS
+
+
+def _one_session_file(tmp_path, intent="add_task", expect=None):
+    message = {"text": "add milk", "intent": intent, "expect": expect or {"new": "tasks", "words": ["milk"]}}
+    path = tmp_path / "sessions.json"
+    path.write_text(json.dumps({"about": "", "sessions": [{"name": "one", "lang": "en", "messages": [message]}]}), encoding="utf-8")
+    return path
+
+
+def test_a_file_with_an_unknown_intent_or_a_misspelt_key_is_refused_by_name(tmp_path):
+    assert len(frozen_sessions(_one_session_file(tmp_path))) == 1
+    with pytest.raises(ValueError, match=r"session 'one', message 1: unknown intent 'add_tsk'"):
+        frozen_sessions(_one_session_file(tmp_path, intent="add_tsk"))
+    with pytest.raises(ValueError, match=r"session 'one', message 1: unknown expect key 'word'"):
+        frozen_sessions(_one_session_file(tmp_path, expect={"new": "tasks", "word": ["milk"]}))
+
+
+@pytest.mark.parametrize("which", ["frozen", "dev"])
+def test_eval_local_takes_frozen_and_dev(monkeypatch, which):
+    assert SESSION_FILES[which].exists()
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    result = CliRunner().invoke(cli, ["eval", "local", "--sessions", which])
+    assert result.exit_code == 2
+    assert "needs the embedded model" in result.stderr  # past the option's check, at the model's
+    help_text = " ".join(CliRunner().invoke(cli, ["eval", "local", "--help"]).output.split())
+    assert "seen while tuning; a development set" in help_text
