@@ -508,9 +508,10 @@ class Planner:
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
             # also says the item itself ("jot this down: ..."), the model copies it from there.
-            value = extract.free_text(message, (), self._framing_words(name))
-            if _BACK_REFERENCE.search(value) or not references.content_words(value):
-                return None
+            anchors = extract.anchors_of(self.catalogue.get(name, ()))
+            value = extract.free_text(message, anchors, self._framing_words(name))
+            if len(references.content_words(value)) <= (1 if _BACK_REFERENCE.search(value) else 0):
+                return None  # "that deadline", "it": what it is, is in the last reply
         found = extract.arguments_for(
             function,
             message,
