@@ -23,6 +23,7 @@ from ._dates_i18n import to_english
 
 __all__ = [
     "DEFAULT_HOUR",
+    "date_spans",
     "find_dates",
     "format_date",
     "format_datetime",
@@ -186,6 +187,20 @@ def find_dates(text: str, today: date) -> list[tuple[str, date]]:
             seen.add(day)
             found.append((phrase, day))
     return found
+
+
+def date_spans(text: str) -> list[tuple[int, int, str]]:
+    """Where running English text (see :func:`to_english`) names a day: ``(start, end,
+    phrase)`` of each date phrase :func:`parse_date` reads, with the little word before it
+    ("by friday", "on saturday", "for next tuesday") inside the span."""
+    spans: list[tuple[int, int, str]] = []
+    for match in _DATE_PHRASE.finditer(text):
+        phrase = match.group(0)
+        if parse_date(phrase, date(2000, 1, 3)) is None:
+            continue
+        before = re.search(r"(?:\b(?:by|on|for|due|before|until|till|from)\s+)$", text[: match.start()], re.IGNORECASE)
+        spans.append((before.start() if before else match.start(), match.end(), phrase))
+    return spans
 
 
 _TIME_RE = re.compile(

@@ -37,10 +37,9 @@ from typing import Any
 
 from scopehub.hub.facts.grounding import own_words
 from scopehub.hub.facts.keys import looks_factual
-from scopehub.hub.models import answers, references
+from scopehub.hub.models import answers, extract, references
 from scopehub.hub.models.grammar import (
     arguments_grammar,
-    numbers_in,
     parameters_of,
     parse_object,
     prefill,
@@ -188,19 +187,29 @@ def _about_oneself(message: str) -> bool:
     """A statement about the person ("my phone number is ...", "I live in Hamburg"), not a
     request, and not a pasted email (whose addresses are someone else's words)."""
     words = own_words(message)
-    return bool(words) and looks_factual(words) and not _REQUEST_START.match(words) and not answers.is_question(words)
+    return (
+        bool(words)
+        and looks_factual(words)
+        and not _REQUEST_START.match(words)
+        and not answers.is_question(words)
+    )
 
 
 def _creates(function: Mapping[str, Any]) -> bool:
     """Whether the tool stores something new from the person's words (a required string)."""
     properties = parameters_of(function).get("properties") or {}
-    return any(isinstance(properties.get(name), Mapping) and properties[name].get("type") == "string" for name in required_of(function))
+    return any(
+        isinstance(properties.get(name), Mapping) and properties[name].get("type") == "string"
+        for name in required_of(function)
+    )
 
 
 def _without(function: Mapping[str, Any], parameter: str) -> dict[str, Any]:
     """``function`` with one parameter taken out of its schema (the planner fills it)."""
     params = dict(parameters_of(function))
-    params["properties"] = {k: v for k, v in (params.get("properties") or {}).items() if k != parameter}
+    params["properties"] = {
+        k: v for k, v in (params.get("properties") or {}).items() if k != parameter
+    }
     params["required"] = [name for name in params.get("required") or () if name != parameter]
     return {**function, "parameters": params}
 
@@ -217,11 +226,21 @@ class Planner:
     # into the choice of tool: what the words of the examples miss (other languages,
     # paraphrases) their meaning finds. None: words only.
     embedder: Any = None
-    embedding_cache: Any = None  # the examples' vectors kept on disk (hub.routing.semantic.EmbeddingCache)
+    embedding_cache: Any = (
+        None  # the examples' vectors kept on disk (hub.routing.semantic.EmbeddingCache)
+    )
     semantic_weight: float = SEMANTIC_WEIGHT
+    # Arguments read off the message where their shape allows (:mod:`.extract`); False: the
+    # model writes every tool's arguments (what the rounds before did).
+    read_off: bool = True
     _classifiers: dict[tuple[str, ...], LocalClassifier] = field(default_factory=dict, repr=False)
 
-    def learn(self, catalogue: Mapping[str, Iterable[Demo]], about: str = "", keywords: Mapping[str, Iterable[str]] | None = None) -> None:
+    def learn(
+        self,
+        catalogue: Mapping[str, Iterable[Demo]],
+        about: str = "",
+        keywords: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
         """Add (or replace) the example utterances of tools, and their action words, by tool name."""
         for name, demos in catalogue.items():
             self.catalogue[name] = tuple(demos)
@@ -235,7 +254,9 @@ class Planner:
         """The stable start of the arguments prompt of each tool that writes the person's
         words: evaluated once at start, a first "add ..." costs only its own message."""
         return [
-            self.template.render(self._arguments_system(function), [])[: -len(self.template.turn_open["assistant"])]
+            self.template.render(self._arguments_system(function), [])[
+                : -len(self.template.turn_open["assistant"])
+            ]
             for function in functions
             if _creates(function) and str(function.get("name")) != SEARCH
         ]
@@ -247,10 +268,23 @@ class Planner:
             return
         from scopehub.hub.routing.semantic import CachedEmbedder
 
-        texts = list(dict.fromkeys(demo.text for demos in self.catalogue.values() for demo in demos if demo.text.strip()))
-        source = CachedEmbedder(self.embedder, self.embedding_cache) if self.embedding_cache is not None else self.embedder
+        texts = list(
+            dict.fromkeys(
+                demo.text
+                for demos in self.catalogue.values()
+                for demo in demos
+                if demo.text.strip()
+            )
+        )
+        source = (
+            CachedEmbedder(self.embedder, self.embedding_cache)
+            if self.embedding_cache is not None
+            else self.embedder
+        )
         source.embed(texts)
-        self.embedder.embed(["hello"])  # past the cache: the first query loads the embedder's engine
+        self.embedder.embed(
+            ["hello"]
+        )  # past the cache: the first query loads the embedder's engine
 
     # -- 1. which tool ---------------------------------------------------------------
     def _classifier(self, functions: Sequence[Mapping[str, Any]]) -> LocalClassifier:
@@ -261,13 +295,24 @@ class Planner:
                 AgentProfile(
                     name=str(function.get("name")),
                     description=str(function.get("description") or ""),
-                    examples=tuple(demo.text for demo in self.catalogue.get(str(function.get("name")), ())),
-                    keywords=(*str(function.get("name")).split("_"), *self.keywords.get(str(function.get("name")), ())),
+                    examples=tuple(
+                        demo.text for demo in self.catalogue.get(str(function.get("name")), ())
+                    ),
+                    keywords=(
+                        *str(function.get("name")).split("_"),
+                        *self.keywords.get(str(function.get("name")), ()),
+                    ),
                 )
                 for function in functions
             ]
             in_words = tuple(demo.text for demo in self.catalogue.get(ANSWER, ())) or IN_WORDS
-            profiles.append(AgentProfile(name=ANSWER, description="greetings, thanks, questions about you", examples=in_words))
+            profiles.append(
+                AgentProfile(
+                    name=ANSWER,
+                    description="greetings, thanks, questions about you",
+                    examples=in_words,
+                )
+            )
             classifier = self._blended(profiles)
             self._classifiers[key] = classifier
         return classifier
@@ -280,8 +325,16 @@ class Planner:
             return lexical
         from scopehub.hub.routing.semantic import build_semantic_scorer
 
-        scorer = build_semantic_scorer(profiles, self.embedder, lexical=lexical, cache=self.embedding_cache, k=NEAREST_EXAMPLES)
-        return LocalClassifier(profiles, default_agent=ANSWER, semantic=scorer, semantic_weight=self.semantic_weight, semantic_gate=None)
+        scorer = build_semantic_scorer(
+            profiles, self.embedder, lexical=lexical, cache=self.embedding_cache, k=NEAREST_EXAMPLES
+        )
+        return LocalClassifier(
+            profiles,
+            default_agent=ANSWER,
+            semantic=scorer,
+            semantic_weight=self.semantic_weight,
+            semantic_gate=None,
+        )
 
     def choose(self, message: str, tools: Sequence[Mapping[str, Any]]) -> str:
         """The offered tool the message asks for, or :data:`ANSWER` (zero tokens)."""
@@ -294,13 +347,17 @@ class Planner:
         if not scores:
             return ANSWER
         if KEEP_EMAIL in scores and own_words(message) != message.strip():
-            return KEEP_EMAIL  # a pasted email (its header block): kept, whatever it asks of someone
+            return (
+                KEEP_EMAIL  # a pasted email (its header block): kept, whatever it asks of someone
+            )
         if answers.is_question(message):
             # "where is the spare key?" asks to be told: it lists, reads or searches, never
             # adds, completes or cancels anything.
             changing = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name not in changing}
-        elif _about_oneself(message) and (readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER):
+        elif _about_oneself(message) and (
+            readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER
+        ):
             # "my phone number is 555 0142" tells; it asks for no tool. The key reader reads
             # English only, and takes any "mein", "mes", "mi" elsewhere for a statement about
             # oneself ("Zeig mir meine Notizen"): there, the classifier must agree.
@@ -314,7 +371,9 @@ class Planner:
         return best if scores[best] >= TOOL_ODDS * scores.get(ANSWER, 0.0) else ANSWER
 
     # -- the next step -----------------------------------------------------------------
-    def plan(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> Step:
+    def plan(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+    ) -> Step:
         """What to do next for this agent call."""
         turn = split_turn(messages)
         offered = {str(f.get("name")): f for f in (_function(t) for t in tools) if f.get("name")}
@@ -330,17 +389,28 @@ class Planner:
         return self._call(turn, offered, offered[choice])
 
     # -- 2. which item, 3. arguments -------------------------------------------------------
-    def _call(self, turn: Turn, offered: Mapping[str, Mapping[str, Any]], function: Mapping[str, Any], listing: str = "") -> Step:
+    def _call(
+        self,
+        turn: Turn,
+        offered: Mapping[str, Mapping[str, Any]],
+        function: Mapping[str, Any],
+        listing: str = "",
+    ) -> Step:
         name = str(function.get("name"))
         message = clip(turn.message, MESSAGE_CHARS)
         number = references.number_parameter(function)
-        if number is not None and not numbers_in(message):
+        # A number that is no item's ("Saturday at 7 works") leaves the item to be looked up.
+        if number is not None and not (
+            extract.item_numbers(message) or single_number_arguments(function, message)
+        ):
             lister = references.listing_for(name, number, offered)
             if lister is not None and not listing:
                 return Call(lister, {})  # look first; _after_tool comes back here with the listing
             if listing:
                 if references.newest_line(listing) is None and number in required_of(function):
-                    return Reply(answers.result_reply(str(lister), listing))  # "No tasks.": nothing to pick from
+                    return Reply(
+                        answers.result_reply(str(lister), listing)
+                    )  # "No tasks.": nothing to pick from
                 picked = self._pick(turn, function, number, listing)
                 if picked is None and number in required_of(function):
                     return Reply(f"Which one do you mean?\n{listing}")
@@ -367,11 +437,23 @@ class Planner:
             return references.newest_line(listing)
         return picked
 
-    def _with_number(self, turn: Turn, function: Mapping[str, Any], number: str, picked: int) -> Step:
+    def _with_number(
+        self, turn: Turn, function: Mapping[str, Any], number: str, picked: int
+    ) -> Step:
         name = str(function.get("name"))
         rest = _without(function, number)
         if not required_of(rest):
-            return Call(name, {number: picked})
+            # "move the dentist task to wednesday": a day the message names is the change.
+            properties = parameters_of(rest).get("properties") or {}
+            day = extract.date_of(turn.message)[0]
+            dated = [
+                key
+                for key, schema in properties.items()
+                if isinstance(schema, Mapping) and extract.is_date_parameter(key, schema)
+            ]
+            return Call(
+                name, {number: picked, dated[0]: day} if day and dated else {number: picked}
+            )
         step = self._arguments(turn, rest)
         return _adding(step, {number: picked})
 
@@ -386,9 +468,15 @@ class Planner:
         # A shape the span grammar does not cover: the tool's JSON schema constrains it instead.
         schema = None if grammar is not None else parameters
         start = prefill(parameters) if grammar is not None else ""
-        prompt = self.template.render(self._arguments_system(function, bool(earlier)), [("user", self._arguments_input(message, earlier))])
+        prompt = self.template.render(
+            self._arguments_system(function, bool(earlier)),
+            [("user", self._arguments_input(message, earlier))],
+        )
         framing = self._framing_words(name)
         required = required_of(function)
+        known = self._read_off(turn, function, message, earlier)
+        if known is not None:
+            return Call(name, tidy_arguments(known, required, framing))
 
         def finish(text: str) -> Step:
             arguments = parse_object(start + text)
@@ -396,7 +484,46 @@ class Planner:
                 return Reply(f"I could not make out the details of that. {answers.CANNOT}")
             return Call(name, tidy_arguments(arguments, required, framing))
 
-        return Generate(prompt=prompt, grammar=grammar, max_tokens=ARGUMENT_TOKENS, finish=finish, schema=schema, prefill=start)
+        return Generate(
+            prompt=prompt,
+            grammar=grammar,
+            max_tokens=ARGUMENT_TOKENS,
+            finish=finish,
+            schema=schema,
+            prefill=start,
+        )
+
+    def _read_off(
+        self, turn: Turn, function: Mapping[str, Any], message: str, earlier: str
+    ) -> dict[str, Any] | None:
+        """The arguments read off the message without the model (:mod:`.extract`), or None."""
+        name = str(function.get("name"))
+        if name == SEARCH or not self.read_off:
+            return None
+        email = (
+            references.email_reply_about(turn.history, message)
+            if earlier and references.is_kept_email(earlier)
+            else ""
+        )
+        if earlier and not email:
+            # The message points back at the last reply ("put that on my tasks"): unless it
+            # also says the item itself ("jot this down: ..."), the model copies it from there.
+            anchors = extract.anchors_of(self.catalogue.get(name, ()))
+            value = extract.free_text(message, anchors, self._framing_words(name))
+            if len(references.content_words(value)) <= (1 if _BACK_REFERENCE.search(value) else 0):
+                return None  # "that deadline", "it": what it is, is in the last reply
+        found = extract.arguments_for(
+            function,
+            message,
+            anchors=extract.anchors_of(self.catalogue.get(name, ())),
+            framing=self._framing_words(name),
+            earlier=email,
+        )
+        if found is None or not all(
+            references.content_words(str(v)) or str(v).strip() for v in found.values()
+        ):
+            return None
+        return found
 
     @staticmethod
     def _earlier(turn: Turn, function: Mapping[str, Any], message: str) -> str:
@@ -427,7 +554,9 @@ class Planner:
         """Instruction and demonstrations: stable per tool, so llama.cpp reuses its cached prefix."""
         name = str(function.get("name"))
         lines = [
-            f"Write the JSON arguments of {_signature(function)}: {function.get('description') or ''}".rstrip(": "),
+            f"Write the JSON arguments of {_signature(function)}: {function.get('description') or ''}".rstrip(
+                ": "
+            ),
             "Copy the words from the message; leave out what it does not say.",
         ]
         properties = set((parameters_of(function).get("properties") or {}).keys())
@@ -435,7 +564,9 @@ class Planner:
         demos = [
             demo
             for demo in self.catalogue.get(name, ())
-            if demo.arguments is not None and set(demo.arguments) <= properties and (with_earlier or not demo.earlier)
+            if demo.arguments is not None
+            and set(demo.arguments) <= properties
+            and (with_earlier or not demo.earlier)
         ][:MAX_DEMOS]
         # The last demonstrations weigh most with a small model: end on the plainest ones,
         # so that it adds optional arguments only when the message has them.
@@ -452,7 +583,9 @@ class Planner:
         return f"{head}Message: {message}\nArguments:"
 
     # -- 4. after a tool ran -------------------------------------------------------------
-    def _after_tool(self, turn: Turn, offered: Mapping[str, Mapping[str, Any]], choice: str) -> Step:
+    def _after_tool(
+        self, turn: Turn, offered: Mapping[str, Mapping[str, Any]], choice: str
+    ) -> Step:
         results = [step for step in turn.steps if step.get("role") == "tool"]
         calls = [call for step in turn.steps for call in step.get("tool_calls") or ()]
         if not results or not calls:
@@ -460,7 +593,12 @@ class Planner:
         last_call = calls[-1].get("function", {})
         result = text_of(results[-1].get("content")).strip()
         name = str(last_call.get("name"))
-        if len(calls) == 1 and choice in offered and choice != name and not result.startswith("error:"):
+        if (
+            len(calls) == 1
+            and choice in offered
+            and choice != name
+            and not result.startswith("error:")
+        ):
             # The listing was a look-up for the tool the message asks for: now pick the item.
             target = offered[choice]
             number = references.number_parameter(target)
@@ -475,7 +613,9 @@ class Planner:
             tried = sum(1 for call in calls if call.get("function", {}).get("name") == name)
             if tried == 1 and isinstance(arguments, dict) and set(arguments) - set(required):
                 # An optional argument the model filled in (a due date of "milk") made it fail.
-                return Call(name, {key: value for key, value in arguments.items() if key in required})
+                return Call(
+                    name, {key: value for key, value in arguments.items() if key in required}
+                )
         return Reply(answers.result_reply(name, result, turn.message))
 
     # -- 4. words ------------------------------------------------------------------------
@@ -500,11 +640,22 @@ class Planner:
         exchange: list[tuple[str, str]] = []
         if _BACK_REFERENCE.search(message):
             # The last exchange only when the message points at it: otherwise it is what gets copied.
-            exchange = [(item["role"], clip(item["content"], EARLIER_CHARS)) for item in turn.last_exchange]
-        demos = [turn for said, answered in ANSWER_DEMOS for turn in (("user", said), ("assistant", answered))]
+            exchange = [
+                (item["role"], clip(item["content"], EARLIER_CHARS)) for item in turn.last_exchange
+            ]
+        demos = [
+            turn
+            for said, answered in ANSWER_DEMOS
+            for turn in (("user", said), ("assistant", answered))
+        ]
         first = self.template.render(system, [*demos, *exchange, ("user", message)])
         alone = self.template.render(system, [*demos, ("user", message)])
-        words = {"grammar": None, "max_tokens": ANSWER_TOKENS, "stop": ("\n\n",), "repeat_penalty": 1.1}
+        words = {
+            "grammar": None,
+            "max_tokens": ANSWER_TOKENS,
+            "stop": ("\n\n",),
+            "repeat_penalty": 1.1,
+        }
         names = set(offered) | set(self.catalogue)
 
         def second(text: str) -> Step:
@@ -523,7 +674,13 @@ class Planner:
     def _answer_system(self, turn: Turn) -> str:
         """Who is talking (the persona's first sentence), what the assistant is for, the facts."""
         head = _SENTENCE_END.split(turn.persona.strip(), maxsplit=1)[0] if turn.persona else ""
-        parts = [" ".join(part for part in (head, self.about, "Reply in one short, friendly sentence.") if part)]
+        parts = [
+            " ".join(
+                part
+                for part in (head, self.about, "Reply in one short, friendly sentence.")
+                if part
+            )
+        ]
         if turn.facts:
             parts.append(turn.facts)
         return "\n\n".join(parts)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["content_words", "email_reply_about", "listing_for", "number_parameter", "pick_line", "stem"]
+__all__ = ["content_words", "email_reply_about", "is_kept_email", "listing_for", "number_parameter", "pick_line", "stem"]
 
 _LINE_NUMBER = re.compile(r"^#(\d+)\b")
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -114,6 +114,11 @@ def listing_for(tool: str, parameter: str, offered: Iterable[str]) -> str | None
         if candidate in names and candidate != tool:
             return candidate
     return None
+
+
+def is_kept_email(text: str) -> bool:
+    """Whether ``text`` is the inbox's "Kept email #N" reply."""
+    return bool(_KEPT_EMAIL.match(text))
 
 
 def email_reply_about(history: Sequence[Mapping[str, str]], message: str) -> str:

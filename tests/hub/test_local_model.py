@@ -20,6 +20,7 @@ from scopehub.hub.models import ChatModel
 from scopehub.hub.models.engine import Completion, Job, XLlamaEngine
 from scopehub.hub.models.grammar import arguments_grammar
 from scopehub.hub.models.local import JSON_GBNF, LocalModel, render_prompt
+from scopehub.hub.models.planner import Planner
 from scopehub.hub.models.weights import find_weights
 from tests.hub.gbnf import admits
 
@@ -75,7 +76,7 @@ def test_is_a_chat_model():
 
 
 def test_one_completion_writes_only_the_chosen_tools_arguments_from_the_persons_words():
-    local, backend = model('"buy milk"}')
+    local, backend = model('"buy milk"}', planner=Planner(read_off=False))
 
     response = asyncio.run(local.complete(ask("add buy milk to my tasks", ("user", "hi"), ("assistant", "Hello! Anything to add?")), tools=tools("tasks")))
 
@@ -137,7 +138,7 @@ def test_render_prompt_shows_tool_results_as_turns_it_can_read():
 
 
 def test_backend_failures_are_model_errors():
-    local, _ = model(ModelError("local model failed: llama_decode returned -3"))
+    local, _ = model(ModelError("local model failed: llama_decode returned -3"), planner=Planner(read_off=False))
     with pytest.raises(ModelError, match="llama_decode"):
         asyncio.run(local.complete(ask("add buy milk to my tasks"), tools=tools("tasks")))
 

@@ -38,6 +38,15 @@ def planner(agents) -> Planner:
     return learner.planner
 
 
+@pytest.fixture(scope="module")
+def writer(agents) -> Planner:
+    """A planner that leaves every argument to the model (nothing read off the message)."""
+    learner = Learner()
+    learner.planner.read_off = False
+    teach_tools(learner, agents)
+    return learner.planner
+
+
 def tools_of(agents, name: str) -> list[dict[str, Any]]:
     return list(agent_prompt(agents[name]).offered(True))  # search_memory too, as when the call may need it
 
@@ -125,7 +134,7 @@ def test_a_prefilled_start_is_not_written_again():
     assert not admits(grammar, '{"title": "buy milk"}')
 
 
-def test_the_model_gets_the_chosen_tools_demonstrations_and_the_message_not_the_history(planner, agents):
+def test_the_model_gets_the_chosen_tools_demonstrations_and_the_message_not_the_history(writer, agents):
     messages = conversation(
         ("user", "add buy milk to my tasks"),
         ("assistant", "Added #1 buy milk"),
@@ -133,7 +142,7 @@ def test_the_model_gets_the_chosen_tools_demonstrations_and_the_message_not_the_
         ("assistant", "Today is Mon 4 Mar.\n#1 buy milk"),
         ("user", "new task: call the plumber tomorrow"),
     )
-    step = planner.plan(messages, tools_of(agents, "tasks"))
+    step = writer.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(step, Generate)
     assert "add_task(title, due?)" in step.prompt and '"title": "buy milk"' in step.prompt  # a demonstration
     assert "Message: new task: call the plumber tomorrow\nArguments:" in step.prompt
@@ -145,10 +154,10 @@ def test_the_model_gets_the_chosen_tools_demonstrations_and_the_message_not_the_
     assert call == Call("add_task", {"title": "call the plumber", "due": "tomorrow"})  # framing word trimmed
 
 
-def test_a_message_that_points_back_may_take_words_from_the_last_reply(planner, agents):
+def test_a_message_that_points_back_may_take_words_from_the_last_reply(writer, agents):
     kept = "Kept email #2.\nFrom: Ram\nAction items:\n- please send me the signed contract by Friday."
     messages = conversation(("user", "From: Ram ..."), ("assistant", kept), ("user", "put the deadline from that email on my tasks"))
-    step = planner.plan(messages, tools_of(agents, "tasks"))
+    step = writer.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(step, Generate) and f"Earlier: {kept}" in step.prompt
     assert admits(step.grammar, '"send me the signed contract", "due": "Friday"}')
 
@@ -160,8 +169,8 @@ def test_tools_without_required_arguments_or_with_one_written_number_cost_no_mod
     assert planner.plan(conversation(("user", email)), tools_of(agents, "inbox")) == Call("keep_email", {})
 
 
-def test_an_optional_value_that_repeats_the_required_one_is_dropped(planner, agents):
-    step = planner.plan(conversation(("user", "new task: fix the bike")), tools_of(agents, "tasks"))
+def test_an_optional_value_that_repeats_the_required_one_is_dropped(writer, agents):
+    step = writer.plan(conversation(("user", "new task: fix the bike")), tools_of(agents, "tasks"))
     assert step.finish('"fix the bike", "due": "fix the bike"}') == Call("add_task", {"title": "fix the bike"})
     assert step.finish('"fix the bike", "due": "task"}') == Call("add_task", {"title": "fix the bike"})
     assert step.finish('"fix the bike", "due": "12 May ="}') == Call("add_task", {"title": "fix the bike", "due": "12 May"})
@@ -254,22 +263,22 @@ def test_an_item_named_without_its_number_is_looked_up_in_its_listing_first(plan
     assert empty == Reply("Today is Mon 4 Mar. No tasks.")
 
 
-def test_a_reply_to_a_person_answers_their_email(planner, agents):
+def test_a_reply_to_a_person_answers_their_email(writer, agents):
     message = conversation(("user", "write Lena a short reply saying I'll have them ready on Wednesday"))
-    assert planner.plan(message, tools_of(agents, "inbox")) == Call("list_emails", {})
+    assert writer.plan(message, tools_of(agents, "inbox")) == Call("list_emails", {})
     listing = "#2 2024-03-04 Tom Berg <tom@berg.example>: Dinner on Saturday\n#1 2024-03-04 Lena Fischer <lena@fischer.example>: Quarterly report"
-    step = planner.plan(message + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    step = writer.plan(message + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
     assert isinstance(step, Generate) and "email_id" not in (step.grammar or "")  # the planner fills the email in
     assert step.finish('"I\'ll have them ready on Wednesday"}') == Call("draft_reply", {"body": "I'll have them ready on Wednesday", "email_id": 1})
     nameless = conversation(("user", "draft a reply saying I'll send it friday"))
-    step = planner.plan(nameless + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    step = writer.plan(nameless + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
     assert step.finish('"I\'ll send it friday"}') == Call("draft_reply", {"body": "I'll send it friday", "email_id": 2})  # the newest
 
 
-def test_the_thing_a_person_asked_for_is_written_from_their_email(planner, agents):
+def test_the_thing_a_person_asked_for_is_written_from_their_email(writer, agents):
     kept = "Kept email #1.\nFrom: Lena Fischer <lena@fischer.example>\nSubject: Quarterly report\nAction items:\n- could you send me the quarterly figures by Thursday?"
     messages = conversation(("user", "From: Lena ..."), ("assistant", f"[inbox agent] {kept}"), ("user", "add the thing Lena asked for to my tasks"))
-    step = planner.plan(messages, tools_of(agents, "tasks"))
+    step = writer.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(step, Generate) and "Earlier: [inbox agent] Kept email #1." in step.prompt
     assert admits(step.grammar, '"send me the quarterly figures", "due": "Thursday"}')
 

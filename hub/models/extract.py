@@ -1,0 +1,339 @@
+"""Arguments read off the message, without the model.
+
+A 135M or 270M model asked to copy "the dry cleaning" out of "also I need to pick up the
+dry cleaning on saturday" copies the wrong run, or the listing it saw last. Most
+arguments people give have a shape that needs no model:
+
+- the text after a short lead-in ending in a colon ("note: call the bank", "jot this
+  down: ...", "new task: ..."), or in quotes ("add 'renew my passport'");
+- the text after a word the tool's own demonstrations put just before their value
+  ("reply to Tom *saying* ...", "note *that* ...");
+- otherwise the message without its request words ("can you add", "I need to",
+  "remind me to") and its closing words ("to my to-do list", ", put it on my list");
+- a day (``due``) or a moment (``when``) said in the message, in English or in the
+  German, French and Spanish the date parser reads, taken out of the text.
+
+Which parameter is which follows the tool's schema, not its name: one required free-text
+string, optional or required date or time parameters (their name or description says
+so). A tool with another shape (several free texts, a team to name) is left to the model.
+Everything here is pure text work.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from scopehub.agents import date_spans, parse_time, to_english
+from scopehub.hub.models.grammar import parameters_of, required_of
+
+__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers"]
+
+TRAILING = ".!?,;: "
+# A lead-in of a few words closed by a colon: "note:", "jot this down:", "Neue Aufgabe:".
+_COLON_HEAD = re.compile(r"^\s*(?P<head>[^:\n\d]{1,40}?)\s*:\s+(?P<rest>\S.*)$", re.S)
+_QUOTED = re.compile(
+    r"(?:^|(?<=\s))(?:'([^'\n]{2,}?)'|\"([^\"\n]{2,}?)\"|«\s*([^»\n]{2,}?)\s*»|„([^“\n]{2,}?)“|“([^”\n]{2,}?)”)(?=$|[\s.,!?;:])"
+)
+# Words that open a request without being part of what is asked for, in the router's languages.
+_FILLER = r"(?:also|and|oh|ok|okay|so|hey|hi|please|pls|now|then|bitte|mal|auch|noch|s'il te plaît|stp|aussi|por favor|también)"
+_ASK = r"(?:(?:can|could|would|will) you|kannst du|könntest du|peux-tu|pourrais-tu|puedes|podrías)"
+_NEED = (
+    r"(?:i (?:really )?(?:need|have|want|got|ought) to|i must|i should|i've got to|i gotta|don't forget to|remember to|"
+    r"ich muss|ich sollte|ich will|je dois|il faut que je|tengo que|debo|necesito)"
+)
+# The verb of a request to keep something, first ("add", "setz", "ajoute", "apunta que").
+_KEEP_VERB = (
+    r"(?:add|put|create|jot\s+down|write\s+down|note\s+down|note\s+that|setz(?:e)?|füge|trag|notiere|schreib\s+auf|"
+    r"ajoute|mets|note\s+que|añade|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?)"
+)
+_LEAD = re.compile(
+    rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+)?(?:{_KEEP_VERB}\s+(?:{_FILLER}\s+)?)?",
+    re.I,
+)
+# Closing words that say where the item goes, not what it is.
+_PLACE = (
+    r"(?:(?:my|the|our)\s+)?(?:to-?do(?:\s+list)?|todos?|tasks?(?:\s+list)?|(?:shopping\s+|grocery\s+)?list|notes?|reminders?)"
+    r"|(?:meine[rn]?|die)\s+(?:\w+)?liste|(?:meine[rn]?|die)\s+aufgaben|ma\s+liste(?:\s+de\s+\w+)?|mes\s+tâches|mi\s+lista|mis\s+tareas"
+)
+_CLOSING = re.compile(
+    rf"(?:[,;]?\s*(?:and\s+|und\s+|et\s+|y\s+)?(?:please\s+)?(?:put|add|set|write|save|setz|setze|füge|mets|ajoute|pon|añade)\s+"
+    rf"(?:it|that|this|them|das|es|le|la|lo)\s+(?:on|to|in|onto|auf|zu|in|sur|à|dans|en|a)\s+(?:{_PLACE})(?:\s+hinzu)?"
+    rf"|[,;]?\s*(?:(?:and\s+)?(?:put|add|set|save|write)\s+(?:it|that|this)\s+)?(?:as\s+a\s+(?:task|to-?do|note))"
+    rf"|[,;]?\s*please"
+    rf"|\s+(?:on|to|in|onto|into|auf|zu|sur|à|dans|en|a)\s+(?:{_PLACE})(?:\s+hinzu)?)\s*[.!?]*\s*$",
+    re.I,
+)
+# A date parameter names a day or a moment ("due", "when") or describes one.
+_DATE_NAME = re.compile(r"^(?:due|when|date|deadline|day|at|time)$", re.I)
+_DATE_DESCRIPTION = re.compile(r"\b(?:tomorrow|yyyy-mm-dd|iso datetime|in 10 minutes)\b", re.I)
+_TIME_WORDS = re.compile(
+    r"\bin\s+(?:\d+|an?|one|two|three|five|ten|half an?)\s*(?:minutes?|mins?|hours?|hrs?)\b", re.I
+)
+_REPEAT = re.compile(
+    r"\b(?:every|each|daily|weekly|hourly|jeden|jede|alle|chaque|tous les|toutes les|cada)\b", re.I
+)
+# "remind me to", "erinnere mich daran", "rappelle-moi de", "recuérdame": the request, not its text.
+_REMIND = re.compile(
+    r"^\s*(?:please\s+)?(?:(?:can|could) you\s+)?(?:remind\s+me|erinnere?\s+mich|rappelle[- ]moi|recuérdame|recuerdame)"
+    r"(?:\s+(?:to|that|about|of|daran|an|de|d'|à|que|a))?\s*",
+    re.I,
+)
+_ITEM_NUMBER = re.compile(
+    r"#\s?(\d{1,9})\b|\b(?:task|note|email|e-mail|mail|reminder|item|number|no\.?|nr\.?|n°|aufgabe|notiz|erinnerung|tâche|rappel|tarea|nota|"
+    r"correo|recordatorio)\s+(\d{1,9})\b",
+    re.I,
+)
+_ACTION_LINE = re.compile(r"^-\s+(?P<text>.+)$")
+_POLITE = re.compile(
+    r"^\s*(?:(?:hi|hello|hey)\b[^,.!]*[,.!]\s*)?(?:please\s+|(?:could|can|would) you(?: please)?\s+|kannst du(?: bitte)?\s+|"
+    r"pourrais-tu\s+|peux-tu\s+|podrías\s+|puedes\s+|por favor\s+)",
+    re.I,
+)
+# Function words never taken for the word just before a demonstration's value.
+_NO_ANCHOR = frozenset(
+    {"to", "the", "a", "an", "my", "on", "of", "for", "in", "is", "it", "and", "i", "me", "you"}
+)
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split()).strip(TRAILING)
+
+
+def is_date_parameter(name: str, schema: Mapping[str, Any]) -> bool:
+    """Whether a string parameter names a day or a moment (``due``, ``when``)."""
+    return bool(
+        _DATE_NAME.match(name) or _DATE_DESCRIPTION.search(str(schema.get("description") or ""))
+    )
+
+
+def anchors_of(demos: Iterable[Any]) -> frozenset[str]:
+    """The words a tool's demonstrations put just before a free-text value ("saying",
+    "that"): where the value starts in a message that has one."""
+    found: set[str] = set()
+    for demo in demos:
+        arguments = getattr(demo, "arguments", None) or {}
+        text = str(getattr(demo, "text", "")).casefold()
+        for value in arguments.values():
+            if not isinstance(value, str) or len(value.split()) < 2:
+                continue
+            at = text.find(value.casefold())
+            if at <= 0:
+                continue
+            before = text[:at].rstrip()
+            if before.endswith(":"):
+                continue  # the colon rule finds it anyway
+            words = before.split()
+            if words and words[-1] not in _NO_ANCHOR and words[-1].isalpha():
+                found.add(words[-1])
+    return frozenset(found)
+
+
+def free_text(message: str, anchors: Iterable[str] = (), framing: Iterable[str] = ()) -> str:
+    """The item a request names: after a colon lead-in, in quotes, after one of the tool's
+    ``anchors``, or the message without request and closing words (see the module docstring)."""
+    text = _CLOSING.sub("", message.strip()) or message.strip()
+    head = _COLON_HEAD.match(text)
+    if head and len(head["head"].split()) <= 5:
+        return _clean(_CLOSING.sub("", head["rest"]))
+    quoted = _QUOTED.search(text)
+    if quoted:
+        return _clean(next(group for group in quoted.groups() if group))
+    words = text.split()
+    wanted = {anchor.casefold() for anchor in anchors}
+    for index, word in enumerate(words[:10]):
+        if word.casefold().strip(TRAILING) in wanted and index + 1 < len(words):
+            return _clean(_CLOSING.sub("", " ".join(words[index + 1 :])))
+    rest = _CLOSING.sub("", _LEAD.sub("", text, count=1))
+    # The request's own verb and words ("add", "put", "jot down") at either end.
+    loose = {word.casefold() for word in framing}
+    kept = rest.split()
+    while len(kept) > 1 and kept[0].casefold().strip(TRAILING) in loose:
+        kept.pop(0)
+    while len(kept) > 1 and kept[-1].casefold().strip(TRAILING) in loose:
+        kept.pop()
+    return _clean(" ".join(kept)) or _clean(text)
+
+
+def date_of(text: str) -> tuple[str | None, str]:
+    """The first day ``text`` names (as English words ``parse_date`` reads) and the text
+    without it; (None, text) when it names none."""
+    english = to_english(text)
+    spans = date_spans(english)
+    if not spans:
+        return None, text
+    start, end, phrase = spans[0]
+    return phrase, _clean(english[:start] + " " + english[end:])
+
+
+def moment_of(text: str) -> tuple[str | None, str]:
+    """A reminder's moment in ``text`` ("tomorrow at 8am", "in 20 minutes", "friday at
+    10am") and the text without it; (None, text) when it names none or repeats."""
+    english = to_english(text)
+    if _REPEAT.search(english):
+        return None, text  # "every monday": the schedule is the model's to write
+    duration = _TIME_WORDS.search(english)
+    if duration:
+        return duration[0], _clean(english[: duration.start()] + " " + english[duration.end() :])
+    parts: list[str] = []
+    spans = date_spans(english)
+    cut: list[tuple[int, int]] = []
+    if spans:
+        start, end, phrase = spans[0]
+        parts.append(phrase)
+        cut.append((start, end))
+    clock = parse_time(english)
+    if clock is not None:
+        (start, end) = clock[1]
+        at = re.search(r"\bat\s*$", english[:start])
+        cut.append((at.start() if at else start, end))
+        parts.append("at " + english[start:end])
+    if not parts:
+        return None, text
+    rest = english
+    for start, end in sorted(cut, reverse=True):
+        rest = rest[:start] + " " + rest[end:]
+    return " ".join(parts), _clean(rest)
+
+
+def action_items(email_reply: str) -> list[str]:
+    """The "Action items:" lines of a kept email's reply, without their polite opening."""
+    lines = email_reply.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith("Action items:"))
+    except StopIteration:
+        return []
+    items = []
+    for line in lines[start + 1 :]:
+        match = _ACTION_LINE.match(line.strip())
+        if match:
+            items.append(_clean(_POLITE.sub("", match["text"])))
+    return [item for item in items if item]
+
+
+def item_numbers(message: str) -> list[int]:
+    """Numbers the message gives as an item's number ("task 3", "#4", "note 2"), not as
+    a time or an amount ("Saturday at 7")."""
+    return [int(match[1] or match[2]) for match in _ITEM_NUMBER.finditer(message)]
+
+
+def _roles(function: Mapping[str, Any]) -> tuple[str | None, list[str], list[str]] | None:
+    """The one free-text parameter, the date parameters and the required ones, when the
+    schema has the shape read here; None otherwise."""
+    properties = parameters_of(function).get("properties") or {}
+    required = required_of(function)
+    free: list[str] = []
+    dates: list[str] = []
+    for name, schema in properties.items():
+        if not isinstance(schema, Mapping):
+            return None
+        if schema.get("type") == "string" and "enum" not in schema:
+            (dates if is_date_parameter(name, schema) else free).append(name)
+    free_required = [name for name in free if name in required]
+    if len(free_required) != 1 or any(name not in free and name not in dates for name in required):
+        return None
+    return free_required[0], dates, required
+
+
+def arguments_for(
+    function: Mapping[str, Any],
+    message: str,
+    *,
+    anchors: Iterable[str] = (),
+    framing: Iterable[str] = (),
+    earlier: str = "",
+) -> dict[str, Any] | None:
+    """The tool's arguments read off ``message`` (and the email ``earlier`` it refers to),
+    or None when the schema or the message has another shape (the model writes them)."""
+    roles = _roles(function)
+    if roles is None:
+        return None
+    free, dates, required = roles
+    arguments: dict[str, Any] = {}
+    source = ""
+    text = message
+    if earlier:
+        from scopehub.hub.models.references import content_words
+
+        own = free_text(_POINTERS.sub(" ", message), anchors, framing)
+        if content_words(own) and not _POINTERS.fullmatch(own):
+            # "put the appointment from that email on my tasks": the item is the message's,
+            # the day the email's when the message names none.
+            text = own
+            day = date_of(message)[0] or _email_day(earlier)
+            if day and dates and dates[0] not in required:
+                arguments[dates[0]] = day
+        else:
+            # "add the thing Lena asked for": the email's request is the item, its day the date.
+            items = action_items(earlier)
+            if not items:
+                return None
+            source = text = _pick_item(items, message)
+            sender = _sender_name(earlier)
+            if sender:
+                source = text = re.sub(
+                    r"\bme\b", sender, text
+                )  # "send me the figures" was Lena's "me"
+    for name in dates:
+        if name in arguments:
+            continue
+        moment = name in required
+        found, rest = (moment_of if moment else date_of)(text)
+        if found is None:
+            if name in required:
+                return None
+            continue
+        arguments[name] = found
+        text = rest
+    if not source and _REMIND.match(text):
+        text = _REMIND.sub(
+            "", text, count=1
+        )  # "remind me to ...": the request, not what to remind of
+    value = _clean(text) if source else free_text(text, anchors, framing)
+    if not value:
+        return None
+    arguments[free] = value
+    return arguments
+
+
+# Words that point at an email's request rather than name an item.
+_POINTERS = re.compile(
+    r"\b(?:the\s+(?:thing|stuff|task|request)\s+|what\s+)(?:[\w'’]+\s+){0,2}?(?:asked|asks|wants?|wanted|needs?|needed|requested)"
+    r"(?:\s+(?:for|me\s+to\s+do|me\s+for|me\s+to))?\b"
+    r"|\b(?:the\s+)?deadline\b"
+    r"|\b(?:from|in|of)\s+(?:the|that|this|her|his|their|last|[\w]+['’]s)\s+(?:e-?mail|mail|message)\b",
+    re.I,
+)
+
+
+def _sender_name(reply: str) -> str:
+    """The first name of a kept email's sender ("From: Lena Fischer <lena@...>" -> "Lena")."""
+    for line in reply.splitlines():
+        if line.startswith("From:"):
+            name = line[len("From:") :].split("<")[0].strip().strip('"')
+            first = name.split()[0] if name.split() else ""
+            return (
+                first if first.isalpha() and "@" not in name and first.lower() != "unknown" else ""
+            )
+    return ""
+
+
+def _email_day(reply: str) -> str | None:
+    """The first day a kept email's reply lists ("Dates: Tuesday = Tue 2026-12-08")."""
+    for line in reply.splitlines():
+        if line.startswith("Dates:"):
+            first = line[len("Dates:") :].split(";")[0]
+            return first.split("=")[0].strip() or None
+    return None
+
+
+def _pick_item(items: Sequence[str], message: str) -> str:
+    """The action item the message names by a word, else the first."""
+    from scopehub.hub.models.references import content_words
+
+    wanted = content_words(message)
+    for item in items:
+        if wanted & content_words(item):
+            return item
+    return items[0]

@@ -1,0 +1,124 @@
+"""Arguments read off the message without the model (hub.models.extract), and the planner
+calling a tool with them: what would be stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from scopehub.agents import discover_agents
+from scopehub.hub.app import teach_tools
+from scopehub.hub.context.prompt import agent_prompt
+from scopehub.hub.models.extract import action_items, free_text, item_numbers, moment_of
+from scopehub.hub.models.planner import Call, Planner
+from tests.hub.test_planner import Learner, conversation, tool_step
+
+
+@pytest.fixture(scope="module")
+def agents():
+    return discover_agents()
+
+
+@pytest.fixture(scope="module")
+def planner(agents) -> Planner:
+    learner = Learner()
+    teach_tools(learner, agents)
+    return learner.planner
+
+
+def tools_of(agents, name):
+    return list(agent_prompt(agents[name]).offered(True))
+
+
+@pytest.mark.parametrize(
+    ("agent", "text", "call"),
+    [
+        (
+            "tasks",
+            "can you add 'renew my passport' to my to-do list",
+            Call("add_task", {"title": "renew my passport"}),
+        ),
+        (
+            "tasks",
+            "new task: call the plumber tomorrow",
+            Call("add_task", {"title": "call the plumber", "due": "tomorrow"}),
+        ),
+        (
+            "tasks",
+            "add fix the bike for saturday",
+            Call("add_task", {"title": "fix the bike", "due": "saturday"}),
+        ),
+        (
+            "tasks",
+            "I have to pay the rent, add it as a task",
+            Call("add_task", {"title": "pay the rent"}),
+        ),
+        ("tasks", "Füge Brot zu meiner Einkaufsliste hinzu", Call("add_task", {"title": "Brot"})),
+        (
+            "notes",
+            "jot this down: wifi password at the cabin is pinecone77",
+            Call("save_note", {"text": "wifi password at the cabin is pinecone77"}),
+        ),
+        (
+            "reminders",
+            "remind me in 20 minutes to check the laundry",
+            Call("set_reminder", {"when": "in 20 minutes", "text": "check the laundry"}),
+        ),
+        (
+            "reminders",
+            "Recuérdame mañana a las 9 llamar al médico",
+            Call("set_reminder", {"when": "tomorrow at 9:00", "text": "llamar al médico"}),
+        ),
+    ],
+)
+def test_arguments_are_read_off_the_message_with_no_model_call(planner, agents, agent, text, call):
+    assert planner.plan(conversation(("user", text)), tools_of(agents, agent)) == call
+
+
+def test_the_last_reply_is_not_copied_into_a_note_that_says_its_own_words(planner, agents):
+    messages = conversation(
+        ("user", "add renew my passport"),
+        ("assistant", "Added #1 renew my passport"),
+        ("user", "jot this down: the gate code is 4711"),
+    )
+    assert planner.plan(messages, tools_of(agents, "notes")) == Call(
+        "save_note", {"text": "the gate code is 4711"}
+    )
+
+
+def test_a_reply_with_a_time_in_it_still_looks_the_email_up_and_takes_the_words_after_that(
+    planner, agents
+):
+    message = conversation(("user", "reply to Tom that Saturday at 7 works great"))
+    assert planner.plan(message, tools_of(agents, "inbox")) == Call("list_emails", {})
+    listing = "#2 2024-03-04 Tom Berg <tom@berg.example>: Dinner on Saturday\n#1 2024-03-04 Lena Fischer <lena@fischer.example>: Quarterly report"
+    step = planner.plan(message + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    assert step == Call("draft_reply", {"body": "Saturday at 7 works great", "email_id": 2})
+
+
+def test_the_thing_a_person_asked_for_is_their_emails_request_and_day(planner, agents):
+    kept = (
+        "Kept email #1.\nFrom: Lena Fischer <lena@fischer.example>\nSubject: Quarterly report\nDates: Thursday = Thu 2026-12-03\n"
+        "Action items:\n- could you send me the quarterly figures by Thursday?"
+    )
+    messages = conversation(
+        ("user", "From: Lena ..."),
+        ("assistant", kept),
+        ("user", "add the thing Lena asked for to my tasks"),
+    )
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call(
+        "add_task", {"due": "Thursday", "title": "send Lena the quarterly figures"}
+    )
+
+
+def test_the_pieces():
+    assert free_text("take a note: Anna's party is at 8pm") == "Anna's party is at 8pm"
+    assert (
+        item_numbers("move task 4 to tomorrow") == [4] and item_numbers("Saturday at 7 works") == []
+    )
+    assert moment_of("remind me every monday at 9 to water the plants") == (
+        None,
+        "remind me every monday at 9 to water the plants",
+    )
+    assert action_items("Kept email #3.\nAction items:\n- Please book the venue by Monday.") == [
+        "book the venue by Monday"
+    ]
