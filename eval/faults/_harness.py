@@ -117,12 +117,15 @@ def child_env() -> dict[str, str]:
 
 
 def fake_openai() -> Any:
-    """The test suite's loopback OpenAI-compatible fake (``tests/fakes/openai_server.py``)."""
+    """The test suite's loopback OpenAI-compatible fake (``tests/fakes/openai_server/``), also
+    when ``tests`` is not importable (the installed ``agents-hub`` command)."""
     try:
         from tests.fakes import openai_server
     except ImportError:
         root = Path(__file__).resolve().parents[2]
-        if not (root / "tests" / "fakes" / "openai_server.py").exists():
+        # A module or (since it was split) a package: either is the checkout's fake.
+        fake = root / "tests" / "fakes" / "openai_server"
+        if not (fake.with_suffix(".py").is_file() or (fake / "__init__.py").is_file()):
             raise click.ClickException("this scenario needs the loopback fake in tests/fakes (a source checkout)") from None
         sys.path.insert(0, str(root))
         from tests.fakes import openai_server

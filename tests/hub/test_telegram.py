@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from scopehub.hub.transports.telegram import (
     REFUSAL,
     TELEGRAM_LIMIT,
     build_application,
+    delivery,
     is_allowed,
     scope_for,
     split_message,
@@ -184,13 +184,31 @@ def test_access_rule_and_scopes():
 # -- faults -------------------------------------------------------------------------------------
 
 
-def test_retry_after_on_send_message_is_honoured_and_the_reply_arrives(tmp_path):
+def test_retry_after_on_send_message_is_honoured_and_the_reply_arrives(tmp_path, monkeypatch):
+    # The retry loop's waits, with how many sendMessage calls the fake had seen as each
+    # began and ended: the second attempt must come after a wait of what Telegram asked.
+    waits: list[tuple[float, int, int]] = []
+    tg_box: list[FakeBotAPI] = []
+
+    async def recorded_sleep(delay: float, *args: object) -> None:
+        before = len(tg_box[0].calls("sendMessage"))
+        await asyncio.sleep(delay, *args)
+        waits.append((delay, before, len(tg_box[0].calls("sendMessage"))))
+
+    class RecordingAsyncio:
+        sleep = staticmethod(recorded_sleep)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(asyncio, name)
+
+    monkeypatch.setattr(delivery, "asyncio", RecordingAsyncio())
+
     async def scenario(hub, tg, bot):
+        tg_box.append(tg)
         tg.fail_next("sendMessage", 429, retry_after=1)
         tg.push_message(42, "add buy milk to my tasks")
-        started = time.monotonic()
         (sent,) = await tg.await_sent(1, chat_id=42, timeout=6)
-        assert time.monotonic() - started >= 0.9  # waited as told
+        assert waits == [(1.0, 1, 1)]  # waited as told, after the refused call and before the next
         assert sent["text"].startswith("[tasks]")
         assert len(tg.calls("sendMessage")) == 2
 

@@ -304,14 +304,15 @@ def test_the_rate_limit_holds_a_burst_back_oldest_and_urgent_first(root: Path, h
 def test_backlog_and_one_stale_warning_per_inbox(root: Path, hub: StoreHub, caplog) -> None:
     old = send_dispatch(root, "user:1", "notes", sender="cron", body="x")
     send_dispatch(root, "user:1", "notes", sender="cron", body="y")
-    send_dispatch(root, "user:2", "hub", sender="cron", body="z")
+    other = send_dispatch(root, "user:2", "hub", sender="cron", body="z")
     now = old.stat().st_mtime
     os.utime(old, (now - 900, now - 900))
+    os.utime(other, (now - 30, now - 30))  # each file's age set, not left to how fast this runs
     intake = intake_for(root, hub, stale_after=600, clock=lambda: now)
 
     rows = {row.box: row for row in backlog(root, now=now)}
     assert rows["user-1/notes"].waiting == 2 and rows["user-1/notes"].oldest_age == pytest.approx(900)
-    assert rows["user-2/hub"].waiting == 1 and rows["user-2/hub"].oldest_age < 5
+    assert rows["user-2/hub"].waiting == 1 and rows["user-2/hub"].oldest_age == pytest.approx(30)  # its own box's oldest
 
     with caplog.at_level("WARNING"):
         for _tick in range(3):
