@@ -16,7 +16,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from scopehub.agents import AgentRegistry
-from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.digest.findings import keep_finding
 from scopehub.hub.orchestrator._types import Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing.correction import detect_correction
@@ -70,24 +69,17 @@ class AfterReply:
         if reply.kind != "agent" or reply.message_id is None:
             return
         deps = self.deps
-        store = deps.store
-        # The store reads and writes of this work run in the database threads (on PostgreSQL
-        # they would hold up every chat of the event loop); the model calls stay awaited here.
         if deps.facts is not None:
             try:
-                message = await in_db_thread(store, store.get, reply.scope, reply.message_id)
+                message = deps.store.get(reply.scope, reply.message_id)
                 if message is not None:
                     await deps.facts.after_reply(message.scope, message)
             except Exception:
                 log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
-        await in_db_thread(store, self.keep_finding, reply)
+        self.keep_finding(reply)
         if deps.digest is not None:
             try:
-                # Most replies leave it not due: that look (two reads) in a database thread, and
-                # no claim taken. compact() looks again under its claim.
-                due = getattr(deps.digest, "due", None)
-                if due is None or await in_db_thread(store, due, reply.scope):
-                    await deps.digest.after_reply(reply.scope, self.holder)
+                await deps.digest.after_reply(reply.scope, self.holder)
             except Exception:
                 log.exception("digest compaction failed for %s; the reply was not affected", reply.scope)
 
@@ -173,7 +165,7 @@ class AfterReply:
         learnt: list[Lesson] = []
         lessons = self.lessons
         try:
-            pending = await in_db_thread(store, pending_feedback, store, scope)
+            pending = pending_feedback(store, scope)
         except Exception:
             log.exception("pending feedback of %s unreadable; learning later", scope)
             return learnt

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from telegram.ext import ContextTypes
 
-from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.orchestrator import Reply
 from scopehub.hub.transports.telegram.delivery import (
     SendLater,
@@ -112,26 +111,26 @@ class Answers:
         if bot is None:
             raise RuntimeError("the Telegram application is not initialised")
         hub = transport.hub
-        # The message and its stored reply, read in a database thread: on PostgreSQL these
-        # round trips would hold up every other chat of this worker's event loop.
-        message, earlier = await in_db_thread(hub.store, self._owed_message, scope, item)
+        message = hub.store.get(scope, item.message_id)
         if message is None:
             return  # erased (/forget all) or moved with its group
         chat_id = int(message.chat) if message.chat and message.chat.lstrip("-").isdigit() else chat_of(scope)
         private = scope.startswith("user:")
         reply_to = None if private else message_number(message.ext_id)
         thread_id = self.threads.get(message.id)
-        if earlier is not None:  # read only for a message to answer
-            if earlier.ext_id is None:  # answered, but the worker died before sending it
-                log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
-                again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
-                await self._deliver_owed(scope, bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
-            return
+        if item.answer:
+            earlier = hub.stored_reply(message)
+            if earlier is not None:
+                if earlier.ext_id is None:  # answered, but the worker died before sending it
+                    log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
+                    again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
+                    await self._deliver_owed(scope, bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
+                return
         outbox = transport.outbox
         topics = transport.topics
 
         async def agent_topic() -> int | None:  # the topic of the agent the message was routed to
-            routed = await in_db_thread(hub.store, hub.store.get, scope, message.id)
+            routed = hub.store.get(scope, message.id)
             return await topics.thread_for(bot, chat_id, scope, routed.agent if routed else None)
 
         stop_typing = asyncio.Event()
@@ -175,15 +174,7 @@ class Answers:
             ) or thread_id
         await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into, markup=markup)
         if reply.kind == "agent":
-            transport.reminders.sweep_soon()  # the answer may have set a reminder due before the next sweep
-
-    def _owed_message(self, scope: str, item: Owed) -> tuple[Any, Any]:
-        """The owed message (None: erased) and, when it is to be answered, the reply stored for it."""
-        hub = self.transport.hub
-        message = hub.store.get(scope, item.message_id)
-        if message is None or not item.answer:
-            return message, None
-        return message, hub.stored_reply(message)
+            transport.reminders.sweep()  # the answer may have set a reminder due before the next sweep
 
     async def _deliver_owed(
         self,

@@ -26,12 +26,7 @@ from scopehub.hub.transports.telegram.delivery import (
 )
 from scopehub.hub.transports.telegram.guard import GuardedBot, UnreadableUpdateHandler
 
-__all__ = ["bot_api_connections", "build_application"]
-
-
-def bot_api_connections(max_active: int) -> int:
-    """Connections of the Bot API pool for ``max_active`` concurrent turns."""
-    return 2 * max_active + 8
+__all__ = ["build_application"]
 
 
 def build_application(
@@ -70,12 +65,10 @@ def build_application(
     if base_url:
         urls = {"base_url": bot_url(base_url), "base_file_url": file_url(base_url)}
         transport.bot_urls = (urls["base_url"], urls["base_file_url"])
-    # The Bot API pool sized to the turns at work: each holds at most its typing action and
-    # its draft or reply at once, and a few go to reminders, buttons and notes. PTB's 256
-    # cost CPU on every request: httpcore looks through every connection the pool opened.
+    # PTB's own pool sizes: 256 connections for calls, one for getUpdates.
     bot = GuardedBot(
         token,
-        request=HTTPXRequest(connection_pool_size=bot_api_connections(max_active)),
+        request=HTTPXRequest(connection_pool_size=256),
         get_updates_request=HTTPXRequest(connection_pool_size=1),
         **urls,
     )

@@ -23,7 +23,6 @@ from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
-from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.orchestrator import Inbound, Reply
 from scopehub.hub.transports.telegram.delivery import (
     call_with_retry,
@@ -46,7 +45,7 @@ from scopehub.hub.transports.telegram.voice import (
     transcribed_marker,
 )
 from scopehub.hub.wording import plural
-from scopehub.memory import add_vault_item, chat_settings, resume_chat_reminders
+from scopehub.memory import add_vault_item, chat_settings
 
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
@@ -150,14 +149,11 @@ class Inbox:
         if addressed and await transport.access.invite(bot, chat, user, text):
             return  # /invite: a code for someone else (owners only), never stored
         transport.note_conflict_over()
+        outbox.chat_is_back(chat.id)
         scope = scope_for(chat.type, chat.id, user_id)
         ext_id = f"{chat.id}:{message.message_id}"
-        # The store's first look, in a database thread (on PostgreSQL these round trips would
-        # hold up every other chat of the event loop): the chat's paused reminders resume,
-        # and a redelivery of what was handled already is found.
-        resumed, handled = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
-        outbox.chat_is_back(chat.id, resumed=resumed)
-        if handled:
+        existing = self.hub.store.find_ext(scope, ext_id)
+        if existing is not None and (self.hub.store.is_answered(existing.id) or (media is not None and not text)):
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
             return  # stored but unanswered (a crash in between) goes on: the hub answers it
         if addressed:
@@ -194,10 +190,7 @@ class Inbox:
         spoken = media is not None and media.kind in SPOKEN and bool(addressed) and not text
         transcribing = spoken and transport.transcriber.enabled
         try:
-            if transcribing:
-                stored = await in_db_thread(self.hub.store, self.hub.store_inbound, inbound)
-            else:
-                stored = await self.accept_off_loop(inbound, thread_id)
+            stored = self.hub.store_inbound(inbound) if transcribing else self.accept(inbound, thread_id)
         except Exception as exc:
             if intake is not None:  # webhook: an error status, and Telegram delivers the update again
                 intake.kept = False
@@ -254,26 +247,6 @@ class Inbox:
         turns.owe(scope, stored.id, text, answer=True)
         if thread_id is not None:
             transport.answers.note_thread(stored.id, thread_id)
-
-    def _arrived(self, chat_id: int, scope: str, ext_id: str, marker_only: bool) -> tuple[int, bool]:
-        """(reminders of the chat resumed, whether this delivery was handled already)."""
-        store = self.hub.store
-        resumed = resume_chat_reminders(store, str(chat_id))
-        existing = store.find_ext(scope, ext_id)
-        return resumed, existing is not None and (marker_only or store.is_answered(existing.id))
-
-    async def accept_off_loop(self, inbound: Inbound, thread_id: int | None = None) -> Any:
-        """:meth:`accept` with the store work in a database thread (see :mod:`scopehub.hub.dbwork`)."""
-        stored = await in_db_thread(self.hub.store, self._keep, inbound)
-        if stored is not None and thread_id is not None:
-            self.transport.answers.note_thread(stored.id, thread_id)
-        return stored
-
-    def _keep(self, inbound: Inbound) -> Any:
-        stored = self.hub.store_inbound(inbound)
-        if stored is not None:
-            self.transport.answers.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
-        return stored
 
     def accept(self, inbound: Inbound, thread_id: int | None = None) -> Any:
         """Store the message and mark it owed (answer, or only tag); None when it needs nothing more.

@@ -292,12 +292,10 @@ class Outbox:
                 plural(paused, "reminder"),
             )
 
-    def chat_is_back(self, chat_id: int, *, resumed: int | None = None) -> None:
-        """The chat wrote: whatever 403 paused resumes (``resumed``: how many reminders the
-        caller resumed already, in a database thread)."""
+    def chat_is_back(self, chat_id: int) -> None:
+        """The chat wrote: whatever 403 paused resumes."""
         self._forbidden.discard(chat_id)
-        if resumed is None:
-            resumed = resume_chat_reminders(self.hub.store, str(chat_id))
+        resumed = resume_chat_reminders(self.hub.store, str(chat_id))
         if resumed:
             log.info("chat %s writes again; %s resumed", chat_id, plural(resumed, "paused reminder"))
             self.transport.reminders.sweep()

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from telegram import Bot
@@ -16,7 +14,6 @@ from telegram.ext import (
 )
 
 from scopehub.agents.reminders import record_delivery
-from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.reminders import CLAIM_TTL, Fired, Sent, fire_reminder, is_due
 from scopehub.hub.transports.telegram.sender import Record
 from scopehub.memory import (
@@ -60,8 +57,6 @@ class ReminderScheduler:
         self._scheduled: dict[tuple[str, int], Job[Any]] = {}
         self._inflight: set[tuple[str, int]] = set()
         self._job_queue: JobQueue[Any] | None = None
-        self._sweeping: asyncio.Task[None] | None = None  # a sweep_soon() at work
-        self._sweep_again = False  # asked for while it read: once more after it
 
     @property
     def store(self) -> Store:
@@ -85,7 +80,7 @@ class ReminderScheduler:
         return set(self._scheduled)
 
     async def _sweep_job(self, context: ContextTypes.DEFAULT_TYPE) -> None:
-        self.sweep_soon()
+        self.sweep()
 
     def sweep(self) -> None:
         """Add a delivery job for every reminder due (or due for a retry) before the next sweep."""
@@ -94,36 +89,10 @@ class ReminderScheduler:
             return
         now = self._now()
         horizon = now + self.interval * 1.5
-        self._schedule(job_queue, due_reminders(self.store, horizon), now, horizon)
-
-    def sweep_soon(self) -> None:
-        """:meth:`sweep` with the store read in a database thread (after each answer): on
-        PostgreSQL the read would hold up every chat of the event loop. One asked for while
-        another reads runs again after it, which may have read before the new reminder was in."""
-        if self._job_queue is None:
-            return
-        self._sweep_again = True
-        if self._sweeping is None or self._sweeping.done():
-            self._sweeping = asyncio.get_running_loop().create_task(self._sweep_off_loop(), name="reminders:sweep_soon")
-
-    async def _sweep_off_loop(self) -> None:
-        while self._sweep_again and self._job_queue is not None:
-            self._sweep_again = False
-            now = self._now()
-            horizon = now + self.interval * 1.5
-            try:
-                due = await in_db_thread(self.store, due_reminders, self.store, horizon)
-            except Exception as exc:  # the periodic sweep tries again
-                log.warning("reminder sweep failed (%s); the next sweep looks again", exc)
-                return
-            self._schedule(self._job_queue, due, now, horizon)
-
-    def _schedule(self, job_queue: JobQueue[Any], due: Iterable[Reminder], now: float, horizon: float) -> None:
-        """A delivery job for each of ``due`` before ``horizon`` that has none yet."""
         for key, job in list(self._scheduled.items()):
             if job_queue.scheduler.get_job(job.job.id) is None:  # gone without running (e.g. missed)
                 del self._scheduled[key]
-        for reminder in due:
+        for reminder in due_reminders(self.store, horizon):
             key = (reminder.scope, reminder.id)
             at = max(reminder.due, reminder.retry_at or 0.0)
             if key in self._scheduled or key in self._inflight or at > horizon:
