@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import signal
 import socket
@@ -37,6 +38,11 @@ BOT_TOKEN = "123456:bench-token"
 WEBHOOK_PATH = "hook"
 # The workers' webhook secret (TELEGRAM_WEBHOOK_SECRET): every update without it is refused.
 WEBHOOK_SECRET = "bench-webhook-secret"
+
+# The worker a Bot API request came from: each worker's TELEGRAM_BASE_URL carries its index
+# (``<fake>/w<index>``), so a reply that arrives twice can be traced to the worker that sent
+# its first copy (see ``Fakes.sends`` and ``WorkerPool.kills``).
+_REQUEST_WORKER: contextvars.ContextVar[int | None] = contextvars.ContextVar("request_worker", default=None)
 
 
 def _checkout_root() -> Path:
@@ -153,10 +159,23 @@ class Fakes:
         # mode, once drafts failed) is one arrival, with the final text at the edit's time.
         arrivals: list[tuple[int, str, float]] = []
         self.arrivals = arrivals
+        # Beside each arrival (same index): its Telegram message id and the worker that sent
+        # it (None for a client that did not go through a ``/w<index>`` base URL).
+        sends: list[tuple[int, int | None]] = []
+        self.sends = sends
         sent_at: dict[tuple[int, int], int] = {}  # (chat, Telegram message id) -> its index in arrivals
 
         class TimedBotAPI(FakeBotAPI):  # type: ignore[misc, valid-type]
+            def build_app(self) -> Any:
+                app = super().build_app()
+                # Each worker's own prefix (worker_env's base URL per worker), same handlers.
+                app.router.add_route("*", "/w{worker}/bot{token}/{method}", self._dispatch)
+                app.router.add_route("GET", "/w{worker}/file/bot{token}/{path:.+}", self._download)
+                return app
+
             async def _dispatch(self, request: Any) -> Any:
+                worker = request.match_info.get("worker")
+                _REQUEST_WORKER.set(int(worker) if worker and worker.isdigit() else None)
                 # A reminder takes ``slow_reminders`` seconds to send: two workers that both
                 # found it due are both sending it at once (what the reminder's claim prevents).
                 if slow_reminders and request.match_info.get("method", "").lower() == "sendmessage":
@@ -169,6 +188,7 @@ class Fakes:
                 message = super()._send_message(params)
                 chat = int(message["chat"]["id"])
                 sent_at[(chat, int(message["message_id"]))] = len(arrivals)
+                sends.append((int(message["message_id"]), _REQUEST_WORKER.get()))
                 arrivals.append((chat, str(params.get("text")), time.time()))
                 return message
 
@@ -252,6 +272,7 @@ class WorkerPool:
         self.ports = [_free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen | None] = [None] * count
         self.starts = [0] * count
+        self.kills: list[tuple[int, float]] = []  # (worker index, time.time()) of every SIGKILL
         workdir.mkdir(parents=True, exist_ok=True)
 
     def start(self, index: int) -> None:
@@ -265,7 +286,10 @@ class WorkerPool:
             "--webhook-url", f"http://127.0.0.1:{port}/{WEBHOOK_PATH}",
             "--listen", "127.0.0.1", "--port", str(port),
         ]  # fmt: skip
-        self.procs[index] = subprocess.Popen(command, cwd=self.workdir, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        env = dict(self.env)
+        if env.get("TELEGRAM_BASE_URL"):  # the fake Bot API tells the workers apart by it
+            env["TELEGRAM_BASE_URL"] = f"{env['TELEGRAM_BASE_URL'].rstrip('/')}/w{index}"
+        self.procs[index] = subprocess.Popen(command, cwd=self.workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def start_all(self, timeout: float = 120.0) -> None:
         for index in range(len(self.ports)):
@@ -292,6 +316,7 @@ class WorkerPool:
         proc = self.procs[index]
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
+            self.kills.append((index, time.time()))
             proc.wait()
 
     def alive(self, index: int) -> bool:

