@@ -51,7 +51,7 @@ from scopehub.hub.models.grammar import (
 from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier
-from scopehub.hub.routing.lexicon import language_of, readable
+from scopehub.hub.routing.lexicon import language_of, looks_like_email, readable
 
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
 
@@ -346,7 +346,7 @@ class Planner:
         scores = self._classifier(functions).scores(message)
         if not scores:
             return ANSWER
-        if KEEP_EMAIL in scores and own_words(message) != message.strip():
+        if KEEP_EMAIL in scores and (own_words(message) != message.strip() or looks_like_email(message)):
             return (
                 KEEP_EMAIL  # a pasted email (its header block): kept, whatever it asks of someone
             )

@@ -23,6 +23,7 @@ from scopehub.hub.routing.lexicon import (
     STOPWORDS,
     content_terms,
     deictic_nouns,
+    looks_like_email,
     readable,
     stem,
     terms,
@@ -113,6 +114,20 @@ RUNNING_VOTES = ("hold", "full")
 RUNNING_VOTE = "hold"
 # The smallest share of the switch threshold a message in another language must clear.
 FOREIGN_MIN_SHARE = 0.15
+
+
+# What a message's shape says, apart from its words: a pasted email (headers, a forward
+# marker, a letter's greeting and signature, in four languages) is one feature, learnt from
+# the examples of that shape like any word, and counted this many times: the body's words
+# ("pay the invoice by Friday") otherwise outvote the one thing that makes it an email.
+# Leave-phrasings-out (eval phrasings, 317): 1 -> 0.832, 3 -> 0.848, 6 -> 0.851 (0.829 without).
+SHAPE_WEIGHT = 3.0
+EMAIL_SHAPE = "<email shape>"
+
+
+def shape_features(text: str) -> list[str]:
+    """The shape features of ``text`` (see :data:`SHAPE_WEIGHT`)."""
+    return [EMAIL_SHAPE] if looks_like_email(text) else []
 
 
 def _featurize(words: Sequence[str]) -> list[str]:
@@ -208,7 +223,7 @@ class LocalClassifier:
                 counter[feature] += weight
             for example in profile.examples:
                 # Presence, not frequency: one long example must not outweigh many short ones.
-                counter.update(set(_featurize(terms(example))))
+                counter.update(set(_featurize(terms(example))) | set(shape_features(example)))
             counts[profile.name] = counter
         overall: Counter[str] = Counter()
         for counter in counts.values():
@@ -462,6 +477,12 @@ class LocalClassifier:
                 known = True
                 for index, value in enumerate(row):
                     totals[index] += value
+        for feature in shape_features(text):
+            row = weights.get(feature)
+            if row is not None:
+                known = True
+                for index, value in enumerate(row):
+                    totals[index] += SHAPE_WEIGHT * value
         if not known:
             return {}
         if self._examples and self.fuzzy_weight > 0:

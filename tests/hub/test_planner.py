@@ -74,6 +74,9 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("notes", "delete note 3", "delete_note"),
         ("inbox", "From: Ram <ram@example.com>\nSubject: contract\n\nPlease sign by Friday.", "keep_email"),
         ("inbox", "draft a reply to Ram saying the contract is on its way", "draft_reply"),
+        # A pasted email without line breaks, known by its shape: kept, not answered.
+        ("inbox", "Hi Tom, please answer the landlord about the rent by Friday. Thanks, Anna", "keep_email"),
+        ("inbox", "De: Marta Asunto: Cita Hola, ¿puedes confirmar la cita del jueves? Saludos, Marta", "keep_email"),
         ("inbox", "my email is sam@example.com", ANSWER),
         ("reminders", "remind me in 2 minutes to call mom", "set_reminder"),
         ("reminders", "what reminders do I have?", "list_reminders"),
