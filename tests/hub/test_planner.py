@@ -72,6 +72,11 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("notes", "where is the spare key?", "search_memory"),
         ("notes", "show my notes", "list_notes"),
         ("notes", "delete note 3", "delete_note"),
+        ("notes", "Notiz: Anna anrufen wegen der Miete", "save_note"),  # a lead-in: something to keep, not to remove
+        ("notes", "note: read the contract before Monday", "save_note"),  # ... nor a note to read
+        # What is no longer wanted is removed, though it is said as a statement about oneself.
+        ("notes", "I don't need the parking note anymore", "delete_note"),
+        ("reminders", "I don't need the dentist reminder anymore", "cancel_reminder"),
         ("inbox", "From: Ram <ram@example.com>\nSubject: contract\n\nPlease sign by Friday.", "keep_email"),
         ("inbox", "draft a reply to Ram saying the contract is on its way", "draft_reply"),
         # A pasted email without line breaks, known by its shape: kept, not answered.

@@ -194,3 +194,15 @@ def test_what_looks_like_an_email(text, email):
     from scopehub.hub.routing.lexicon import looks_like_email
 
     assert looks_like_email(text) is email
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [
+        # The lead-in names the request; what follows (an email to write, a reply) must not decide.
+        ("note to self: email the landlord about the heating", "notes"),
+        ("todo: reply to the school about the trip", "tasks"),
+    ],
+)
+def test_a_lead_in_before_a_colon_decides_where_the_message_goes(text, agent):
+    assert route(text, classifier=LocalClassifier(hub_profiles())).agent == agent
