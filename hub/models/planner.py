@@ -364,6 +364,24 @@ class Planner:
             removing = {name: score for name, score in scores.items() if name.startswith(_REMOVING)}
             if removing:
                 return max(removing, key=lambda name: removing[name])
+        kinds = extract.item_nouns(message)
+        if kinds is None or kinds:
+            # "show note 5", "Zeig Notiz 3", "show email number 3": one item named by its
+            # number is read, not listed or searched for, when a tool reads that kind of
+            # item ("task 3" asks nothing of the notes; tasks have no reader, so there
+            # "show task 2" still lists them).
+            def reads(f: Mapping[str, Any]) -> bool:
+                number = references.number_parameter(f)
+                named = f"{f.get('name')} {number}"
+                return number is not None and str(f.get("name")).startswith(_TELLING) and (
+                    kinds is None or any(kind in named for kind in kinds)
+                )
+
+            if any(reads(f) for f in functions):
+                unnumbered = {
+                    str(f.get("name")) for f in functions if references.number_parameter(f) is None and str(f.get("name")).startswith(_TELLING)
+                }
+                scores = {name: score for name, score in scores.items() if name not in unnumbered}
         if lead_in(message) is not None and not answers.is_question(message):
             # "note: call the bank", "new task: ...": a lead-in and what follows it is
             # something to store or to act on, never a listing to show.

@@ -74,6 +74,11 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("notes", "delete note 3", "delete_note"),
         ("notes", "Notiz: Anna anrufen wegen der Miete", "save_note"),  # a lead-in: something to keep, not to remove
         ("notes", "note: read the contract before Monday", "save_note"),  # ... nor a note to read
+        # One item named by its number is read, not listed; where no tool reads one, listed.
+        ("notes", "Zeig mir Notiz 4", "read_note"),
+        ("inbox", "Montre le mail 3", "read_email"),
+        ("tasks", "show task 2", "list_tasks"),
+        ("reminders", "remind me to do task 3 at 5pm", "set_reminder"),
         # What is no longer wanted is removed, though it is said as a statement about oneself.
         ("notes", "I don't need the parking note anymore", "delete_note"),
         ("reminders", "I don't need the dentist reminder anymore", "cancel_reminder"),
