@@ -62,8 +62,7 @@ def cross_validate(registry: Any, settings: Any, k: int = 5) -> dict[str, Any]:
     from scopehub.agents import search_memory
     from scopehub.hub.context.prompt import agent_prompt
     from scopehub.hub.models.planner import ANSWER, Demo, Planner, planner_embedder
-    from scopehub.hub.orchestrator._route import build_classifier
-    from scopehub.hub.routing.classifier import AgentProfile
+    from scopehub.hub.orchestrator._route import agent_profile, build_classifier
 
     embedder, cache = planner_embedder(settings.router_embedder)
     corpus = phrasings(registry)
@@ -81,10 +80,7 @@ def cross_validate(registry: Any, settings: Any, k: int = 5) -> dict[str, Any]:
         catalogue[ANSWER] = [Demo(p.text) for p in corpus if p.intent == ANSWER and p.text not in held]
         planner = Planner(embedder=embedder, embedding_cache=cache)
         planner.learn(catalogue, keywords={t.name: t.keywords for spec in registry for t in (*spec.tools, search_memory) if t.keywords})
-        profiles = [
-            AgentProfile(name=s.name, description=s.description, examples=tuple(e for e in s.examples if e not in held), keywords=s.keywords)
-            for s in registry
-        ]
+        profiles = [agent_profile(spec, leave_out=held) for spec in registry]
         classifier, _ = build_classifier(profiles, settings)
         right = total = 0
         for index, phrasing in enumerate(corpus):

@@ -199,5 +199,6 @@ def file_beside(path: str | Path, name: str) -> Path:
 def hub_profiles() -> list[AgentProfile]:
     """The hub's real agents (``discover_agents``) as the router knows them."""
     from scopehub.agents import discover_agents
+    from scopehub.hub.orchestrator._route import agent_profile
 
-    return [AgentProfile(name=s.name, description=s.description, examples=s.examples, keywords=s.keywords) for s in discover_agents()]
+    return [agent_profile(spec) for spec in discover_agents()]

@@ -212,6 +212,29 @@ def action_items(email_reply: str) -> list[str]:
     return [item for item in items if item]
 
 
+# The item nouns of _ITEM_NUMBER in English, as the tools name their items ("read_note").
+_ITEM_NOUNS = {
+    "task": "task", "aufgabe": "task", "tâche": "task", "tarea": "task",
+    "note": "note", "notiz": "note", "nota": "note",
+    "email": "email", "e-mail": "email", "mail": "email", "correo": "email",
+    "reminder": "reminder", "erinnerung": "reminder", "rappel": "reminder", "recordatorio": "reminder",
+}  # fmt: skip
+
+
+def item_nouns(message: str) -> set[str] | None:
+    """The kinds of item the message names by number ("note 5" -> {"note"}, "Zeig Notiz 3"
+    too); None when a number names an item of no stated kind ("#4", "number 3"); empty
+    when no item is named by number."""
+    nouns: set[str] = set()
+    for match in _ITEM_NUMBER.finditer(message):
+        word = re.match(r"[^\W\d]+(?:-\w+)?", match[0].lower())
+        noun = _ITEM_NOUNS.get(word[0]) if word else None
+        if noun is None:
+            return None
+        nouns.add(noun)
+    return nouns
+
+
 def item_numbers(message: str) -> list[int]:
     """Numbers the message gives as an item's number ("task 3", "#4", "note 2"), not as
     a time or an amount ("Saturday at 7")."""

@@ -50,8 +50,8 @@ from scopehub.hub.models.grammar import (
 )
 from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
-from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier
-from scopehub.hub.routing.lexicon import language_of, readable
+from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier, lead_in
+from scopehub.hub.routing.lexicon import language_of, looks_like_email, readable
 
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
 
@@ -164,6 +164,14 @@ _TELLING = ("list_", "read_", "search_", "show_", "get_", "find_")
 # What asks for the archive without being a question: "search for passport", "show me that mail again".
 _LOOK_UP = re.compile(
     r"^\s*(?:please\s+)?(?:search|find|look\s+up|look\s+for|recall|such[e]?|finde|cherche|busca)\b|\b(?:again|wieder|encore|otra vez)\b",
+    re.I,
+)
+# Tools whose names say they remove something (the built-in agents' convention).
+_REMOVING = ("delete_", "cancel_", "remove_", "drop_")
+# What is no longer wanted, in English, German, French and Spanish.
+_NO_LONGER_WANTED = re.compile(
+    r"\b(?:(?:do not|don['’]t|no longer|never)\s+need\b.*\b(?:anymore|any more|any longer)\b|no need (?:for|to)\b|no longer need|"
+    r"(?:brauche|brauchen)\b.*\bnicht mehr\b|n['’]ai plus besoin|ya no (?:necesito|hace falta)|no hace falta)",
     re.I,
 )
 # A request in the first person ("I need to ...", "please add ...") is no statement about oneself.
@@ -346,10 +354,39 @@ class Planner:
         scores = self._classifier(functions).scores(message)
         if not scores:
             return ANSWER
-        if KEEP_EMAIL in scores and own_words(message) != message.strip():
+        if KEEP_EMAIL in scores and (own_words(message) != message.strip() or looks_like_email(message)):
             return (
                 KEEP_EMAIL  # a pasted email (its header block): kept, whatever it asks of someone
             )
+        if _NO_LONGER_WANTED.search(message):
+            # "I don't need the oven reminder anymore", "no need to remind me about the bins":
+            # what is no longer wanted is removed, when a tool of this agent removes things.
+            removing = {name: score for name, score in scores.items() if name.startswith(_REMOVING)}
+            if removing:
+                return max(removing, key=lambda name: removing[name])
+        kinds = extract.item_nouns(message)
+        if kinds is None or kinds:
+            # "show note 5", "Zeig Notiz 3", "show email number 3": one item named by its
+            # number is read, not listed or searched for, when a tool reads that kind of
+            # item ("task 3" asks nothing of the notes; tasks have no reader, so there
+            # "show task 2" still lists them).
+            def reads(f: Mapping[str, Any]) -> bool:
+                number = references.number_parameter(f)
+                named = f"{f.get('name')} {number}"
+                return number is not None and str(f.get("name")).startswith(_TELLING) and (
+                    kinds is None or any(kind in named for kind in kinds)
+                )
+
+            if any(reads(f) for f in functions):
+                unnumbered = {
+                    str(f.get("name")) for f in functions if references.number_parameter(f) is None and str(f.get("name")).startswith(_TELLING)
+                }
+                scores = {name: score for name, score in scores.items() if name not in unnumbered}
+        if lead_in(message) is not None and not answers.is_question(message):
+            # "note: call the bank", "new task: ...": a lead-in and what follows it is
+            # something to store or to act on, never a listing to show.
+            acting = {str(f.get("name")) for f in functions if _changes(f)}
+            scores = {name: score for name, score in scores.items() if name in acting or name == ANSWER} or scores
         if answers.is_question(message):
             # "where is the spare key?" asks to be told: it lists, reads or searches, never
             # adds, completes or cancels anything.

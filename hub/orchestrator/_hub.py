@@ -33,6 +33,7 @@ from scopehub.hub.orchestrator._intake import (
 from scopehub.hub.orchestrator._record import record_router_call, record_turn
 from scopehub.hub.orchestrator._route import (
     addressed_route,
+    agent_profile,
     build_classifier,
     local_route,
     refine_route,
@@ -41,7 +42,7 @@ from scopehub.hub.orchestrator._run import RunOutcome, run_call
 from scopehub.hub.orchestrator._sections import PreparedCall, Sections
 from scopehub.hub.orchestrator._timing import StageTimes, timed
 from scopehub.hub.orchestrator._types import CommandHandler, Deps, Inbound, LessonService, Reply
-from scopehub.hub.routing import AgentProfile, Route
+from scopehub.hub.routing import Route
 from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import (
@@ -91,9 +92,7 @@ class Hub:
             raise ValueError("the hub needs at least one agent")
         self.deps = deps
         self.registry = registry
-        self.profiles = [
-            AgentProfile(name=s.name, description=s.description, examples=s.examples, keywords=s.keywords) for s in registry
-        ]
+        self.profiles = [agent_profile(spec) for spec in registry]
         self.classifier, self.embedder_name = build_classifier(self.profiles, deps.settings)
         self.prompts = {spec.name: agent_prompt(spec) for spec in registry}
         self.default_also_sees = {spec.name: spec.also_sees for spec in registry if spec.also_sees}

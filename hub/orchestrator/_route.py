@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from scopehub.hub.models import ChatModel
 from scopehub.hub.routing import AgentProfile, LocalClassifier, Route, refine_with_llm, route
@@ -18,9 +19,17 @@ from scopehub.hub.routing.llm_router import RouterCall
 from scopehub.hub.settings import Settings
 from scopehub.memory import Message
 
-__all__ = ["addressed_route", "build_classifier", "local_route", "refine_route"]
+__all__ = ["addressed_route", "agent_profile", "build_classifier", "local_route", "refine_route"]
 
 log = logging.getLogger(__name__)
+
+
+def agent_profile(spec: Any, leave_out: Collection[str] = ()) -> AgentProfile:
+    """What the router knows of an agent (an ``AgentSpec``): its description, examples and
+    domain words. ``leave_out``: texts held out (cross-validation)."""
+    held = set(leave_out)
+    examples = tuple(text for text in dict.fromkeys(spec.examples) if text not in held)
+    return AgentProfile(name=spec.name, description=spec.description, examples=examples, keywords=spec.keywords)
 
 
 def build_classifier(profiles: Sequence[AgentProfile], settings: Settings) -> tuple[LocalClassifier, str | None]:

@@ -10,6 +10,7 @@ its evidence to the lexical one; without it, scoring is purely lexical.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,7 @@ from scopehub.hub.routing.lexicon import (
     STOPWORDS,
     content_terms,
     deictic_nouns,
+    looks_like_email,
     readable,
     stem,
     terms,
@@ -113,6 +115,36 @@ RUNNING_VOTES = ("hold", "full")
 RUNNING_VOTE = "hold"
 # The smallest share of the switch threshold a message in another language must clear.
 FOREIGN_MIN_SHARE = 0.15
+
+
+# What a message's shape says, apart from its words: a pasted email (headers, a forward
+# marker, a letter's greeting and signature, in four languages) is one feature, learnt from
+# the examples of that shape like any word, and counted this many times: the body's words
+# ("pay the invoice by Friday") otherwise outvote the one thing that makes it an email.
+# Leave-phrasings-out (eval phrasings, 317): 1 -> 0.832, 3 -> 0.848, 6 -> 0.851 (0.829 without).
+SHAPE_WEIGHT = 3.0
+EMAIL_SHAPE = "<email shape>"
+
+
+# "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
+# before a colon that opens the message name the request; they count this many times more.
+# Leave-phrasings-out (eval phrasings, 317, with the email shape): 0 -> 0.848, 1 -> 0.857, 2 -> 0.866, 3 -> 0.863.
+LEAD_IN_WEIGHT = 2.0
+_LEAD_IN = re.compile(r"^\s*([^:\n]{1,48}?)\s?:\s+\S")
+LEAD_IN_WORDS = 6  # longer than this before the colon, it is a sentence, not a lead-in
+
+
+def lead_in(text: str) -> str | None:
+    """The words before a colon that opens ``text`` ("note to self"), or None (also for an email's headers)."""
+    match = _LEAD_IN.match(text)
+    if match is None or len(match.group(1).split()) > LEAD_IN_WORDS or looks_like_email(text):
+        return None
+    return match.group(1)
+
+
+def shape_features(text: str) -> list[str]:
+    """The shape features of ``text`` (see :data:`SHAPE_WEIGHT`)."""
+    return [EMAIL_SHAPE] if looks_like_email(text) else []
 
 
 def _featurize(words: Sequence[str]) -> list[str]:
@@ -208,7 +240,7 @@ class LocalClassifier:
                 counter[feature] += weight
             for example in profile.examples:
                 # Presence, not frequency: one long example must not outweigh many short ones.
-                counter.update(set(_featurize(terms(example))))
+                counter.update(set(_featurize(terms(example))) | set(shape_features(example)))
             counts[profile.name] = counter
         overall: Counter[str] = Counter()
         for counter in counts.values():
@@ -447,6 +479,20 @@ class LocalClassifier:
         return self.evidence(text)
 
     def _lexical_evidence(self, text: str) -> dict[str, float]:
+        totals = self._word_evidence(text)
+        if totals is None:
+            return {}
+        head = lead_in(text)
+        if head is not None and LEAD_IN_WEIGHT > 0:
+            # "note: call the bank": the lead-in says what to do with what follows; the
+            # content's own words (a call, a bank) must not decide it.
+            extra = self._word_evidence(head)
+            if extra is not None:
+                totals = [value + LEAD_IN_WEIGHT * more for value, more in zip(totals, extra, strict=True)]
+        return dict(zip(self.agents, totals, strict=True))
+
+    def _word_evidence(self, text: str) -> list[float] | None:
+        """The words' (and shape's) summed evidence per agent, in ``self.agents`` order; None when nothing is known."""
         words = terms(text)
         referenced = self.referenced_agents(text)
         if referenced:
@@ -462,14 +508,20 @@ class LocalClassifier:
                 known = True
                 for index, value in enumerate(row):
                     totals[index] += value
+        for feature in shape_features(text):
+            row = weights.get(feature)
+            if row is not None:
+                known = True
+                for index, value in enumerate(row):
+                    totals[index] += SHAPE_WEIGHT * value
         if not known:
-            return {}
+            return None
         if self._examples and self.fuzzy_weight > 0:
             for _, score, index in process.extract(
                 text.lower(), self._examples, scorer=fuzz.token_set_ratio, limit=5, score_cutoff=60
             ):
                 totals[self._example_agent[index]] += self.fuzzy_weight * score / 100.0
-        return dict(zip(self.agents, totals, strict=True))
+        return totals
 
     def scores(self, text: str) -> dict[str, float]:
         """A probability per agent (sums to 1); empty when no evidence."""

@@ -346,3 +346,50 @@ def first_person(text: str) -> bool:
     words |= {word.split("'")[0] + "'" for word in words if "'" in word}  # j'ai → j'
     lists = [FIRST_PERSON[language]] if language in FIRST_PERSON else FIRST_PERSON.values()
     return any(words & listed for listed in lists)
+
+
+# -- what a pasted email looks like, in English, German, French and Spanish -------------------
+# Header fields as mail programs write them ("De : Sophie", "Betreff: Termin"); a message is
+# an email when two of them come close together, whether on lines of their own or run
+# together on one line (a paste that lost its line breaks), or when it starts with one.
+_FIELDS = r"from|to|cc|subject|date|sent|reply-to|von|an|betreff|datum|gesendet|de|à|objet|envoyé|para|asunto|fecha|enviado"
+_HEADER_FIELD = re.compile(rf"(?:^|(?<=[\s>]))(?:{_FIELDS})\s?:(?=\s)", re.I | re.M)
+_FIRST_FIELD = re.compile(r"^\s*(?:from|subject|von|betreff|de|objet|asunto)\s?:\s*\S", re.I)
+# A forwarded email's subject marker, or a mail program's forward line.
+_FORWARD = re.compile(
+    r"^\s*(?:fwd?|wg|tr|rv)\s?:\s*\S|"
+    r"(?:forwarded message|original message|weitergeleitete nachricht|ursprüngliche nachricht|"
+    r"message transféré|message d'origine|mensaje reenviado|mensaje original)",
+    re.I,
+)
+_GREETING = (
+    r"(?i:hi|hello|hey|dear|good morning|good afternoon|hallo|liebe[rs]?|sehr geehrte[rs]?|guten tag|moin|"
+    r"bonjour|bonsoir|salut|cher|chère|hola|estimad[oa]s?|querid[oa]s?|buenos días)"
+)
+_CLOSING = (
+    r"(?i:many thanks|thanks|thank you|kind regards|best regards|best wishes|regards|best|cheers|sincerely|yours|"
+    r"viele grüße|liebe grüße|beste grüße|mit freundlichen grüßen|grüße|gruß|lg|vielen dank|danke|"
+    r"cordialement|bien à vous|amicalement|bises|merci|bonne journée|"
+    r"un saludo|saludos|atentamente|un abrazo|muchas gracias|gracias)"
+)
+_NAME = r"[A-ZÀ-ÖØ-Þ][\w.'-]*(?: [A-ZÀ-ÖØ-Þ][\w.'-]*)?"  # capitalised: "Mark", "Reed Clinic"
+# "Hallo Jonas," / "Dear team,": a greeting to someone (the hub is nobody's Jonas).
+_ADDRESSED = re.compile(rf"^\s*{_GREETING}\s+(?:{_NAME}|(?i:team|all|everyone|customer|patient|sir|madam))\s*[,!]")
+# "Thanks, Mark" / "Viele Grüße, Petra" at the end: a letter signed by someone.
+_SIGNED = re.compile(rf"(?<!\w){_CLOSING}[,!.]?\s+{_NAME}\.?\s*$")
+_CLOSED = re.compile(rf"(?<!\w){_CLOSING}[,!.]?\s*$")
+_LETTER_WORDS = 8  # a letter has a body: "hi, thanks" and "thanks, Mark" alone are no email
+
+
+def looks_like_email(text: str) -> bool:
+    """Whether ``text`` has the shape of an email: header fields (two, or one opening the
+    message; in English, German, French and Spanish), a forward marker, or a letter's body
+    signed by someone ("... Viele Grüße, Petra") or addressed to someone and closed
+    ("Dear team, ... Best regards"). A merely polite request ("hi, please add milk,
+    thanks") names no one, so it is no letter."""
+    if len(_HEADER_FIELD.findall(text)) >= 2 or _FIRST_FIELD.match(text) or _FORWARD.search(text):
+        return True
+    stripped = text.strip()
+    if len(stripped.split()) < _LETTER_WORDS:
+        return False
+    return bool(_SIGNED.search(stripped) or (_ADDRESSED.match(stripped) and _CLOSED.search(stripped)))

@@ -122,3 +122,12 @@ def test_the_pieces():
     assert action_items("Kept email #3.\nAction items:\n- Please book the venue by Monday.") == [
         "book the venue by Monday"
     ]
+
+
+def test_the_kind_of_item_a_number_names():
+    from scopehub.hub.models.extract import item_nouns
+
+    assert item_nouns("Zeig Notiz 3") == {"note"}
+    assert item_nouns("Efface la note 2 et la tâche 4") == {"note", "task"}
+    assert item_nouns("show email number 3") is None  # "number 3": of no stated kind
+    assert item_nouns("Saturday at 7 works") == set()

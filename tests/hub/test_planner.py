@@ -72,8 +72,21 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("notes", "where is the spare key?", "search_memory"),
         ("notes", "show my notes", "list_notes"),
         ("notes", "delete note 3", "delete_note"),
+        ("notes", "Notiz: Anna anrufen wegen der Miete", "save_note"),  # a lead-in: something to keep, not to remove
+        ("notes", "note: read the contract before Monday", "save_note"),  # ... nor a note to read
+        # One item named by its number is read, not listed; where no tool reads one, listed.
+        ("notes", "Zeig mir Notiz 4", "read_note"),
+        ("inbox", "Montre le mail 3", "read_email"),
+        ("tasks", "show task 2", "list_tasks"),
+        ("reminders", "remind me to do task 3 at 5pm", "set_reminder"),
+        # What is no longer wanted is removed, though it is said as a statement about oneself.
+        ("notes", "I don't need the parking note anymore", "delete_note"),
+        ("reminders", "I don't need the dentist reminder anymore", "cancel_reminder"),
         ("inbox", "From: Ram <ram@example.com>\nSubject: contract\n\nPlease sign by Friday.", "keep_email"),
         ("inbox", "draft a reply to Ram saying the contract is on its way", "draft_reply"),
+        # A pasted email without line breaks, known by its shape: kept, not answered.
+        ("inbox", "Hi Tom, please answer the landlord about the rent by Friday. Thanks, Anna", "keep_email"),
+        ("inbox", "De: Marta Asunto: Cita Hola, ¿puedes confirmar la cita del jueves? Saludos, Marta", "keep_email"),
         ("inbox", "my email is sam@example.com", ANSWER),
         ("reminders", "remind me in 2 minutes to call mom", "set_reminder"),
         ("reminders", "what reminders do I have?", "list_reminders"),

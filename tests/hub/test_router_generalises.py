@@ -164,3 +164,45 @@ def test_requests_in_other_languages_leave_notes_with_the_real_embedder(gate):
         ("上司からのメールに返信を書いて", "inbox"),
     ]:
         assert route(text, classifier=blended, window=after("notes")).agent == agent, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A paste that lost its line breaks: French headers, a Spanish letter without any.
+        "De : Julie Objet : Facture Bonjour, merci de régler la facture avant vendredi. Cordialement, Julie",
+        "Hola Marta, la reunión del jueves se cambia al viernes a las diez. Un saludo, Pablo",
+    ],
+)
+def test_a_pasted_email_reaches_the_inbox_by_its_shape_in_other_languages(text):
+    assert route(text, classifier=LocalClassifier(hub_profiles())).agent == "inbox"
+
+
+@pytest.mark.parametrize(
+    ("text", "email"),
+    [
+        ("Von: Klaus Betreff: Termin Hallo, passt dir Donnerstag?", True),
+        ("Fwd: the quarterly numbers", True),
+        ("Dear team, the office is closed on Monday for the move. Best regards", True),
+        ("Hi Sam, could you send me the slides by Friday please? Thanks, Lena", True),
+        ("hi, please add buy milk to my list for tomorrow, thanks", False),  # polite, to nobody
+        ("remind me to thank Mark for the lovely dinner tonight", False),
+        ("From now on call me Sam", False),
+    ],
+)
+def test_what_looks_like_an_email(text, email):
+    from scopehub.hub.routing.lexicon import looks_like_email
+
+    assert looks_like_email(text) is email
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [
+        # The lead-in names the request; what follows (an email to write, a reply) must not decide.
+        ("note to self: email the landlord about the heating", "notes"),
+        ("todo: reply to the school about the trip", "tasks"),
+    ],
+)
+def test_a_lead_in_before_a_colon_decides_where_the_message_goes(text, agent):
+    assert route(text, classifier=LocalClassifier(hub_profiles())).agent == agent
