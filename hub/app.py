@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def open_store(settings: Settings) -> Store:
     """The configured store (``HUB_DB``)."""
-    return memory_open_store(settings.db, pg_erase_vacuum=settings.pg_erase_vacuum)
+    return memory_open_store(settings.db, pg_erase_vacuum=settings.pg_erase_vacuum, pg_lock_timeout=settings.pg_lock_timeout)
 
 
 def build_model(settings: Settings, *, required: bool = True) -> ChatModel | None:

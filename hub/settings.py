@@ -45,6 +45,14 @@ class Settings(BaseSettings):
         default="plain",
         description="PostgreSQL: the VACUUM after forgetting a scope; full rewrites the touched tables (no byte left) but locks them",
     )
+    pg_lock_timeout: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "PostgreSQL: seconds a statement waits for a table or row another session holds locked, then fails with"
+            " one clear line (like SQLite's 10 s busy wait); 0 = the server's own setting"
+        ),
+    )
     @field_validator("db", "maildir", mode="before")
     @classmethod
     def _path_as_text(cls, value: object) -> object:

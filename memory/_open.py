@@ -33,13 +33,20 @@ def store_location(target: str | Path) -> tuple[str, str]:
     return scheme, text
 
 
-def open_store(target: str | Path, *, must_exist: bool = False, pg_erase_vacuum: str | None = None) -> Store:
+def open_store(
+    target: str | Path,
+    *,
+    must_exist: bool = False,
+    pg_erase_vacuum: str | None = None,
+    pg_lock_timeout: float | None = None,
+) -> Store:
     """Open the store named by ``target``: a SQLite file, or a PostgreSQL URL.
 
     ``must_exist`` is for read-only commands: a missing SQLite file is an error rather
     than a new empty database. ``postgresql://`` (or ``postgres://``) needs the
     ``postgres`` extra; without it the error says what to install. ``pg_erase_vacuum``
-    ("plain" or "full") is how a PostgreSQL store vacuums after an erase.
+    ("plain" or "full") is how a PostgreSQL store vacuums after an erase; ``pg_lock_timeout``
+    how many seconds its statements wait for a locked table or row (None: the store's default).
     """
     backend, location = store_location(target)
     if backend == "sqlite":
@@ -54,7 +61,7 @@ def open_store(target: str | Path, *, must_exist: bool = False, pg_erase_vacuum:
                 f"HUB_DB is a PostgreSQL URL but its driver is not installed ({exc.name or exc}):"
                 " pip install 'scopehub[postgres]'"
             ) from exc
-        return PostgresStore(location, erase_vacuum=pg_erase_vacuum)
+        return PostgresStore(location, erase_vacuum=pg_erase_vacuum, lock_timeout=pg_lock_timeout)
     raise StoreError(
         f"unknown database URL scheme {backend!r} in HUB_DB: use a SQLite file path, sqlite:///path"
         " or postgresql://user:password@host/dbname"

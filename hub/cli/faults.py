@@ -25,6 +25,11 @@ def fault_line(exc: BaseException) -> str | None:
         if "locked" in text or "busy" in text:
             return f"the database is busy ({text}): another process holds its write lock; try again in a moment"
         return f"database: {text}"
+    if getattr(exc, "sqlstate", None) == "55P03":  # lock_not_available: HUB_PG_LOCK_TIMEOUT ran out
+        return (
+            f"PostgreSQL is busy ({text.split(' LINE ')[0]}): another session holds a table or row this needed"
+            " locked for longer than HUB_PG_LOCK_TIMEOUT; try again in a moment"
+        )
     if any(kind.__module__.split(".")[0] in ("psycopg", "psycopg_pool") for kind in type(exc).__mro__):
         return f"PostgreSQL: {text}"
     if isinstance(exc, (HubError, StoreError)):

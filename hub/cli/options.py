@@ -47,7 +47,7 @@ def store_of(ctx: click.Context, *, must_exist: bool = False) -> Store:
     obj = root.ensure_object(dict)
     if obj.get("store") is None:
         settings = settings_of(ctx)
-        obj["store"] = open_store(settings.db, must_exist=must_exist, pg_erase_vacuum=settings.pg_erase_vacuum)
+        obj["store"] = open_store(settings.db, must_exist=must_exist, pg_erase_vacuum=settings.pg_erase_vacuum, pg_lock_timeout=settings.pg_lock_timeout)
         root.call_on_close(obj["store"].close)
     return obj["store"]
 

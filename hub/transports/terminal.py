@@ -86,6 +86,15 @@ def format_reply(reply: Reply, *, as_json: bool = False) -> str:
     return f"{reply.text}\n{format_meta(reply)}"
 
 
+def _why_waiting(exc: BaseException) -> tuple[str, str]:
+    """What the person is told while their message waits: ``("busy", …)`` when another
+    session holds a lock it needs (SQLite's write lock, PostgreSQL's lock timeout), else
+    ``("unavailable", …)``; and the cause on one line (without the query's text)."""
+    why = " ".join(str(exc).split("\nLINE ")[0].split()) or type(exc).__name__
+    locked = getattr(exc, "sqlstate", None) == "55P03" or "database is locked" in why
+    return ("busy" if locked else "unavailable"), why
+
+
 class TerminalChat:
     """Feeds lines to the hub and prints replies; one event loop for the whole session."""
 
@@ -144,16 +153,17 @@ class TerminalChat:
             except Exception as exc:
                 if not is_transient(exc):
                     raise
+                away, why = _why_waiting(exc)
                 if self.patience is not None and asyncio.get_running_loop().time() - started >= self.patience:
                     from scopehub.memory import StoreUnavailable
 
                     kept = "it is stored but not answered" if stored is not None else "it was not stored"
-                    raise StoreUnavailable(f"the database stayed unavailable for {self.patience:.0f} s ({exc}); {kept}") from exc
+                    raise StoreUnavailable(f"the database stayed {away} for {self.patience:.0f} s ({why}); {kept}") from exc
                 if not told:
                     if self.patience is None:
-                        click.echo(f"the database is unavailable; your message is kept and will be answered ({exc})", err=True)
+                        click.echo(f"the database is {away}; your message is kept and will be answered ({why})", err=True)
                     else:
-                        click.echo(f"the database is unavailable; trying again for up to {self.patience:.0f} s ({exc})", err=True)
+                        click.echo(f"the database is {away}; trying again for up to {self.patience:.0f} s ({why})", err=True)
                     told = True
                 look = stored is None
             await asyncio.sleep(delay)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._chatlog import LogRecord
-from ._conn import SCOPE_LOCK, PgConnection, _without_nul
+from ._conn import PgConnection, _without_nul
 
 __all__ = ["import_batch", "insert_rows"]
 
@@ -76,7 +76,7 @@ def import_batch(conn: PgConnection, batch: Sequence[LogRecord]) -> tuple[int, l
     scopes = sorted({record.scope for record in batch if record.scope})
     now = time.time()
     for scope in scopes:  # the order the id trigger would take them in; sorted: no deadlock
-        raw.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope))
+        raw.execute("SELECT hub_lock_scope(%s)", (scope,))  # unbounded wait (see _schema._v7)
     raw.cursor().executemany(
         "INSERT INTO scopes(scope, kind, created) VALUES (%s, %s, %s) ON CONFLICT(scope) DO NOTHING",
         [(scope, scope.split(":", 1)[0], now) for scope in scopes],

@@ -259,7 +259,7 @@ class PgConnection:
 
     def lock_scope(self, scope: str) -> None:
         """Hold the scope's advisory lock until this transaction ends (see ``memory._schema.lock_scope``)."""
-        self.defer(self._quoting.mogrify("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SCOPE_LOCK, scope)))
+        self.defer(self._quoting.mogrify("SELECT hub_lock_scope(%s)", (scope,)))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> PgCursor:
         self.flush()

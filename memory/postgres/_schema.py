@@ -455,6 +455,31 @@ def _v6_chat_settings_and_access(conn: PgConnection) -> None:
     )
 
 
+def _v7_unbounded_scope_lock(conn: PgConnection) -> None:
+    """The scope's writer lock waits as long as the writer before it takes, whatever the
+    session's ``lock_timeout`` (HUB_PG_LOCK_TIMEOUT bounds waits for locked tables and rows):
+    a message must wait its turn in its scope, not fail because an import of that scope
+    runs. ``hub_lock_scope`` is the one place that lock is taken: the id trigger, a store
+    transaction's ``lock_scope`` and the bulk import all call it. The function's SET clause
+    lifts the bound for that one wait and restores it on return."""
+    conn.raw.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION hub_lock_scope(scope TEXT) RETURNS void LANGUAGE sql
+            SET lock_timeout = 0
+            AS $$ SELECT pg_advisory_xact_lock({SCOPE_LOCK}, hashtext(scope)) $$;
+        CREATE OR REPLACE FUNCTION hub_ordered_id() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.id IS NULL THEN
+                PERFORM hub_lock_scope(NEW.scope);
+                NEW.id := nextval(TG_ARGV[0]::regclass);
+            END IF;
+            RETURN NEW;
+        END
+        $$;
+        """
+    )
+
+
 # Append only. Index i holds the migration from version i to i + 1.
 MIGRATIONS: list[Callable[[PgConnection], None]] = [
     _v1_core,
@@ -463,6 +488,7 @@ MIGRATIONS: list[Callable[[PgConnection], None]] = [
     _v4_call_failures_and_tools,
     _v5_vault_numbers,
     _v6_chat_settings_and_access,
+    _v7_unbounded_scope_lock,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -11,6 +11,7 @@ here: connections, erasure (with VACUUM), moving a scope, and the search entry p
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -41,11 +42,19 @@ POSTGRES = Dialect("postgresql", (psycopg.errors.UniqueViolation,))
 _NOT_ERASED = ("scope_counters", "schema_version")
 
 
-def _configure(raw: psycopg.Connection) -> None:
+# How long a statement waits for a lock on a table or row before it fails (SQLSTATE 55P03),
+# like SQLite's busy timeout: a table another session holds locked gives one clear line
+# ("try again"), never a command that hangs. The scope's writer lock is exempt (_schema._v7).
+LOCK_TIMEOUT = 10.0
+
+
+def _configure(raw: psycopg.Connection, lock_timeout: float = LOCK_TIMEOUT) -> None:
     raw.adapters.register_loader("numeric", NumberLoader)
     # Parameters are quoted into the text (client-side binding), so no two texts repeat and
     # none is worth preparing; without this psycopg would count every text in its LRU.
     raw.prepare_threshold = None
+    if lock_timeout > 0:  # 0: the server's own setting (PostgreSQL's default waits forever)
+        raw.execute(f"SET lock_timeout = {max(1, round(lock_timeout * 1000))}")
 
 
 def _connect_kwargs() -> dict[str, Any]:
@@ -127,10 +136,13 @@ class PostgresStore(Store):
         max_size: int = 10,
         timeout: float = 30.0,
         erase_vacuum: str | None = None,
+        lock_timeout: float | None = None,
     ) -> None:
         url = normalise_url(url)  # a password with @ / : # % works as typed (see _url.py)
         # path is for people (prompts, logs): the password never shows.
         self.path = redact_url(url)
+        # lock_timeout: seconds a statement waits for a locked table or row (LOCK_TIMEOUT;
+        # 0 leaves the server's setting). The hub passes HUB_PG_LOCK_TIMEOUT.
         # How erase() vacuums: "plain" (default) or "full"; see erase(). The hub passes HUB_PG_ERASE_VACUUM.
         self.erase_vacuum = (erase_vacuum or "plain").strip().lower()
         if self.erase_vacuum not in ("plain", "full"):
@@ -146,7 +158,12 @@ class PostgresStore(Store):
             raise StoreError(f"cannot use PostgreSQL at {self.path}: {str(exc).strip()}") from exc
         # No round trip per checkout, failing fast while the server is down (see _pool.py).
         self._pool = Pool(
-            url, max_size=max_size, wait_timeout=timeout, kwargs=_connect_kwargs(), configure=_configure, redacted=self.path
+            url,
+            max_size=max_size,
+            wait_timeout=timeout,
+            kwargs=_connect_kwargs(),
+            configure=functools.partial(_configure, lock_timeout=LOCK_TIMEOUT if lock_timeout is None else lock_timeout),
+            redacted=self.path,
         )
         with self._pool.connection():
             pass  # one connection open and ready before the first message
