@@ -114,7 +114,9 @@ def kill_ingest(
             aimed = k % 2 == 1
             if aimed:  # wait (a little) for a file that is committed and not yet in cur/
                 counts["kills_aimed_between_commit_and_move"] += 1
-                deadline = time.monotonic() + 2.0
+                # Long enough for a hub that was just restarted (imports, then its first pass) on
+                # a loaded machine: 2 s missed the window there, and the kill then aimed at nothing.
+                deadline = time.monotonic() + 10.0
                 while time.monotonic() < deadline and users() <= moved():
                     time.sleep(0.002)
             else:
