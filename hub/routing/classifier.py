@@ -359,7 +359,10 @@ class LocalClassifier:
             # What such a message can show: its few known words' share of a typical lexical
             # lead, plus a typical semantic lead (which knows every language).
             return self.switch_margin * self.lexical_scale * (share + self.semantic_weight)
-        if len(known) < 2 and not any(not feature.startswith("#") for feature in known):
+        # An English function word ("so" of "ja, genau so") in another language is no
+        # evidence either: the examples of every agent use them.
+        telling = [feature for feature in known if feature not in STOPWORDS]
+        if len(telling) < 2 and not any(not feature.startswith("#") for feature in telling):
             # One character n-gram in common ("genau" and "general") is chance, not evidence.
             return math.inf
         return self.switch_threshold * share
