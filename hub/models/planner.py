@@ -51,7 +51,7 @@ from scopehub.hub.models.grammar import (
 from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier, lead_in
-from scopehub.hub.routing.lexicon import language_of, looks_like_email, readable
+from scopehub.hub.routing.lexicon import about_the_bot, language_of, looks_like_email, readable
 
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
 
@@ -723,16 +723,9 @@ class Planner:
         return "\n\n".join(parts)
 
 
-_SMALL_TALK = re.compile(
-    r"\b(?:who are you|what can you do|what do you do|how are you|what are you|help me with|how does this work|"
-    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes)\b",
-    re.I,
-)
-
-
 def _small_talk(message: str) -> bool:
     """A question about the bot itself: nothing to search for."""
-    return bool(_SMALL_TALK.search(message))
+    return about_the_bot(message)
 
 
 def _adding(step: Step, extra: Mapping[str, Any]) -> Step:
