@@ -28,7 +28,7 @@ from typing import Any
 from scopehub.agents import date_spans, parse_time, to_english
 from scopehub.hub.models.grammar import parameters_of, required_of
 
-__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers"]
+__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "opens_keeping"]
 
 TRAILING = ".!?,;: "
 # A lead-in of a few words closed by a colon: "note:", "jot this down:", "Neue Aufgabe:".
@@ -51,6 +51,11 @@ _KEEP_VERB = (
 _LEAD = re.compile(
     rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+)?(?:{_KEEP_VERB}\s+(?:{_FILLER}\s+)?)?",
     re.I,
+)
+# The same opening up to the keep verb ("can you add", "I need to put", "Apunta que"): a
+# request to store something.
+_OPENS_KEEPING = re.compile(
+    rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+)?{_KEEP_VERB}\b", re.I
 )
 # Closing words that say where the item goes, not what it is.
 _PLACE = (
@@ -233,6 +238,12 @@ def item_nouns(message: str) -> set[str] | None:
             return None
         nouns.add(noun)
     return nouns
+
+
+def opens_keeping(message: str) -> bool:
+    """Whether the message opens with a verb of keeping something ("add", "put", "jot down",
+    "note that", "setz", "ajoute", "apunta que"), after "please", "can you", "I need to"."""
+    return _OPENS_KEEPING.match(message) is not None
 
 
 def item_numbers(message: str) -> list[int]:

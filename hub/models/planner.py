@@ -382,9 +382,10 @@ class Planner:
                     str(f.get("name")) for f in functions if references.number_parameter(f) is None and str(f.get("name")).startswith(_TELLING)
                 }
                 scores = {name: score for name, score in scores.items() if name not in unnumbered}
-        if lead_in(message) is not None and not answers.is_question(message):
-            # "note: call the bank", "new task: ...": a lead-in and what follows it is
-            # something to store or to act on, never a listing to show.
+        if (lead_in(message) is not None or extract.opens_keeping(message)) and not answers.is_question(message):
+            # "note: call the bank", "new task: ...", "put what Ram asked for on my list": a
+            # lead-in, or a verb of keeping that opens the request, asks to store or to act,
+            # never for a listing to show.
             acting = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name in acting or name == ANSWER} or scores
         if answers.is_question(message):

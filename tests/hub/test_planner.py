@@ -79,6 +79,8 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("inbox", "Montre le mail 3", "read_email"),
         ("tasks", "show task 2", "list_tasks"),
         ("reminders", "remind me to do task 3 at 5pm", "set_reminder"),
+        # A verb of keeping that opens the request stores, never lists, whatever follows.
+        ("tasks", "can you add whatever is still open from the meeting", "add_task"),
         # What is no longer wanted is removed, though it is said as a statement about oneself.
         ("notes", "I don't need the parking note anymore", "delete_note"),
         ("reminders", "I don't need the dentist reminder anymore", "cancel_reminder"),
