@@ -191,14 +191,26 @@ def _changes(function: Mapping[str, Any]) -> bool:
     return _creates(function) or references.number_parameter(function) is not None
 
 
-def _about_oneself(message: str) -> bool:
+_POLITE_START = re.compile(r"^\s*(?:please\s+|(?:can|could|would) you\s+)?", re.I)
+
+
+def _opens_with(words: str, actions: Iterable[str]) -> bool:
+    """Whether ``words`` open (after "please", "can you") with one of the tools' action words."""
+    start = _POLITE_START.sub("", words, count=1).lower()
+    return any(re.match(rf"{re.escape(action.lower())}(?!\w)", start) for action in actions if action)
+
+
+def _about_oneself(message: str, actions: Iterable[str] = ()) -> bool:
     """A statement about the person ("my phone number is ...", "I live in Hamburg"), not a
-    request, and not a pasted email (whose addresses are someone else's words)."""
+    request (one that opens with a request verb, or with an action word of an offered tool:
+    "let the sales team know ..."), and not a pasted email (whose addresses are someone
+    else's words)."""
     words = own_words(message)
     return (
         bool(words)
         and looks_factual(words)
         and not _REQUEST_START.match(words)
+        and not _opens_with(words, actions)
         and not answers.is_question(words)
     )
 
@@ -393,7 +405,7 @@ class Planner:
             # adds, completes or cancels anything.
             changing = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name not in changing}
-        elif _about_oneself(message) and (
+        elif _about_oneself(message, self._actions(functions)) and (
             readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER
         ):
             # "my phone number is 555 0142" tells; it asks for no tool. The key reader reads
@@ -407,6 +419,11 @@ class Planner:
         best = max(scores, key=lambda name: scores[name])
         # A tool acts (it may store something): it must be clearly likelier than words.
         return best if scores[best] >= TOOL_ODDS * scores.get(ANSWER, 0.0) else ANSWER
+
+    def _actions(self, functions: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The offered tools' action words: their keywords and the verb their name opens with."""
+        names = [str(f.get("name")) for f in functions]
+        return {word for name in names for word in (name.split("_")[0], *self.keywords.get(name, ()))}
 
     # -- the next step -----------------------------------------------------------------
     def plan(

@@ -81,6 +81,8 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("reminders", "remind me to do task 3 at 5pm", "set_reminder"),
         # A verb of keeping that opens the request stores, never lists, whatever follows.
         ("tasks", "can you add whatever is still open from the meeting", "add_task"),
+        # A request that opens with a tool's action word is no statement about oneself.
+        ("general", "let the web team know my laptop is broken", "dispatch"),
         # What is no longer wanted is removed, though it is said as a statement about oneself.
         ("notes", "I don't need the parking note anymore", "delete_note"),
         ("reminders", "I don't need the dentist reminder anymore", "cancel_reminder"),
