@@ -393,7 +393,13 @@ class Planner:
                 unnumbered = {
                     str(f.get("name")) for f in functions if references.number_parameter(f) is None and str(f.get("name")).startswith(_TELLING)
                 }
+                shown = max(scores, key=lambda name: scores[name]) in unnumbered
                 scores = {name: score for name, score in scores.items() if name not in unnumbered}
+                if shown:
+                    # What asks to be shown or looked up ("Zeig Notiz 3": "zeig" lists) is
+                    # read, never changed: of the rest, only the readers.
+                    readers = {str(f.get("name")) for f in functions if reads(f)}
+                    scores = {name: score for name, score in scores.items() if name in readers or name == ANSWER} or scores
         if (lead_in(message) is not None or extract.opens_keeping(message)) and not answers.is_question(message):
             # "note: call the bank", "new task: ...", "put what Ram asked for on my list": a
             # lead-in, or a verb of keeping that opens the request, asks to store or to act,

@@ -103,6 +103,21 @@ def test_the_tool_is_chosen_from_the_tools_examples_with_zero_tokens(planner, ag
     assert planner.choose(text, tools_of(agents, agent)) == tool
 
 
+def test_one_item_asked_to_be_shown_is_read_never_changed(agents):
+    # Few examples: the showing word ("zeig") is the lister's, "Notiz <number>" mostly the
+    # remover's; the item named by number is read, not deleted.
+    few = Planner()
+    few.learn({
+        "list_notes": [Demo("zeig meine Notizen"), Demo("zeig alle Notizen"), Demo("show my notes")],
+        "read_note": [Demo("lies Notiz 2"), Demo("read note 4")],
+        "delete_note": [Demo("Notiz 2 löschen"), Demo("lösche Notiz 5"), Demo("delete note 1")],
+        "save_note": [Demo("notiere: Milch kaufen")],
+    })
+    assert few.choose("zeig Notiz 3", tools_of(agents, "notes")) == "read_note"
+    assert few.choose("show note 3", tools_of(agents, "notes")) == "read_note"
+    assert few.choose("lösche Notiz 3", tools_of(agents, "notes")) == "delete_note"
+
+
 def test_without_examples_the_names_and_descriptions_still_choose():
     bare = Planner()
     tools = [
