@@ -28,7 +28,7 @@ from typing import Any
 from scopehub.agents import date_spans, parse_time, to_english
 from scopehub.hub.models.grammar import parameters_of, required_of
 
-__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "opens_keeping"]
+__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "items_said", "opens_keeping"]
 
 TRAILING = ".!?,;: "
 # A lead-in of a few words closed by a colon: "note:", "jot this down:", "Neue Aufgabe:".
@@ -224,6 +224,32 @@ _ITEM_NOUNS = {
     "email": "email", "e-mail": "email", "mail": "email", "correo": "email",
     "reminder": "reminder", "erinnerung": "reminder", "rappel": "reminder", "recordatorio": "reminder",
 }  # fmt: skip
+
+
+# One item of a kind, said with a determiner ("the last email", "die E-Mail", "la note",
+# "el correo"), or items of a kind in the plural ("my emails", "Notizen", "mes notes").
+_ONE_NOUN = r"e-mail|email|mail|correo|note|notiz|nota|task|aufgabe|tâche|tarea|reminder|erinnerung|rappel|recordatorio"
+_ONE_ITEM = re.compile(
+    r"\b(?:the|this|that|die|der|das|diese[nrs]?|la|le|cette|ce|el|este|esta|ese|esa|l['’])\s*"
+    rf"(?:[^\W\d]+\s+){{0,2}}?(?P<noun>{_ONE_NOUN})(?![-\w])",
+    re.I,
+)
+_MANY_NOUNS = {
+    "tasks": "task", "aufgaben": "task", "tâches": "task", "tareas": "task",
+    "notes": "note", "notizen": "note", "notas": "note",
+    "emails": "email", "e-mails": "email", "mails": "email", "correos": "email",
+    "reminders": "reminder", "erinnerungen": "reminder", "rappels": "reminder", "recordatorios": "reminder",
+}  # fmt: skip
+_MANY_ITEMS = re.compile(rf"(?<![-\w])(?P<noun>{'|'.join(_MANY_NOUNS)})(?![-\w])", re.I)
+
+
+def items_said(message: str) -> tuple[set[str], set[str]]:
+    """The kinds of item the message names one of ("the last email" -> {"email"}) and
+    the kinds it names in the plural ("Affiche mes notes" -> {"note"}), as the tools name
+    their items ("read_email", "list_notes")."""
+    one = {_ITEM_NOUNS[match["noun"].lower()] for match in _ONE_ITEM.finditer(message)}
+    many = {_MANY_NOUNS[match["noun"].lower()] for match in _MANY_ITEMS.finditer(message)}
+    return one, many
 
 
 def item_nouns(message: str) -> set[str] | None:

@@ -215,6 +215,25 @@ def _about_oneself(message: str, actions: Iterable[str] = ()) -> bool:
     )
 
 
+def _one_or_all(message: str, functions: Sequence[Mapping[str, Any]], scores: dict[str, float]) -> dict[str, float]:
+    """What to tell, by the number of items the message names: one ("the last email", "die
+    E-Mail von der Bank") is read by the tool that reads one of that kind; several ("Affiche
+    mes notes") are listed by the tool that lists them; else ``scores`` as they are."""
+    one, many = extract.items_said(message)
+    if bool(one) == bool(many):
+        return scores
+    kinds, numbered = (one, True) if one else (many, False)
+    wanted = {
+        str(f.get("name"))
+        for f in functions
+        if str(f.get("name")).startswith(_TELLING)
+        and str(f.get("name")) != SEARCH
+        and (references.number_parameter(f) is not None) == numbered
+        and any(kind in str(f.get("name")) for kind in kinds)
+    }
+    return {name: score for name, score in scores.items() if name in wanted or name == ANSWER} if wanted else scores
+
+
 def _creates(function: Mapping[str, Any]) -> bool:
     """Whether the tool stores something new from the person's words (a required string)."""
     properties = parameters_of(function).get("properties") or {}
@@ -422,6 +441,8 @@ class Planner:
             # A request that is no question ("jot down the recipe", "I did the laundry") asks
             # for something to be done, not for the archive to be searched.
             scores.pop(SEARCH, None)
+        if max(scores, key=lambda name: scores[name]).startswith(_TELLING):
+            scores = _one_or_all(message, functions, scores)
         best = max(scores, key=lambda name: scores[name])
         # A tool acts (it may store something): it must be clearly likelier than words.
         return best if scores[best] >= TOOL_ODDS * scores.get(ANSWER, 0.0) else ANSWER

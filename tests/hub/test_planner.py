@@ -78,6 +78,11 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("notes", "Zeig mir Notiz 4", "read_note"),
         ("inbox", "Montre le mail 3", "read_email"),
         ("tasks", "show task 2", "list_tasks"),
+        # One item of a kind said with a determiner is read; its kind in the plural, listed.
+        ("inbox", "what did the newest email say", "read_email"),
+        ("inbox", "Montre-moi l'e-mail de Marc", "read_email"),
+        ("notes", "show the note about the garden", "read_note"),
+        ("inbox", "show my emails from today", "list_emails"),
         ("reminders", "remind me to do task 3 at 5pm", "set_reminder"),
         # A verb of keeping that opens the request stores, never lists, whatever follows.
         ("tasks", "can you add whatever is still open from the meeting", "add_task"),
