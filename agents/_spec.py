@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from scopehub.memory import (
     Event,
@@ -279,7 +279,7 @@ class AgentSpec(BaseModel):
     name: str
     description: str = Field(description="one or two sentences the router reads")
     instructions: str = Field(description="the agent's persona and rules, kept short: paid on every call")
-    examples: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()  # what the router reads; the tools' examples are added to it
     keywords: tuple[str, ...] = ()  # domain nouns that name this agent ("email", "mail")
     tools: tuple[Tool, ...] = ()
     model: str | None = None
@@ -313,6 +313,17 @@ class AgentSpec(BaseModel):
             if not (_EVENT_TYPE_RE.match(name) or (info.field_name == "interests" and is_event_pattern(name))):
                 raise ValueError(f"{info.field_name}: {name!r} is not an event type name such as 'task.created'")
         return value
+
+    @model_validator(mode="after")
+    def _routed_by_tool_examples(self) -> AgentSpec:
+        # A tool's example utterances say what its agent is asked for, in more wordings and
+        # languages than the agent's own list ("Avisa al equipo de finanzas ...", "note: call
+        # the bank"): the router reads them as the agent's examples too (after its own, no
+        # repeats). Leave-phrasings-out (eval phrasings --folds 5, 317): 0.885 -> 0.908.
+        extra = [example.text for tool in self.tools for example in tool.examples]
+        if extra:
+            object.__setattr__(self, "examples", tuple(dict.fromkeys((*self.examples, *extra))))
+        return self
 
     @field_validator("collaborators")
     @classmethod

@@ -28,7 +28,7 @@ from typing import Any
 from scopehub.agents import date_spans, parse_time, to_english
 from scopehub.hub.models.grammar import parameters_of, required_of
 
-__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers"]
+__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "items_said", "opens_keeping"]
 
 TRAILING = ".!?,;: "
 # A lead-in of a few words closed by a colon: "note:", "jot this down:", "Neue Aufgabe:".
@@ -51,6 +51,11 @@ _KEEP_VERB = (
 _LEAD = re.compile(
     rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+)?(?:{_KEEP_VERB}\s+(?:{_FILLER}\s+)?)?",
     re.I,
+)
+# The same opening up to the keep verb ("can you add", "I need to put", "Apunta que"): a
+# request to store something.
+_OPENS_KEEPING = re.compile(
+    rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+)?{_KEEP_VERB}\b", re.I
 )
 # Closing words that say where the item goes, not what it is.
 _PLACE = (
@@ -221,6 +226,32 @@ _ITEM_NOUNS = {
 }  # fmt: skip
 
 
+# One item of a kind, said with a determiner ("the last email", "die E-Mail", "la note",
+# "el correo"), or items of a kind in the plural ("my emails", "Notizen", "mes notes").
+_ONE_NOUN = r"e-mail|email|mail|correo|note|notiz|nota|task|aufgabe|tâche|tarea|reminder|erinnerung|rappel|recordatorio"
+_ONE_ITEM = re.compile(
+    r"\b(?:the|this|that|die|der|das|diese[nrs]?|la|le|cette|ce|el|este|esta|ese|esa|l['’])\s*"
+    rf"(?:[^\W\d]+\s+){{0,2}}?(?P<noun>{_ONE_NOUN})(?![-\w])",
+    re.I,
+)
+_MANY_NOUNS = {
+    "tasks": "task", "aufgaben": "task", "tâches": "task", "tareas": "task",
+    "notes": "note", "notizen": "note", "notas": "note",
+    "emails": "email", "e-mails": "email", "mails": "email", "correos": "email",
+    "reminders": "reminder", "erinnerungen": "reminder", "rappels": "reminder", "recordatorios": "reminder",
+}  # fmt: skip
+_MANY_ITEMS = re.compile(rf"(?<![-\w])(?P<noun>{'|'.join(_MANY_NOUNS)})(?![-\w])", re.I)
+
+
+def items_said(message: str) -> tuple[set[str], set[str]]:
+    """The kinds of item the message names one of ("the last email" -> {"email"}) and
+    the kinds it names in the plural ("Affiche mes notes" -> {"note"}), as the tools name
+    their items ("read_email", "list_notes")."""
+    one = {_ITEM_NOUNS[match["noun"].lower()] for match in _ONE_ITEM.finditer(message)}
+    many = {_MANY_NOUNS[match["noun"].lower()] for match in _MANY_ITEMS.finditer(message)}
+    return one, many
+
+
 def item_nouns(message: str) -> set[str] | None:
     """The kinds of item the message names by number ("note 5" -> {"note"}, "Zeig Notiz 3"
     too); None when a number names an item of no stated kind ("#4", "number 3"); empty
@@ -233,6 +264,12 @@ def item_nouns(message: str) -> set[str] | None:
             return None
         nouns.add(noun)
     return nouns
+
+
+def opens_keeping(message: str) -> bool:
+    """Whether the message opens with a verb of keeping something ("add", "put", "jot down",
+    "note that", "setz", "ajoute", "apunta que"), after "please", "can you", "I need to"."""
+    return _OPENS_KEEPING.match(message) is not None
 
 
 def item_numbers(message: str) -> list[int]:

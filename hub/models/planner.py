@@ -51,7 +51,7 @@ from scopehub.hub.models.grammar import (
 from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier, lead_in
-from scopehub.hub.routing.lexicon import language_of, looks_like_email, readable
+from scopehub.hub.routing.lexicon import about_the_bot, language_of, looks_like_email, readable
 
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
 
@@ -191,16 +191,47 @@ def _changes(function: Mapping[str, Any]) -> bool:
     return _creates(function) or references.number_parameter(function) is not None
 
 
-def _about_oneself(message: str) -> bool:
+_POLITE_START = re.compile(r"^\s*(?:please\s+|(?:can|could|would) you\s+)?", re.I)
+
+
+def _opens_with(words: str, actions: Iterable[str]) -> bool:
+    """Whether ``words`` open (after "please", "can you") with one of the tools' action words."""
+    start = _POLITE_START.sub("", words, count=1).lower()
+    return any(re.match(rf"{re.escape(action.lower())}(?!\w)", start) for action in actions if action)
+
+
+def _about_oneself(message: str, actions: Iterable[str] = ()) -> bool:
     """A statement about the person ("my phone number is ...", "I live in Hamburg"), not a
-    request, and not a pasted email (whose addresses are someone else's words)."""
+    request (one that opens with a request verb, or with an action word of an offered tool:
+    "let the sales team know ..."), and not a pasted email (whose addresses are someone
+    else's words)."""
     words = own_words(message)
     return (
         bool(words)
         and looks_factual(words)
         and not _REQUEST_START.match(words)
+        and not _opens_with(words, actions)
         and not answers.is_question(words)
     )
+
+
+def _one_or_all(message: str, functions: Sequence[Mapping[str, Any]], scores: dict[str, float]) -> dict[str, float]:
+    """What to tell, by the number of items the message names: one ("the last email", "die
+    E-Mail von der Bank") is read by the tool that reads one of that kind; several ("Affiche
+    mes notes") are listed by the tool that lists them; else ``scores`` as they are."""
+    one, many = extract.items_said(message)
+    if bool(one) == bool(many):
+        return scores
+    kinds, numbered = (one, True) if one else (many, False)
+    wanted = {
+        str(f.get("name"))
+        for f in functions
+        if str(f.get("name")).startswith(_TELLING)
+        and str(f.get("name")) != SEARCH
+        and (references.number_parameter(f) is not None) == numbered
+        and any(kind in str(f.get("name")) for kind in kinds)
+    }
+    return {name: score for name, score in scores.items() if name in wanted or name == ANSWER} if wanted else scores
 
 
 def _creates(function: Mapping[str, Any]) -> bool:
@@ -381,10 +412,17 @@ class Planner:
                 unnumbered = {
                     str(f.get("name")) for f in functions if references.number_parameter(f) is None and str(f.get("name")).startswith(_TELLING)
                 }
+                shown = max(scores, key=lambda name: scores[name]) in unnumbered
                 scores = {name: score for name, score in scores.items() if name not in unnumbered}
-        if lead_in(message) is not None and not answers.is_question(message):
-            # "note: call the bank", "new task: ...": a lead-in and what follows it is
-            # something to store or to act on, never a listing to show.
+                if shown:
+                    # What asks to be shown or looked up ("Zeig Notiz 3": "zeig" lists) is
+                    # read, never changed: of the rest, only the readers.
+                    readers = {str(f.get("name")) for f in functions if reads(f)}
+                    scores = {name: score for name, score in scores.items() if name in readers or name == ANSWER} or scores
+        if (lead_in(message) is not None or extract.opens_keeping(message)) and not answers.is_question(message):
+            # "note: call the bank", "new task: ...", "put what Ram asked for on my list": a
+            # lead-in, or a verb of keeping that opens the request, asks to store or to act,
+            # never for a listing to show.
             acting = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name in acting or name == ANSWER} or scores
         if answers.is_question(message):
@@ -392,7 +430,7 @@ class Planner:
             # adds, completes or cancels anything.
             changing = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name not in changing}
-        elif _about_oneself(message) and (
+        elif _about_oneself(message, self._actions(functions)) and (
             readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER
         ):
             # "my phone number is 555 0142" tells; it asks for no tool. The key reader reads
@@ -403,9 +441,16 @@ class Planner:
             # A request that is no question ("jot down the recipe", "I did the laundry") asks
             # for something to be done, not for the archive to be searched.
             scores.pop(SEARCH, None)
+        if max(scores, key=lambda name: scores[name]).startswith(_TELLING):
+            scores = _one_or_all(message, functions, scores)
         best = max(scores, key=lambda name: scores[name])
         # A tool acts (it may store something): it must be clearly likelier than words.
         return best if scores[best] >= TOOL_ODDS * scores.get(ANSWER, 0.0) else ANSWER
+
+    def _actions(self, functions: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The offered tools' action words: their keywords and the verb their name opens with."""
+        names = [str(f.get("name")) for f in functions]
+        return {word for name in names for word in (name.split("_")[0], *self.keywords.get(name, ()))}
 
     # -- the next step -----------------------------------------------------------------
     def plan(
@@ -723,16 +768,9 @@ class Planner:
         return "\n\n".join(parts)
 
 
-_SMALL_TALK = re.compile(
-    r"\b(?:who are you|what can you do|what do you do|how are you|what are you|help me with|how does this work|"
-    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes)\b",
-    re.I,
-)
-
-
 def _small_talk(message: str) -> bool:
     """A question about the bot itself: nothing to search for."""
-    return bool(_SMALL_TALK.search(message))
+    return about_the_bot(message)
 
 
 def _adding(step: Step, extra: Mapping[str, Any]) -> Step:

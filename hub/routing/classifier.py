@@ -22,6 +22,7 @@ from rapidfuzz import fuzz, process
 
 from scopehub.hub.routing.lexicon import (
     STOPWORDS,
+    about_the_bot,
     content_terms,
     deictic_nouns,
     looks_like_email,
@@ -124,6 +125,11 @@ FOREIGN_MIN_SHARE = 0.15
 # Leave-phrasings-out (eval phrasings, 317): 1 -> 0.832, 3 -> 0.848, 6 -> 0.851 (0.829 without).
 SHAPE_WEIGHT = 3.0
 EMAIL_SHAPE = "<email shape>"
+# A question about the bot itself ("what can you do", "wer bist du", "qui es-tu", "¿quién
+# eres?") is a shape too: its few words ("was", "tu", "faire") otherwise lean to whichever
+# specialist's examples say them ("Was habe ich alles notiert?", "Qu'est-ce que j'ai à faire ?").
+# Leave-phrasings-out (eval phrasings, 317): 0.908 -> 0.911.
+BOT_QUESTION = "<about the bot>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -144,7 +150,10 @@ def lead_in(text: str) -> str | None:
 
 def shape_features(text: str) -> list[str]:
     """The shape features of ``text`` (see :data:`SHAPE_WEIGHT`)."""
-    return [EMAIL_SHAPE] if looks_like_email(text) else []
+    found = [EMAIL_SHAPE] if looks_like_email(text) else []
+    if about_the_bot(text):
+        found.append(BOT_QUESTION)
+    return found
 
 
 def _featurize(words: Sequence[str]) -> list[str]:
@@ -359,7 +368,10 @@ class LocalClassifier:
             # What such a message can show: its few known words' share of a typical lexical
             # lead, plus a typical semantic lead (which knows every language).
             return self.switch_margin * self.lexical_scale * (share + self.semantic_weight)
-        if len(known) < 2 and not any(not feature.startswith("#") for feature in known):
+        # An English function word ("so" of "ja, genau so") in another language is no
+        # evidence either: the examples of every agent use them.
+        telling = [feature for feature in known if feature not in STOPWORDS]
+        if len(telling) < 2 and not any(not feature.startswith("#") for feature in telling):
             # One character n-gram in common ("genau" and "general") is chance, not evidence.
             return math.inf
         return self.switch_threshold * share

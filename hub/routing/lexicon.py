@@ -8,6 +8,7 @@ from functools import lru_cache
 __all__ = [
     "FUNCTION_WORDS",
     "STOPWORDS",
+    "about_the_bot",
     "back_reference",
     "content_terms",
     "correction_opening",
@@ -393,3 +394,16 @@ def looks_like_email(text: str) -> bool:
     if len(stripped.split()) < _LETTER_WORDS:
         return False
     return bool(_SIGNED.search(stripped) or (_ADDRESSED.match(stripped) and _CLOSED.search(stripped)))
+
+
+# -- a question about the bot itself, in English, German, French and Spanish ---------------------
+_ABOUT_THE_BOT = re.compile(
+    r"\b(?:who are you|what can you do|what do you do|how are you|what are you|help me with|how does this work|"
+    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes)\b",
+    re.I,
+)
+
+
+def about_the_bot(text: str) -> bool:
+    """Whether ``text`` asks about the bot itself ("what can you do", "wer bist du"): small talk."""
+    return bool(_ABOUT_THE_BOT.search(text))

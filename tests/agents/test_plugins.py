@@ -108,3 +108,11 @@ def test_a_tool_declares_examples_as_words_or_words_with_arguments() -> None:
     assert (demo.text, demo.args, demo.earlier) == ("weather in Paris", {"city": "Paris"}, "")
     assert (referring.args, referring.earlier) == ({"city": "Rome"}, "Rome is sunny")
     assert hash(_forecast)  # a tool stays a hashable, frozen declaration
+
+
+def test_the_router_reads_an_agents_tools_examples_as_its_own() -> None:
+    from scopehub.agents import AgentSpec
+
+    spec = AgentSpec(name="weather", description="Weather.", instructions="Be brief.", examples=("is it raining", "weather please"), tools=(_forecast,))
+    # Its own first, then the tools' (no repeats): what agent_profile gives the router.
+    assert spec.examples == ("is it raining", "weather please", "weather in Paris", "and there?")

@@ -131,3 +131,25 @@ def test_the_kind_of_item_a_number_names():
     assert item_nouns("Efface la note 2 et la tâche 4") == {"note", "task"}
     assert item_nouns("show email number 3") is None  # "number 3": of no stated kind
     assert item_nouns("Saturday at 7 works") == set()
+
+
+def test_a_request_that_opens_with_a_verb_of_keeping():
+    from scopehub.hub.models.extract import opens_keeping
+
+    assert opens_keeping("can you add whatever is still open")
+    assert opens_keeping("please put the receipts on my list")
+    assert opens_keeping("Apunta que el fontanero viene el lunes")
+    assert not opens_keeping("what is still open?")
+    assert not opens_keeping("the shop has added a new till")  # not at the opening
+
+
+def test_one_item_or_items_of_a_kind():
+    from scopehub.hub.models.extract import items_said
+
+    assert items_said("what did the last email say") == ({"email"}, set())
+    assert items_said("Zeig mir die E-Mail von der Bank") == ({"email"}, set())
+    assert items_said("Lis la note sur le wifi") == ({"note"}, set())
+    assert items_said("Affiche mes notes") == (set(), {"note"})
+    assert items_said("Muéstrame mis tareas y mis recordatorios") == (set(), {"task", "reminder"})
+    assert items_said("what did I note so far") == (set(), set())  # "note" the verb
+    assert items_said("what did Anna's email say about the venue?") == (set(), set())  # whose, not which one

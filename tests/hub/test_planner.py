@@ -78,7 +78,16 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("notes", "Zeig mir Notiz 4", "read_note"),
         ("inbox", "Montre le mail 3", "read_email"),
         ("tasks", "show task 2", "list_tasks"),
+        # One item of a kind said with a determiner is read; its kind in the plural, listed.
+        ("inbox", "what did the newest email say", "read_email"),
+        ("inbox", "Montre-moi l'e-mail de Marc", "read_email"),
+        ("notes", "show the note about the garden", "read_note"),
+        ("inbox", "show my emails from today", "list_emails"),
         ("reminders", "remind me to do task 3 at 5pm", "set_reminder"),
+        # A verb of keeping that opens the request stores, never lists, whatever follows.
+        ("tasks", "can you add whatever is still open from the meeting", "add_task"),
+        # A request that opens with a tool's action word is no statement about oneself.
+        ("general", "let the web team know my laptop is broken", "dispatch"),
         # What is no longer wanted is removed, though it is said as a statement about oneself.
         ("notes", "I don't need the parking note anymore", "delete_note"),
         ("reminders", "I don't need the dentist reminder anymore", "cancel_reminder"),
@@ -97,6 +106,21 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
 )
 def test_the_tool_is_chosen_from_the_tools_examples_with_zero_tokens(planner, agents, text, agent, tool):
     assert planner.choose(text, tools_of(agents, agent)) == tool
+
+
+def test_one_item_asked_to_be_shown_is_read_never_changed(agents):
+    # Few examples: the showing word ("zeig") is the lister's, "Notiz <number>" mostly the
+    # remover's; the item named by number is read, not deleted.
+    few = Planner()
+    few.learn({
+        "list_notes": [Demo("zeig meine Notizen"), Demo("zeig alle Notizen"), Demo("show my notes")],
+        "read_note": [Demo("lies Notiz 2"), Demo("read note 4")],
+        "delete_note": [Demo("Notiz 2 löschen"), Demo("lösche Notiz 5"), Demo("delete note 1")],
+        "save_note": [Demo("notiere: Milch kaufen")],
+    })
+    assert few.choose("zeig Notiz 3", tools_of(agents, "notes")) == "read_note"
+    assert few.choose("show note 3", tools_of(agents, "notes")) == "read_note"
+    assert few.choose("lösche Notiz 3", tools_of(agents, "notes")) == "delete_note"
 
 
 def test_without_examples_the_names_and_descriptions_still_choose():

@@ -179,6 +179,14 @@ def test_a_pasted_email_reaches_the_inbox_by_its_shape_in_other_languages(text):
 
 
 @pytest.mark.parametrize(
+    "text", ["Sag mal, was kannst du eigentlich?", "Dis-moi, qu'est-ce que tu sais faire d'autre ?", "¿Y qué puedes hacer por mí?", "so what can you do for me?"]
+)
+def test_a_question_about_the_bot_reaches_general_by_its_shape(text):
+    # Its few words ("was", "faire", "hacer") are what the specialists' examples say too.
+    assert route(text, classifier=LocalClassifier(hub_profiles())).agent == "general"
+
+
+@pytest.mark.parametrize(
     ("text", "email"),
     [
         ("Von: Klaus Betreff: Termin Hallo, passt dir Donnerstag?", True),
