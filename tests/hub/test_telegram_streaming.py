@@ -8,6 +8,7 @@ from typing import Any
 
 from scopehub.hub.models import LiteLLMModel
 from scopehub.hub.models.testing import FunctionModel
+from scopehub.hub.transports.telegram import streaming
 from scopehub.hub.transports.telegram.delivery import TELEGRAM_LIMIT, split_message
 from scopehub.memory import Store
 from tests.fakes.bot_api import BotAPIError
@@ -109,3 +110,56 @@ def test_a_model_that_cannot_stream_answers_whole_and_stream_off_sends_no_draft(
 
         bot_run(tmp_path / "off", off, hub=make_hub(tmp_path / "off.db", LiteLLMModel("openai/fake", api_base=llm.base_url, api_key="k"), stream="off"))
         assert not llm.requests[0].get("stream")
+
+
+def test_an_answer_written_before_the_first_update_is_due_is_sent_whole_with_nothing_streamed(tmp_path: Path, monkeypatch) -> None:
+    # The first draft (or placeholder) waits streaming.FIRST_DELAY after the first text; an
+    # answer done by then goes out as one sendMessage, in a private chat and in a group.
+    monkeypatch.setattr(streaming, "FIRST_DELAY", 30.0)
+    with FakeOpenAI(default=lambda request: text(ANSWER)) as llm:
+
+        async def scenario(hub, tg, bot) -> None:
+            tg.push_message(42, "add buy milk to my tasks")
+            (sent,) = await tg.await_sent(1, chat_id=42, timeout=20)
+            assert sent["text"] == f"[tasks]\n{ANSWER}"
+            tg.push_message(-100, "@hub_test_bot add buy milk to our tasks", user_id=7)
+            (answer,) = await tg.await_sent(1, chat_id=-100)
+            assert answer["text"] == f"[tasks]\n{ANSWER}" and answer["reply_to"] == 1  # sent, not edited into a placeholder
+            assert tg.drafts() == [] and tg.calls("editMessageText") == []
+
+        bot_run(tmp_path, scenario, hub=streaming_hub(tmp_path, llm), stream_every=60.0)
+        assert llm.requests[0]["stream"] is True  # streamed by the model all the same
+    assert [r[1] for r in rows(tmp_path / "hub.db", "user:42")] == ["add buy milk to my tasks", ANSWER]
+
+
+def test_typing_shows_only_when_the_answer_takes_longer_than_the_typing_delay(tmp_path: Path) -> None:
+    async def thinking(messages, tools):  # long enough for an action sent at once to go out
+        await asyncio.sleep(0.3)
+        return echo(messages, tools)
+
+    async def scenario(hub, tg, bot) -> None:
+        tg.push_message(42, "add buy milk to my tasks")
+        (sent,) = await tg.await_sent(1, chat_id=42)
+        assert sent["text"] == "[tasks]\nok: add buy milk to my tasks"
+        assert tg.calls("sendChatAction") == []  # answered within the delay: no action at all
+
+    bot_run(tmp_path, scenario, hub=make_hub(tmp_path / "hub.db", FunctionModel(thinking)), typing_delay=30.0)
+    seen: list[Any] = []  # the fake Bot API, once running
+
+    async def slow(messages, tools):  # answers once "typing…" is up (or gives up after 10 s)
+        for _ in range(200):
+            if seen and seen[0].calls("sendChatAction"):
+                break
+            await asyncio.sleep(0.05)
+        return echo(messages, tools)
+
+    async def slow_answer(hub, tg, bot) -> None:
+        seen.append(tg)
+        tg.push_message(42, "add buy milk to my tasks")
+        (sent,) = await tg.await_sent(1, chat_id=42, timeout=20)
+        assert sent["text"] == "[tasks]\nok: add buy milk to my tasks"
+        methods = [e["method"] for e in tg.log]
+        assert "sendChatAction" in methods and methods.index("sendChatAction") < methods.index("sendMessage")  # shown before the answer
+        assert tg.calls("sendChatAction")[0]["action"] == "typing"
+
+    bot_run(tmp_path / "slow", slow_answer, hub=make_hub(tmp_path / "slow.db", FunctionModel(slow)), typing_delay=0.1)

@@ -134,7 +134,7 @@ class Answers:
             return await topics.thread_for(bot, chat_id, scope, routed.agent if routed else None)
 
         stop_typing = asyncio.Event()
-        typing = outbox.start_typing(bot, chat_id, thread_id, stop_typing) if item.answer else None
+        typing = outbox.start_typing(bot, chat_id, thread_id, stop_typing, delay=transport.typing_delay) if item.answer else None
         stream = (
             transport.reply_stream(
                 bot, chat_id, message.id, thread_id=thread_id, reply_to=reply_to, shown=stop_typing,

@@ -53,7 +53,7 @@ from scopehub.hub.transports.telegram.delivery import (
 from scopehub.hub.transports.telegram.groups import GroupGuard
 from scopehub.hub.transports.telegram.inbox import Inbox
 from scopehub.hub.transports.telegram.logs import quiet_library_logs
-from scopehub.hub.transports.telegram.outbox import Outbox
+from scopehub.hub.transports.telegram.outbox import TYPING_DELAY, Outbox
 from scopehub.hub.transports.telegram.reminders import ReminderScheduler
 from scopehub.hub.transports.telegram.streaming import ReplyStream, stream_mode
 from scopehub.hub.transports.telegram.texts import HUB_COMMANDS
@@ -84,6 +84,7 @@ class TelegramBot:
         *,
         retry: RetryPolicy | None = None,
         typing_interval: float = 4.0,
+        typing_delay: float | None = None,
         reminder_interval: float = 20.0,
         watch_maildir: bool = False,
         max_turns: int = 32,
@@ -93,6 +94,8 @@ class TelegramBot:
         self.settings = settings
         self.retry = retry or RetryPolicy()
         self.typing_interval = typing_interval
+        # How long an answer may take before "typing…" shows (outbox.TYPING_DELAY, at most one interval).
+        self.typing_delay = min(TYPING_DELAY, typing_interval) if typing_delay is None else typing_delay
         self.reminders = ReminderScheduler(self, reminder_interval)
         self.watch_maildir = watch_maildir
         self._maildir_watcher: Any = None

@@ -45,12 +45,16 @@ from scopehub.memory import pause_chat_reminders, resume_chat_reminders
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
 
-__all__ = ["SENDER_READ_TIMEOUT", "Outbox", "render"]
+__all__ = ["SENDER_READ_TIMEOUT", "TYPING_DELAY", "Outbox", "render"]
 
 log = logging.getLogger(__name__)
 
 SENDER_READ_TIMEOUT = 30.0  # seconds the reply sender waits for Telegram's answer (PTB's default: 5)
 RECORD_SENT_PATIENCE = 900.0  # seconds a sent reply's Telegram id is retried while the database is away
+# Seconds an answer may take before "typing…" is shown (never more than one renewal interval):
+# an answer sent sooner replaces the action before anyone sees it, so the request would be
+# one more Bot API call per message for nothing.
+TYPING_DELAY = 1.0
 
 
 def render(reply: Reply) -> str:
@@ -309,11 +313,17 @@ class Outbox:
         await self.send_text(bot, chat_id, REFUSAL, thread_id=thread_id, what="refusal")
 
     # -- typing ---------------------------------------------------------------------------
-    def start_typing(self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event) -> asyncio.Task[None]:
-        """Keep "typing…" up in the chat until ``stop`` is set."""
-        return asyncio.get_running_loop().create_task(self._keep_typing(bot, chat_id, thread_id, stop))
+    def start_typing(
+        self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event, *, delay: float = 0.0
+    ) -> asyncio.Task[None]:
+        """Keep "typing…" up in the chat until ``stop`` is set, from ``delay`` seconds on
+        (nothing at all when ``stop`` is set before)."""
+        return asyncio.get_running_loop().create_task(self._keep_typing(bot, chat_id, thread_id, stop, delay))
 
-    async def _keep_typing(self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event) -> None:
+    async def _keep_typing(self, bot: Bot, chat_id: int, thread_id: int | None, stop: asyncio.Event, delay: float = 0.0) -> None:
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
         # Telegram shows the action for about 5 seconds; renew it until the answer is ready.
         while not stop.is_set():
             try:

@@ -9,7 +9,10 @@ Two ways, chosen per chat (``HUB_STREAM``):
   message, later text edits it, and the final answer is the last edit.
 
 Updates are sent from a task of their own, never from the model's stream: a slow
-Telegram never slows the model down. They go out at most every ``every`` seconds (1 s
+Telegram never slows the model down. The first one waits :data:`FIRST_DELAY` (at most
+``every``) after the first text: an answer written whole by then is sent as it is, with no
+draft or placeholder before it that nobody could read in time (two Bot API calls fewer).
+They go out at most every ``every`` seconds (1 s
 in private chats, 3 s in groups: Telegram allows about 20 messages a minute per group,
 and an edit counts), and a 429 pauses them until the time Telegram asked for, skipping
 the texts in between. The final answer is always sent or edited in full, whatever was
@@ -32,13 +35,14 @@ from scopehub.hub.transports.telegram.delivery import TELEGRAM_LIMIT, retry_afte
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
 
-__all__ = ["DRAFT_EVERY", "GROUP_EVERY", "PRIVATE_EVERY", "ReplyStream", "stream_mode"]
+__all__ = ["DRAFT_EVERY", "FIRST_DELAY", "GROUP_EVERY", "PRIVATE_EVERY", "ReplyStream", "stream_mode"]
 
 log = logging.getLogger(__name__)
 
 DRAFT_EVERY = 0.5  # seconds between draft updates (a draft is not a message)
 PRIVATE_EVERY = 1.0  # between edits in a private chat (about one message a second per chat)
 GROUP_EVERY = 3.0  # between edits in a group (about 20 a minute per group)
+FIRST_DELAY = 0.5  # seconds from the first text to the first update (never more than ``every``)
 _TYPING = "…"  # after the text while more is coming
 
 
@@ -76,6 +80,7 @@ class ReplyStream:
         self.thread_id = thread_id
         self.reply_to = reply_to
         self.every = every if every is not None else (DRAFT_EVERY if mode == "draft" else PRIVATE_EVERY if chat_id > 0 else GROUP_EVERY)
+        self.first_delay = min(FIRST_DELAY, self.every)
         self.on_first = on_first  # set when the first text shows (the typing action stops)
         self._find_thread = find_thread  # asked once, before the first text is shown
         self.placeholder: int | None = None  # the message the answer is edited into (edit mode)
@@ -95,7 +100,10 @@ class ReplyStream:
             return
         self._latest = text
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"stream:{self.chat_id}")
+            loop = asyncio.get_running_loop()
+            # An answer done within the delay goes out whole, with nothing streamed before it.
+            self._not_before = loop.time() + self.first_delay
+            self._task = loop.create_task(self._run(), name=f"stream:{self.chat_id}")
         self._wake.set()
 
     async def close(self) -> None:
