@@ -32,7 +32,7 @@ from tests.hub.telegram_helpers import FAST, bot_run, echo, make_hub, rows
 
 def test_private_message_gets_reply_from_the_right_agent_shown_first(tmp_path):
     async def thinking(messages, tools):
-        await asyncio.sleep(0.25)  # long enough to renew the typing action
+        await asyncio.sleep(0.5)  # long enough to show the typing action (after 0.1 s) and renew it
         return echo(messages, tools)
 
     async def scenario(hub, tg, bot):
