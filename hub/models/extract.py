@@ -228,7 +228,7 @@ _ITEM_NOUNS = {
 
 # One item of a kind, said with a determiner ("the last email", "die E-Mail", "la note",
 # "el correo"), or items of a kind in the plural ("my emails", "Notizen", "mes notes").
-_ONE_NOUN = r"e-mail|email|mail|correo|note|notiz|nota|task|aufgabe|tâche|tarea|reminder|erinnerung|rappel|recordatorio"
+_ONE_NOUN = "|".join(sorted(map(re.escape, _ITEM_NOUNS), key=len, reverse=True))  # the longest first: "e-mail" before "mail"
 _ONE_ITEM = re.compile(
     r"\b(?:the|this|that|die|der|das|diese[nrs]?|la|le|cette|ce|el|este|esta|ese|esa|l['’])\s*"
     rf"(?:[^\W\d]+\s+){{0,2}}?(?P<noun>{_ONE_NOUN})(?![-\w])",
