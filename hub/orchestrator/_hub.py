@@ -284,6 +284,10 @@ class Hub:
 
     def _begin(self, turn: _Turn, *, commands: bool = True) -> _Turn:
         """A command, or the local route; then, unless the LLM router is to refine it, settle."""
+        with self.sections.settings_read_once():
+            return self._begin_read(turn, commands=commands)
+
+    def _begin_read(self, turn: _Turn, *, commands: bool) -> _Turn:
         inbound = turn.inbound
         # Commands act only when addressed to us: "/forget@other_bot all" in a group must not erase.
         if commands and inbound.addressed:

@@ -9,7 +9,9 @@ or loses a reply.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from scopehub.agents import AgentRegistry, AgentSpec, Channel, channels_of, format_channel_message
@@ -131,14 +133,32 @@ class Sections:
         self.registry = registry
         self.prompts = prompts
         self.channels = channels
+        self._read = threading.local()  # .settings: scope -> ChatSettings, inside settings_read_once()
+
+    @contextmanager
+    def settings_read_once(self) -> Iterator[None]:
+        """Within the block (one step of a turn, in one thread), each chat's settings are read
+        once: the route, the facts block and the call's time zone ask for them (three reads)."""
+        outer = getattr(self._read, "settings", None)
+        self._read.settings = {} if outer is None else outer
+        try:
+            yield
+        finally:
+            self._read.settings = outer
 
     def chat_settings(self, scope: str) -> ChatSettings:
         """The chat's own settings (/settings); fail-open: a failure means the defaults, logged."""
+        read: dict[str, ChatSettings] | None = getattr(self._read, "settings", None)
+        if read is not None and scope in read:
+            return read[scope]
         try:
-            return chat_settings(self.deps.store, scope)
+            found = chat_settings(self.deps.store, scope)
         except Exception:
             log.exception("settings of %s unavailable; answering with the defaults", scope)
-            return ChatSettings(scope)
+            found = ChatSettings(scope)
+        if read is not None:
+            read[scope] = found
+        return found
 
     def allowed_agents(self, scope: str) -> tuple[str, ...] | None:
         """The agents that answer in the chat (its /settings), None for all of them."""

@@ -276,3 +276,31 @@ def test_the_router_and_the_fact_extractor_count_in_usage_apart_from_agent_calls
     assert figures["agent_calls"] == 1  # the hub's own calls are not agent calls, nor in the saving
     assert "LLM router 1 call, 129 tokens; fact extraction 1 call, 306 tokens" in format_usage(store.usage("user:1"))
     assert store.usage("user:2").router_calls == 0  # scoped like everything else
+
+
+def test_a_turn_reads_the_chats_settings_once_and_the_next_turn_reads_them_again(tmp_path, monkeypatch):
+    from scopehub.hub.orchestrator import _sections
+    from scopehub.memory import update_chat_settings
+
+    reads: list[str] = []
+    original = _sections.chat_settings
+
+    def counting(store, scope):
+        reads.append(scope)
+        return original(store, scope)
+
+    monkeypatch.setattr(_sections, "chat_settings", counting)
+    sent: list[str] = []
+
+    def model_step(messages, tools):
+        sent.append(" ".join(str(m.get("content") or "") for m in messages))
+        return "Done."
+
+    hub = make_hub(tmp_path, ScriptedModel([model_step, model_step]))
+    update_chat_settings(hub.store, "user:1", language="Deutsch", timezone="Europe/Berlin", now=1.0)
+    ask(hub, "add buy milk to my tasks")
+    assert reads == ["user:1"]  # the route, the facts block and the time zone: one read
+    assert "This chat's language is Deutsch" in sent[0]
+    update_chat_settings(hub.store, "user:1", language="Français", now=2.0)
+    ask(hub, "add eggs to my tasks")
+    assert reads == ["user:1", "user:1"] and "This chat's language is Français" in sent[1]  # never kept across turns

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from telegram import Update
+
 from scopehub.memory import Store, rejected_updates
 from tests.fakes.bot_api import FakeBotAPI
 from tests.hub.telegram_helpers import bot_run, make_hub
@@ -72,3 +74,31 @@ def test_a_poison_update_posted_to_the_webhook_is_kept_and_answered_200(tmp_path
     with Store(tmp_path / "hub.db") as store:
         (kept,) = rejected_updates(store)
     assert kept.scope == "user:42" and "persistent_id" in kept.reason
+
+
+def test_the_webhook_reads_a_readable_update_once(tmp_path: Path, monkeypatch) -> None:
+    # The guard's check that PTB can read an update is the reading itself, not a second parse.
+    reads: list[int] = []
+    original = Update.de_json.__func__
+
+    def counting(cls: Any, data: Any, bot: Any = None) -> Any:
+        if isinstance(data, dict) and "update_id" in data:
+            reads.append(data["update_id"])
+        return original(cls, data, bot)
+
+    monkeypatch.setattr(Update, "de_json", classmethod(counting))
+    hub = make_hub(tmp_path / "hub.db")
+
+    async def main() -> None:
+        with FakeBotAPI() as tg:
+            async with webhook_worker(hub, tg) as (_, url):
+                update = tg.make_update(42, "add buy milk to my tasks")
+                assert await post(url, update, tg.webhook_secret) == 200
+                (sent,) = await tg.await_sent(1, chat_id=42)
+                assert sent["text"].startswith("[tasks]")
+                assert reads.count(update["update_id"]) == 1
+
+    try:
+        asyncio.run(main())
+    finally:
+        hub.store.close()

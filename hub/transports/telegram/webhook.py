@@ -41,7 +41,6 @@ from http import HTTPStatus
 from typing import Any
 
 import tornado.web
-from telegram import Update
 from telegram.error import TelegramError
 from telegram.ext import Application
 from tornado.httpserver import HTTPServer
@@ -49,7 +48,7 @@ from tornado.httpserver import HTTPServer
 from scopehub.hub.errors import ConfigError
 from scopehub.hub.transports.telegram.bot import BOT_DATA_KEY, TelegramBot
 from scopehub.hub.transports.telegram.delivery import call_with_retry
-from scopehub.hub.transports.telegram.guard import readable_update
+from scopehub.hub.transports.telegram.guard import read_update
 from scopehub.hub.transports.telegram.inbox import INTAKE, Intake
 from scopehub.hub.turns import is_transient
 
@@ -111,7 +110,7 @@ class _UpdateHandler(tornado.web.RequestHandler):
             return
         # An update PTB cannot read is kept and skipped (guard.py), and answered 200:
         # Telegram sending it again could not help, and it would hold up the chat's others.
-        update = Update.de_json(readable_update(data, self.application_.bot), self.application_.bot)
+        update = read_update(data, self.application_.bot)
         intake = Intake()
         token = INTAKE.set(intake)
         try:
