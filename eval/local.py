@@ -42,11 +42,12 @@ from scopehub.eval.local_checks import check_of
 from scopehub.eval.local_newcomer import NEWCOMER
 from scopehub.eval.local_session import Observation, RecordingModel, Step, run_session, summarise
 
-__all__ = ["DEV_PATH", "EXPECT_KEYS", "FROZEN_PATH", "INTENTS", "NEWCOMER", "SESSION_FILES", "frozen_sessions", "local_command"]
+__all__ = ["BLIND_PATH", "DEV_PATH", "EXPECT_KEYS", "FROZEN_PATH", "INTENTS", "NEWCOMER", "SESSION_FILES", "frozen_sessions", "local_command"]
 
 FROZEN_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_frozen.json"
 DEV_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_dev.json"
-SESSION_FILES = {"frozen": FROZEN_PATH, "dev": DEV_PATH}
+BLIND_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_blind.json"
+SESSION_FILES = {"frozen": FROZEN_PATH, "dev": DEV_PATH, "blind": BLIND_PATH}
 
 # The intents the per-intent report knows: every tool the built-in agents offer a person,
 # the search over what was kept, facts told and asked, and words.
@@ -212,10 +213,10 @@ async def _run_all(settings_of: Any, model: Any, sessions: Sequence[tuple[str, l
 @click.option(
     "--sessions",
     "which",
-    type=click.Choice(["newcomer", "frozen", "dev"]),
+    type=click.Choice(["newcomer", "frozen", "dev", "blind"]),
     default="newcomer",
     show_default=True,
-    help="the newcomer's session; frozen: the twelve frozen sessions (never tuned on); dev: the earlier twelve, seen while tuning; a development set",
+    help="the newcomer's session; frozen: the twelve frozen sessions (never tuned on); dev: the earlier twelve, seen while tuning; a development set; blind: twelve sessions written blind on 2026-12-03, never tuned on: run once, at the end of a round",
 )
 @click.option("--model", "choice", type=click.Choice(["auto", "smollm2", "gemma3"]), default=None, help="which embedded weights (default: HUB_LOCAL_MODEL, auto)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="write the report as JSON here ('-' for standard output)")

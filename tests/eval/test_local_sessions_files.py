@@ -1,4 +1,4 @@
-"""The sessions files of ``eval local`` (frozen and dev): their shape, and what a bad one is told.
+"""The sessions files of ``eval local`` (frozen, dev and blind): their shape, and what a bad one is told.
 
 Only the shape is asserted, never a message's wording: the frozen file is a test set.
 """
@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from scopehub.eval import local_checks
 from scopehub.eval.local import (
+    BLIND_PATH,
     DEV_PATH,
     EXPECT_KEYS,
     FROZEN_PATH,
@@ -26,7 +27,7 @@ from scopehub.eval.local import (
 from scopehub.hub.cli import cli
 
 
-@pytest.mark.parametrize("path", [FROZEN_PATH, DEV_PATH], ids=["frozen", "dev"])
+@pytest.mark.parametrize("path", [FROZEN_PATH, DEV_PATH, BLIND_PATH], ids=["frozen", "dev", "blind"])
 def test_each_sessions_file_is_twelve_sessions_of_twelve_known_messages(path):
     data = json.loads(path.read_text(encoding="utf-8"))
     sessions = frozen_sessions(path)  # builds every check; refuses unknown intents and keys
