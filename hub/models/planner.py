@@ -367,13 +367,7 @@ class Planner:
         scorer = build_semantic_scorer(
             profiles, self.embedder, lexical=lexical, cache=self.embedding_cache, k=NEAREST_EXAMPLES
         )
-        return LocalClassifier(
-            profiles,
-            default_agent=ANSWER,
-            semantic=scorer,
-            semantic_weight=self.semantic_weight,
-            semantic_gate=None,
-        )
+        return LocalClassifier.blended(lexical, scorer, semantic_weight=self.semantic_weight, semantic_gate=None)
 
     def choose(self, message: str, tools: Sequence[Mapping[str, Any]]) -> str:
         """The offered tool the message asks for, or :data:`ANSWER` (zero tokens)."""

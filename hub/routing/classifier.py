@@ -9,11 +9,12 @@ its evidence to the lexical one; without it, scoring is purely lexical.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Protocol
@@ -232,6 +233,39 @@ class LocalClassifier:
         if semantic is not None:
             self._attach(semantic)
 
+    @classmethod
+    def blended(
+        cls,
+        lexical: LocalClassifier,
+        semantic: SemanticScores,
+        *,
+        semantic_weight: float = SEMANTIC_WEIGHT,
+        semantic_gate: float | None = SEMANTIC_GATE,
+    ) -> LocalClassifier:
+        """The classifier ``LocalClassifier(profiles, semantic=semantic, ...)`` would build,
+        made from ``lexical`` (the purely lexical one over the same profiles and options)
+        instead of counting every example's words and weighing every example again: the
+        word tables are shared, read-only, and the examples' lexical evidence is read from
+        ``lexical``'s cache (a start pays for it once, not twice)."""
+        if lexical.semantic is not None:
+            raise ValueError("blended() starts from a purely lexical classifier")
+        made = copy.copy(lexical)
+        made.semantic_weight = semantic_weight
+        made.semantic_gate = semantic_gate
+        made.embedded = made.gated = 0
+        made._fresh_caches()
+        made._attach(semantic, lexical_evidence=lexical.evidence)
+        return made
+
+    def _fresh_caches(self) -> None:
+        """Empty caches of this instance's own (a copy must not share its original's)."""
+        self._cache: dict[str, dict[str, float]] = {}
+        self._semantic_part: dict[str, dict[str, float]] = {}  # the weighted semantic scores in a cached blend
+        self._lexical_cache: dict[str, dict[str, float]] = {}  # the words' evidence of texts not scored in full
+        self._blended: set[str] = set()  # texts of the cache whose evidence has semantic scores
+        self._generic: set[str] = set()  # texts embedded and found nearest to the examples set apart
+        self._gated: set[str] = set()  # texts of the cache the gate kept from being embedded
+
     def _build(self) -> None:
         counts: dict[str, Counter[str]] = {}
         typical = statistics.median(len(set(p.examples)) for p in self.profiles)
@@ -274,12 +308,7 @@ class LocalClassifier:
         self._profile_terms = {
             name: frozenset(term for term in counter if " " not in term and not term.startswith("#")) for name, counter in counts.items()
         }
-        self._cache: dict[str, dict[str, float]] = {}
-        self._semantic_part: dict[str, dict[str, float]] = {}  # the weighted semantic scores in a cached blend
-        self._lexical_cache: dict[str, dict[str, float]] = {}  # the words' evidence of texts not scored in full
-        self._blended: set[str] = set()  # texts of the cache whose evidence has semantic scores
-        self._generic: set[str] = set()  # texts embedded and found nearest to the examples set apart
-        self._gated: set[str] = set()  # texts of the cache the gate kept from being embedded
+        self._fresh_caches()
         self._examples: list[str] = []
         self._example_agent: list[int] = []
         self._no_examples = frozenset(profile.name for profile in self.profiles if not profile.examples)
@@ -294,9 +323,11 @@ class LocalClassifier:
         }
         self.scale = self._typical_margin()
 
-    def _attach(self, semantic: SemanticScores) -> None:
+    def _attach(self, semantic: SemanticScores, *, lexical_evidence: Callable[[str], dict[str, float]] | None = None) -> None:
         """Blend in semantic scores, and measure the typical margin again on the blend
-        (each example scored semantically without itself, as a new message would be)."""
+        (each example scored semantically without itself, as a new message would be).
+        ``lexical_evidence`` gives an example's words' evidence (default: counted here)."""
+        lexical_of = lexical_evidence or self._lexical_evidence
         self.semantic = semantic
         self._cache.clear()
         self._semantic_part.clear()
@@ -306,7 +337,7 @@ class LocalClassifier:
         margins = []
         for profile in self.profiles:
             for text in (*profile.examples, profile.description):
-                lexical = self._lexical_evidence(text) if text else {}
+                lexical = lexical_of(text) if text else {}
                 if len(lexical) > 1:
                     evidence = self._blend(lexical, semantic.held_out(profile.name, text) or {})
                     margins.append(evidence[profile.name] - max(value for name, value in evidence.items() if name != profile.name))

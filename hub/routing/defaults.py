@@ -100,7 +100,7 @@ def build_router(
         semantic_gate = auto_gate(embedder) if setting == "auto" else SEMANTIC_GATE
     weight = SEMANTIC_WEIGHT if semantic_weight is None else semantic_weight
     gate = semantic_gate if not isinstance(semantic_gate, str) else SEMANTIC_GATE
-    classifier = LocalClassifier(profiles, semantic=scorer, semantic_weight=weight, semantic_gate=gate, **classifier_options)
+    classifier = LocalClassifier.blended(lexical, scorer, semantic_weight=weight, semantic_gate=gate)
     config = RouterConfig(
         setting=setting,
         embedder=name,

@@ -445,3 +445,26 @@ def test_a_follow_up_like_every_agents_examples_never_leaves_its_agent():
     assert route(text, classifier=LocalClassifier(profiles), window=window).agent == "restaurant"  # the premise
     blended = LocalClassifier(profiles, semantic=build_semantic_scorer(profiles, ConceptEmbedder()))
     assert route(text, classifier=blended, window=window).agent == "taxi"
+
+
+@pytest.mark.parametrize("gate", [0.5, None], ids=["router, gated", "tool choice, every message embedded"])
+def test_a_blend_made_from_the_lexical_classifier_decides_as_one_built_from_scratch(gate):
+    # The start builds the words' classifier once and the blend from it (LocalClassifier.blended);
+    # every routing decision must be the one a blend counted afresh would make.
+    from scopehub.agents import discover_agents
+    from scopehub.hub.orchestrator._route import agent_profile
+
+    profiles = [agent_profile(spec) for spec in discover_agents()]
+    lexical = LocalClassifier(profiles)
+    scorer = build_semantic_scorer(profiles, ConceptEmbedder(), lexical=lexical)
+    afresh = LocalClassifier(profiles, semantic=scorer, semantic_weight=0.3, semantic_gate=gate)
+    made = LocalClassifier.blended(lexical, scorer, semantic_weight=0.3, semantic_gate=gate)
+    assert (made.scale, made.lexical_scale) == (afresh.scale, afresh.lexical_scale)
+    assert made.scale != lexical.scale  # the blend's margin was measured again
+    texts = [example for profile in profiles for example in profile.examples]
+    texts += ["book me a cab to the airport", "what's on my plate today", "ich hab die Steuer erledigt", "zzz qqq"]
+    for text in texts:
+        assert made.evidence(text) == afresh.evidence(text), text
+        assert made.evidence_for(text, "tasks") == afresh.evidence_for(text, "tasks"), text
+    assert (made.embedded, made.gated) == (afresh.embedded, afresh.gated)
+    assert "zzz qqq" not in lexical._cache  # the blend keeps caches of its own
