@@ -404,6 +404,26 @@ _ABOUT_THE_BOT = re.compile(
 )
 
 
+# -- a duty said in the first person, in English, German, French and Spanish --------------------
+# "I have to call the plumber", "Ich muss noch die Steuer machen", "Il faut que je signe ...",
+# "Tengo que llevar el coche al taller": something still to be done, said as one's own duty.
+# Opening the message (after "and", "also", "oh"); "what do I have to do?" asks, it is no duty.
+_DUTY = re.compile(
+    r"^\s*(?:(?:and|also|oh|ok|so|plus|und|also|oh|et|aussi|alors|y|también|pues)[,!]?\s+)*"
+    r"(?:i\s+(?:still\s+|really\s+|also\s+)?(?:need|have|ought|got)\s+to|i\s+must|i(?:'|’)ve\s+got\s+to|i\s+gotta|i\s+should|"
+    r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+que\s+je|il\s+me\s+faut|"
+    r"tengo\s+que|debo|necesito|hay\s+que)\b",
+    re.I,
+)
+
+
+def states_duty(text: str) -> bool:
+    """Whether ``text`` opens with a duty of the speaker's ("I have to ...", "ich muss",
+    "il faut que je", "tengo que"), as a statement, not a question."""
+    stripped = text.strip()
+    return bool(_DUTY.match(stripped)) and not stripped.endswith(("?", "？"))
+
+
 def about_the_bot(text: str) -> bool:
     """Whether ``text`` asks about the bot itself ("what can you do", "wer bist du"): small talk."""
     return bool(_ABOUT_THE_BOT.search(text))
