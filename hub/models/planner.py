@@ -389,6 +389,10 @@ class Planner:
             return (
                 KEEP_EMAIL  # a pasted email (its header block): kept, whatever it asks of someone
             )
+        if KEEP_EMAIL in scores and len(scores) > 1:
+            # keep_email keeps the message itself: one that is no email ("Combien il faut
+            # donner pour la sortie ?", "Tengo que enviar la copia del DNI") would be kept as one.
+            scores.pop(KEEP_EMAIL)
         if _NO_LONGER_WANTED.search(message):
             # "I don't need the oven reminder anymore", "no need to remind me about the bins":
             # what is no longer wanted is removed, when a tool of this agent removes things.
@@ -425,6 +429,11 @@ class Planner:
             # never for a listing to show.
             acting = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name in acting or name == ANSWER} or scores
+            if extract.opens_keeping(message):
+                # "Schreib 'Auto zum TÜV bringen' auf meine Liste, bis Freitag": a verb of keeping
+                # keeps something new; it changes no item already kept.
+                creating = {str(f.get("name")) for f in functions if _creates(f)}
+                scores = {name: score for name, score in scores.items() if name in creating or name == ANSWER} or scores
         if answers.is_question(message):
             # "where is the spare key?" asks to be told: it lists, reads or searches, never
             # adds, completes or cancels anything.

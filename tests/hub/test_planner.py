@@ -102,6 +102,11 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("reminders", "cancel reminder 1", "cancel_reminder"),
         ("general", "hi! what can you do?", ANSWER),
         ("general", "what did I say about the dentist?", "search_memory"),
+        # A duty of one's own is something to add, never an item to complete.
+        ("tasks", "I still have to wash the car before Sunday", "add_task"),
+        ("tasks", "Ich muss noch das Fahrrad putzen", "add_task"),
+        # A verb of keeping stores something new, even when a day follows ("bis Freitag").
+        ("tasks", "Schreib 'Reifen wechseln' auf meine Liste, bis Freitag", "add_task"),
     ],
 )
 def test_the_tool_is_chosen_from_the_tools_examples_with_zero_tokens(planner, agents, text, agent, tool):
@@ -403,3 +408,10 @@ def test_the_embedder_finds_a_request_whose_words_no_example_has(agents, message
     tools = tools_of(agents, "reminders")
     assert words.planner.choose(message, tools) == ANSWER
     assert blended.planner.choose(message, tools) == tool
+
+
+@pytest.mark.parametrize("text", ["Combien il faut payer pour le billet ?", "¿Cuándo vence el contrato?"])
+def test_a_question_is_never_kept_as_an_email(planner, agents, text):
+    # keep_email keeps the message itself: a question would become an email from nobody.
+    step = planner.plan(conversation(("user", text)), tools_of(agents, "inbox"))
+    assert isinstance(step, Call) and step.name in {"search_memory", "list_emails", "read_email"}
