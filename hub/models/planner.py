@@ -596,6 +596,9 @@ class Planner:
             if earlier and references.is_kept_email(earlier)
             else ""
         )
+        if earlier and not email and _BACK_REFERENCE.search(message) and turn.last_reply:
+            # "put that on my to-do list" after an email was read out: that email's request.
+            email = references.kept_reply_of_read(turn.history, turn.last_reply)
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
             # also says the item itself ("jot this down: ..."), the model copies it from there.

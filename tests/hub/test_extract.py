@@ -185,3 +185,24 @@ def test_the_team_a_message_addresses_and_what_to_pass_on():
     assert team_of("Sag dem Vertriebsteam, dass die Messe ausfällt") == ("vertrieb", "die Messe ausfällt")
     assert team_of("the server is down, tell the ops team") == ("ops", "the server is down")
     assert team_of("add buy milk to my list") is None
+
+
+def test_that_after_an_email_was_read_out_is_the_request_of_that_email(planner, agents):
+    kept = (
+        "Kept email #1.\nFrom: Harbour Energy <billing@harbour.example>\nSubject: Meter reading\n"
+        "Action items:\n- please send us your meter reading by Friday"
+    )
+    read = (
+        "Email #1: Meter reading\nFrom: Harbour Energy <billing@harbour.example>\n\nDear customer,\n"
+        "please send us your meter reading by Friday.\nKind regards"
+    )
+    messages = conversation(
+        ("user", "From: Harbour Energy <billing@harbour.example>\nSubject: Meter reading\n\nDear customer,\nplease send us your meter reading by Friday."),
+        ("assistant", kept),
+        ("user", "what did the energy company want?"),
+        ("assistant", read),
+        ("user", "put that on my to-do list"),
+    )
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Call) and step.name == "add_task"
+    assert "meter reading" in step.arguments["title"] and str(step.arguments.get("due")).casefold() == "friday"

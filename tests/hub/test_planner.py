@@ -415,3 +415,50 @@ def test_a_question_is_never_kept_as_an_email(planner, agents, text):
     # keep_email keeps the message itself: a question would become an email from nobody.
     step = planner.plan(conversation(("user", text)), tools_of(agents, "inbox"))
     assert isinstance(step, Call) and step.name in {"search_memory", "list_emails", "read_email"}
+
+
+_READ = (
+    "Email #2: Car insurance renewal\nFrom: Alba Insurance <service@alba.example>\nSubject: Car insurance renewal\n\n"
+    "Dear customer,\nyour policy ends on 31 January.\nThe new premium is 412 euros a year.\n"
+    "Please send us a copy of your licence.\nKind regards,\nAlba Insurance"
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence"),
+    [
+        ("when does the policy end?", "your policy ends on 31 January."),
+        ("how much is the insurance now?", "The new premium is 412 euros a year."),
+        ("what did the insurer want from me?", "Please send us a copy of your licence."),
+        ("¿Cuándo vence la póliza del coche?", "your policy ends on 31 January."),
+    ],
+)
+def test_a_question_about_a_read_email_gets_the_sentence_that_answers_it(question, sentence):
+    from scopehub.hub.models.answers import result_reply
+
+    assert result_reply("read_email", _READ, question) == f"Email #2: Car insurance renewal\n{sentence}"
+
+
+def test_an_email_asked_to_be_shown_is_shown_whole():
+    from scopehub.hub.models.answers import result_reply
+
+    assert result_reply("read_email", _READ, "show me email 2 again") == _READ
+    assert result_reply("read_email", _READ, "what did the email say?") == _READ  # nothing asked beyond it
+
+
+def test_an_elided_article_does_not_hide_the_word():
+    from scopehub.hub.models.references import content_words
+
+    assert "école" in content_words("Qu'est-ce que l'école demande ?")
+    assert content_words("the email d'Anna") >= {"anna"}
+
+
+def test_an_email_the_search_found_is_answered_with_its_sentence_that_answers():
+    from scopehub.hub.models.answers import answer_from_hits
+
+    found = (
+        "#3 2026-12-03 12:00 [email #1] Club trip From: Riverside Club <desk@riverside.example> Subject: Club trip "
+        "Hello, the club trip to the lake is on Saturday. The bus costs 15 euros per person. Please sign up at the desk."
+    )
+    assert answer_from_hits("how much is the bus for the trip?", found) == "From your emails: The bus costs 15 euros per person."
+    assert answer_from_hits("what does the club want me to do?", found) == "From your emails: Please sign up at the desk."
