@@ -27,6 +27,7 @@ from scopehub.hub.routing.lexicon import (
     deictic_nouns,
     looks_like_email,
     readable,
+    says_done,
     states_duty,
     stem,
     terms,
@@ -136,6 +137,9 @@ BOT_QUESTION = "<about the bot>"
 # then found for the other languages' duties, whose words the examples do not say.
 DUTY_SHAPE = "<a duty of mine>"
 DUTY_WEIGHT = 6.0
+# Something said to be done ("I've booked the dentist", "Zahnarzt ist erledigt", "c'est fait",
+# "ya llamé al fontanero") is a shape too, learnt from the examples that say one.
+DONE_SHAPE = "<something done>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -161,6 +165,8 @@ def shape_features(text: str) -> list[str]:
         found.append(BOT_QUESTION)
     if states_duty(text):
         found.append(DUTY_SHAPE)
+    if says_done(text):
+        found.append(DONE_SHAPE)
     return found
 
 

@@ -424,6 +424,32 @@ def states_duty(text: str) -> bool:
     return bool(_DUTY.match(stripped)) and not stripped.endswith(("?", "？"))
 
 
+# -- something of one's own said to be done, in English, German, French and Spanish ------------
+# "I've booked the dentist", "the insurance is renewed", "Zahnarzt ist erledigt", "Hab den
+# Klempner angerufen", "C'est fait pour le dentiste", "Ya llamé al fontanero".
+_IRREGULAR_DONE = (
+    r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|swept|hung|"
+    r"built|caught|fed|read|put|set|cut|left|ran|spoke|told|threw|won|ate|drank|sorted|done"
+)
+_DONE = re.compile(
+    r"^\s*(?:(?:ok|okay|so|and|also|oh|right|yes|ja|oui|sí|si)[,!]?\s+)*i(?:['’]ve|\s+have)?\s+(?:just\s+|already\s+|finally\s+|now\s+)?"
+    rf"(?:(?!(?:need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed)\b)[a-z]+ed|{_IRREGULAR_DONE})\b"
+    r"|\b(?:is|are|'s|’s)\s+(?:now\s+|all\s+|already\s+)?(?:done|finished|sorted|completed|taken care of|dealt with|paid|booked|fixed|renewed|handled|over)\b"
+    r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
+    r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"
+    r"|\bc['’]est\s+(?:fait|bon|réglé|fini)\b|\b(?:fini|terminé|réglé)\b|^\s*j['’]ai\s+(?:déjà\s+|enfin\s+)?\w+(?:é|i|u|is|it)\b"
+    r"|^\s*ya\s+(?:está|esta|\w+(?:é|í))\b|\b(?:hecho|listo|terminad[oa]|resuelto)\b",
+    re.I,
+)
+
+
+def says_done(text: str) -> bool:
+    """Whether ``text`` says something of the speaker's is done ("I've booked the dentist",
+    "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question."""
+    stripped = text.strip()
+    return bool(_DONE.search(stripped)) and not stripped.endswith(("?", "？")) and not states_duty(stripped)
+
+
 def about_the_bot(text: str) -> bool:
     """Whether ``text`` asks about the bot itself ("what can you do", "wer bist du"): small talk."""
     return bool(_ABOUT_THE_BOT.search(text))

@@ -105,6 +105,10 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         # A duty of one's own is something to add, never an item to complete.
         ("tasks", "I still have to wash the car before Sunday", "add_task"),
         ("tasks", "Ich muss noch das Fahrrad putzen", "add_task"),
+        # Something said to be done is completed, in any of the four languages.
+        ("tasks", "C'est fait pour la banque", "complete_task"),
+        ("tasks", "Ya pagué el alquiler", "complete_task"),
+        ("tasks", "the boiler is fixed", "complete_task"),
         # A verb of keeping stores something new, even when a day follows ("bis Freitag").
         ("tasks", "Schreib 'Reifen wechseln' auf meine Liste, bis Freitag", "add_task"),
     ],

@@ -231,3 +231,10 @@ def test_a_question_about_ones_duties_is_no_duty():
     assert states_duty("also I have to call the bank") and states_duty("Ich muss noch die Miete zahlen")
     assert not states_duty("what do I have to do?") and not states_duty("I have to do what?")
     assert not states_duty("the plumber has to come on Monday")
+
+
+def test_something_said_to_be_done_is_no_duty_and_no_question():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("I've booked the dentist", "Zahnarzt ist erledigt", "Hab den Klempner angerufen", "C'est fait", "Ya llamé al fontanero"))
+    assert not any(says_done(t) for t in ("what have I finished?", "I need to finish the report", "add buy milk", "I live in Hamburg"))
