@@ -88,6 +88,22 @@ def is_question(text: str) -> bool:
     return stripped.endswith(("?", "？", "؟")) or bool(_QUESTION_START.match(stripped))
 
 
+# "what did the bank want?", "was wollte die Hausverwaltung?", "qu'est-ce que l'école demande ?",
+# "¿qué quería la aseguradora?": what someone else asked or wrote, i.e. what their message says.
+_ASKS_WHAT_SOMEONE_WANTED = re.compile(
+    r"^\s*(?:so\s+|and\s+)?(?:what|what's)\s+(?:did|does|do|has|have)\s+(?!i\b|we\b|you\b)\S+(?:\s+\S+){0,3}?\s+(?:want|ask|need|say|write|request)"
+    r"|^\s*was\s+(?:wollte|will|möchte|schreibt|schrieb|braucht|verlangt|sagt)\s+(?!ich\b)"
+    r"|^\s*qu['’]est-ce\s+que\s+(?!je\b|j['’])\S.*\b(?:demande|demandait|veut|voulait|dit|écrit)\b"
+    r"|^\s*¿?\s*qu[ée]\s+(?:quería|quiere|pide|pidió|pedía|dice|dijo|escribió|necesita)\b(?!\s+yo\b)",
+    re.I,
+)
+
+
+def asks_what_someone_wanted(text: str) -> bool:
+    """Whether ``text`` asks what someone else wanted, asked or wrote (what their email says)."""
+    return bool(_ASKS_WHAT_SOMEONE_WANTED.search(text))
+
+
 def tidy(text: str, sentences: int = 2) -> str:
     """The model's words without template debris or a copied agent label, at most
     ``sentences`` sentences, and no half sentence when max_tokens cut it off."""

@@ -439,6 +439,14 @@ class Planner:
             # adds, completes or cancels anything.
             changing = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name not in changing}
+            if answers.asks_what_someone_wanted(message):
+                # "what did the bank want?": what someone's email says, read from the email.
+                readers = [
+                    str(f.get("name")) for f in functions
+                    if str(f.get("name")).startswith(_TELLING) and references.number_parameter(f) is not None and _EMAILS.search(str(f.get("name")).replace("_", " "))
+                ]
+                if readers:
+                    return readers[0]
         elif _about_oneself(message, self._actions(functions)) and (
             readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER
         ):
@@ -524,7 +532,9 @@ class Planner:
         if _BACK_REFERENCE.search(turn.message) and turn.last_reply:
             texts.append(turn.last_reply)
         picked = references.pick_line(listing, *texts)
-        if picked is None and number not in required_of(function):
+        if picked is None and (number not in required_of(function) or str(function.get("name")).startswith(_TELLING)):
+            # An optional reference (the email a draft answers), or one only read ("what did
+            # the insurer want?" names no word of the listing): the newest listed one.
             return references.newest_line(listing)
         return picked
 

@@ -466,3 +466,19 @@ def test_an_email_the_search_found_is_answered_with_its_sentence_that_answers():
     )
     assert answer_from_hits("how much is the bus for the trip?", found) == "From your emails: The bus costs 15 euros per person."
     assert answer_from_hits("what does the club want me to do?", found) == "From your emails: Please sign up at the desk."
+
+
+@pytest.mark.parametrize("question", ["¿Qué quería la gestoría?", "what does the landlord need from me?", "Was wollte die Schule?"])
+def test_what_someone_wanted_is_read_from_their_email_even_when_no_word_names_it(planner, agents, question):
+    messages = conversation(("user", question))
+    assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})
+    listing = "#2 2026-12-03 Harbour Energy <billing@harbour.example>: Meter reading\n#1 2026-12-01 Tom <tom@example.com>: Dinner"
+    step = planner.plan(messages + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    assert step == Call("read_email", {"id": 2})  # no word names one: the newest
+
+
+def test_an_item_to_change_is_never_guessed(planner, agents):
+    messages = conversation(("user", "I finished it"))
+    listing = "Today is Mon 4 Mar.\n#1 buy milk\n#2 call the bank"
+    step = planner.plan(messages + tool_step("list_tasks", {}, listing), tools_of(agents, "tasks"))
+    assert not (isinstance(step, Call) and step.name == "complete_task")
