@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 
 
 SEARCH_RESULTS = 5  # a fixed k: one parameter less in a schema paid on every call it is offered
+# Hits looked at to fill those five: the bot's own replies ("Saved note #1: ...", a listing)
+# say again what a note or the person said, and would otherwise crowd out the note itself.
+SEARCH_POOL = 4 * SEARCH_RESULTS
 
 
 class SearchMemoryArgs(BaseModel):
@@ -51,12 +54,16 @@ def _when(ts: float) -> str:
 )
 def search_memory(ctx: ToolContext, args: SearchMemoryArgs) -> str:
     """Search older messages, notes and emails of this chat."""
-    hits = ctx.store.search(ctx.scope, args.query, k=SEARCH_RESULTS)
-    if not hits:
+    pool = ctx.store.search(ctx.scope, args.query, k=SEARCH_POOL)
+    if not pool:
         return "no results"
+    # What was kept (notes, emails) and what the person said come before the bot's replies,
+    # each group in the search's order.
+    hits = sorted(pool, key=lambda hit: 0 if hit.kind == "vault" else 1 if hit.sender or not hit.agent else 2)[:SEARCH_RESULTS]
     lines = []
     for hit in hits:
-        who = hit.agent or "user"
+        # A person's message is tagged with the agent it was routed to: it is still theirs.
+        who = "user" if hit.sender or not hit.agent else hit.agent
         if hit.kind == "vault":
             # What was kept says what it is (a note, an email, a draft): its agent's name
             # would read like one of the agent's own replies.

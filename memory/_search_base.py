@@ -101,6 +101,7 @@ class SearchHit:
     agent: str | None
     ts: float
     importance: float | None = None  # knowledge fragments (vault kind "knowledge") only
+    sender: str | None = None  # who wrote a person's message; None for the bot's replies and vault documents
 
 
 @runtime_checkable

@@ -133,6 +133,7 @@ def rank_documents(
             agent=doc.agent,
             ts=doc.ts,
             importance=doc.importance,
+            sender=doc.sender,
         )
         for score, doc in scored[:k]
     ]

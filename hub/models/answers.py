@@ -88,6 +88,22 @@ def is_question(text: str) -> bool:
     return stripped.endswith(("?", "？", "؟")) or bool(_QUESTION_START.match(stripped))
 
 
+# "what did the bank want?", "was wollte die Hausverwaltung?", "qu'est-ce que l'école demande ?",
+# "¿qué quería la aseguradora?": what someone else asked or wrote, i.e. what their message says.
+_ASKS_WHAT_SOMEONE_WANTED = re.compile(
+    r"^\s*(?:so\s+|and\s+)?(?:what|what's)\s+(?:did|does|do|has|have)\s+(?!i\b|we\b|you\b)\S+(?:\s+\S+){0,3}?\s+(?:want|ask|need|say|write|request)"
+    r"|^\s*was\s+(?:wollte|will|möchte|schreibt|schrieb|braucht|verlangt|sagt)\s+(?!ich\b)"
+    r"|^\s*qu['’]est-ce\s+que\s+(?!je\b|j['’])\S.*\b(?:demande|demandait|veut|voulait|dit|écrit)\b"
+    r"|^\s*¿?\s*qu[ée]\s+(?:quería|quiere|pide|pidió|pedía|dice|dijo|escribió|necesita)\b(?!\s+yo\b)",
+    re.I,
+)
+
+
+def asks_what_someone_wanted(text: str) -> bool:
+    """Whether ``text`` asks what someone else wanted, asked or wrote (what their email says)."""
+    return bool(_ASKS_WHAT_SOMEONE_WANTED.search(text))
+
+
 def tidy(text: str, sentences: int = 2) -> str:
     """The model's words without template debris or a copied agent label, at most
     ``sentences`` sentences, and no half sentence when max_tokens cut it off."""
@@ -200,6 +216,9 @@ def answer_from_hits(question: str, result: str) -> str:
         return NOTHING_FOUND
     kind = who.split(" #")[0]
     source = {"note": "From your notes", "email": "From your emails"}.get(kind, "You told me")
+    if kind == "email":
+        # An email says several things: the sentence that answers the question, not its header.
+        text = _best_sentence(question, text, set()) or text
     return f"{source}: {text}"
 
 
@@ -212,7 +231,73 @@ def result_reply(name: str, result: str, question: str = "") -> str:
         return "That did not work: " + _ERROR_HEAD.sub("", result)
     if name == "search_memory":
         return NOTHING_FOUND if result == "no results" else answer_from_hits(question, result)
+    if question and is_question(question) and _EMAIL_READ.match(result):
+        focused = _answering_sentence(question, result)
+        if focused is not None:
+            return focused
     return _without_tool_hints(result)
+
+
+# A read email: "Email #3: subject", "From: ...", then its text (the inbox's read_email).
+_EMAIL_READ = re.compile(r"^Email #\d+:")
+_HEADER_LINE = re.compile(r"^\s*(?:from|to|cc|subject|date|sent|von|an|betreff|datum|de|à|objet|para|asunto|fecha)\s?:", re.I)
+_PARTS = re.compile(r"(?<=[.!?])\s+|\n+")
+# What a question asks for besides its words: a moment, an amount, or what someone asked.
+_ASKS_WHEN = re.compile(
+    r"\b(?:when|what time|deadline|due|by when|until when|wann|bis wann|welche[nm]? tag|quand|quelle heure|date limite|"
+    r"cuándo|cuando|a qué hora|plazo|vence|vencimiento)\b",
+    re.I,
+)
+_ASKS_AMOUNT = re.compile(r"\b(?:how much|how many|cost|costs|price|wie ?viel|combien|cuánto|cuánta|cuanto|precio)\b", re.I)
+_ASKS_REQUEST = re.compile(
+    r"\b(?:want|wants|wanted|ask|asks|asked|need|needs|needed|request|wollte|will|möchte|braucht|verlangt|demande|demandé|veut|voulait|"
+    r"quería|quiere|pide|pidió|necesita)\b",
+    re.I,
+)
+_REQUESTING = re.compile(
+    r"\b(?:please|could you|can you|would you|we need you|need you to|you need to|must|bitte|kannst du|könnten sie|können sie|"
+    r"merci de|pouvez-vous|peux-tu|veuillez|il faut|por favor|envíenos|envíe|puede|podrías|necesitamos|debe)\b",
+    re.I,
+)
+_AMOUNT = re.compile(r"\d(?:[\d.,]*\d)?\s*(?:€|euros?|eur|dollars?|\$|£|pounds?|francs?|chf|%|kr)\b|[€$£]\s*\d", re.I)
+
+
+def _answering_sentence(question: str, result: str) -> str | None:
+    """The sentence of a read email that answers ``question`` ("what was the deadline?" ->
+    the one with a day in it), after the email's first line; None when none stands out."""
+    lines = result.splitlines()
+    head, rest = lines[0], lines[1:]
+    header = [line for line in rest if _HEADER_LINE.match(line)]
+    body = "\n".join(line for line in rest if not _HEADER_LINE.match(line))
+    naming = content_words(" ".join([head, *header]))  # the words that say which email it is
+    best = _best_sentence(question, body, naming)
+    return None if best is None else f"{head}\n{best}"
+
+
+def _best_sentence(question: str, body: str, naming: set[str]) -> str | None:
+    """The sentence of ``body`` that answers ``question`` best: its words (less ``naming``,
+    the words that only say which item it is), and a moment, an amount or a request when
+    the question asks for one; None when no sentence scores."""
+    from scopehub.agents import date_spans, parse_time, to_english
+
+    wanted = content_words(question) - naming
+    best, best_score = None, 0
+    for part in _PARTS.split(body):
+        sentence = part.strip()
+        if len(sentence.split()) < 4:
+            continue  # "Dear customer,", "Regards,", a name
+        score = len(wanted & content_words(sentence))
+        english = to_english(sentence)
+        if _ASKS_WHEN.search(question) and (date_spans(english) or parse_time(english)):
+            score += 2
+        if _ASKS_AMOUNT.search(question) and re.search(r"\d", sentence):
+            # A sum of money counts most; a bare number that is no day, somewhat.
+            score += 2 if _AMOUNT.search(sentence) else 0 if date_spans(english) else 1
+        if _ASKS_REQUEST.search(question) and _REQUESTING.search(sentence):
+            score += 2
+        if score > best_score:
+            best, best_score = sentence, score
+    return best
 
 
 def _without_tool_hints(result: str) -> str:

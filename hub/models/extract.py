@@ -28,7 +28,7 @@ from typing import Any
 from scopehub.agents import date_spans, parse_time, to_english
 from scopehub.hub.models.grammar import parameters_of, required_of
 
-__all__ = ["action_items", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "items_said", "opens_keeping"]
+__all__ = ["action_items", "addressed_arguments", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "items_said", "opens_keeping", "team_of"]
 
 TRAILING = ".!?,;: "
 # A lead-in of a few words closed by a colon: "note:", "jot this down:", "Neue Aufgabe:".
@@ -40,16 +40,16 @@ _QUOTED = re.compile(
 _FILLER = r"(?:also|and|oh|ok|okay|so|hey|hi|please|pls|now|then|bitte|mal|auch|noch|s'il te plaît|stp|aussi|por favor|también)"
 _ASK = r"(?:(?:can|could|would|will) you|kannst du|könntest du|peux-tu|pourrais-tu|puedes|podrías)"
 _NEED = (
-    r"(?:i (?:really )?(?:need|have|want|got|ought) to|i must|i should|i've got to|i gotta|don't forget to|remember to|"
+    r"(?:i (?:really |also |still )?(?:need|have|want|got|ought) to|i must|i should|i've got to|i gotta|don't forget to|remember to|"
     r"ich muss|ich sollte|ich will|je dois|il faut que je|tengo que|debo|necesito)"
 )
 # The verb of a request to keep something, first ("add", "setz", "ajoute", "apunta que").
 _KEEP_VERB = (
-    r"(?:add|put|create|jot\s+down|write\s+down|note\s+down|note\s+that|setz(?:e)?|füge|trag|notiere|schreib\s+auf|"
-    r"ajoute|mets|note\s+que|añade|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?)"
+    r"(?:add|put|stick|create|jot\s+down|write\s+down|note\s+down|note\s+that|setz(?:e)?|füge|trag(?:e)?|notiere|notier|schreib(?:e)?(?:\s+auf)?|"
+    r"ajoute|mets|note\s+que|écris|añade|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?|escribe)"
 )
 _LEAD = re.compile(
-    rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+)?(?:{_KEEP_VERB}\s+(?:{_FILLER}\s+)?)?",
+    rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+(?:{_FILLER}\s+)*)?(?:{_KEEP_VERB}\s+(?:{_FILLER}\s+)?)?",
     re.I,
 )
 # The same opening up to the keep verb ("can you add", "I need to put", "Apunta que"): a
@@ -308,7 +308,7 @@ def arguments_for(
     or None when the schema or the message has another shape (the model writes them)."""
     roles = _roles(function)
     if roles is None:
-        return None
+        return addressed_arguments(function, message)
     free, dates, required = roles
     arguments: dict[str, Any] = {}
     source = ""
@@ -397,3 +397,97 @@ def _pick_item(items: Sequence[str], message: str) -> str:
         if wanted & content_words(item):
             return item
     return items[0]
+
+
+# --------------------------------------------------------------------------- a team addressed
+
+# "tell the ops team ...", "let the sales team know ...", "Sag dem Support-Team ...", "Gib dem
+# Vertrieb Bescheid ...", "Préviens l'équipe RH ...", "Avisa al equipo de soporte ...": the
+# team named, then what to pass on. The first pattern that names a team wins.
+_TEAM_WORD = r"[^\W_][\w.-]{0,40}?"
+_TEAM_PATTERNS = (
+    re.compile(rf"\b(?:dispatch|send|forward|hand)\s+(?:this\s+|it\s+)?(?:over\s+)?to\s+(?:the\s+)?(?P<team>{_TEAM_WORD})(?:\s+team)?\s*:", re.I),
+    re.compile(rf"\b(?:the|our|my)\s+(?P<team>{_TEAM_WORD})\s+team\b", re.I),
+    re.compile(rf"\b(?P<team>{_TEAM_WORD})\s+team\b", re.I),
+    re.compile(rf"\b(?:dem|den|das|ans|an\s+das)\s+(?P<team>{_TEAM_WORD})-?team\b", re.I),
+    re.compile(rf"\b(?:dem|den|das)\s+team\s+(?P<team>{_TEAM_WORD})\b", re.I),
+    re.compile(rf"\bl['’]\s?équipe\s+(?:de\s+(?:la\s+)?|du\s+|des\s+|d['’]\s?)?(?P<team>{_TEAM_WORD})\b", re.I),
+    re.compile(rf"\b(?:el|al|del)\s+equipo\s+(?:de\s+(?:la\s+|los\s+|las\s+)?|del\s+)?(?P<team>{_TEAM_WORD})\b", re.I),
+    re.compile(rf"\bau\s+service\s+(?:de\s+|du\s+)?(?P<team>{_TEAM_WORD})\b", re.I),
+    # "Sag dem Vertrieb ...", "Gib der Buchhaltung Bescheid": a German request to a department.
+    re.compile(rf"^\s*(?:bitte\s+)?(?:sag|sage|gib|schreib|schreibe|frag|frage|informiere|melde)\s+(?:bitte\s+)?(?:dem|der|den)\s+(?P<team>{_TEAM_WORD})\b", re.I),
+)
+# Words between the team and what to pass on: "know", "that", "dass", "que", "Bescheid", "to".
+_PASS_ON = re.compile(
+    r"^\s*(?:[,:;.-]\s*)*(?:(?:know|about|bescheid|for|to|that|dass|daß|que|de\s+que|qu['’]|:)\b[,:]?\s*|[,:;-]\s*)*",
+    re.I,
+)
+
+
+_ASKING_AT_END = re.compile(
+    r"[,;]?\s*(?:(?:and|please|und|bitte|et|y)\s+)*(?:tell|let|ask|notify|ping|send|forward|hand|inform|sag|sage|gib|dis|préviens|avisa|dile|informa)"
+    r"(?:\s+(?:it|this|that|das|es|le|lo)(?:\s+(?:to|an|à|a))?)?\s*$",
+    re.I,
+)
+
+
+def team_of(message: str) -> tuple[str, str] | None:
+    """The team a message addresses and what it asks to pass on ("let the sales team know
+    the price list is out" -> ("sales", "the price list is out")); None when it names no team."""
+    import unicodedata
+
+    for pattern in _TEAM_PATTERNS:
+        match = pattern.search(message)
+        if match is None:
+            continue
+        raw = match["team"].strip(".-")
+        if raw.casefold() in {"the", "a", "this", "that", "team", "le", "la", "el", "die", "der", "dem"}:
+            continue
+        if pattern.pattern.startswith(r"\b(?:dem|den|das|ans") and raw.lower().endswith("s") and len(raw) > 5:
+            raw = raw[:-1]  # "Vertriebsteam": the joining s is no part of the name
+        team = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode().lower()
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", team):
+            continue
+        head = _COLON_HEAD.match(message)
+        if head and len(head["head"].split()) <= 8 and head.start("rest") > match.start():
+            said = head["rest"]
+        else:
+            said = message[match.end() :]
+            said = _PASS_ON.sub("", said, count=1)
+            if len(references_words(said)) < 1:
+                said = _ASKING_AT_END.sub("", message[: match.start()])  # "the printer is broken, tell the ops team"
+                said = _LEAD.sub("", said, count=1)
+        said = _clean(said)
+        if not said:
+            return None
+        return team, said
+    return None
+
+
+def references_words(text: str) -> set[str]:
+    from scopehub.hub.models.references import content_words
+
+    return content_words(text)
+
+
+def _team_parameter(name: str, schema: Mapping[str, Any]) -> bool:
+    return name in {"to", "team"} or "team" in str(schema.get("description") or "").lower()
+
+
+def addressed_arguments(function: Mapping[str, Any], message: str) -> dict[str, Any] | None:
+    """The arguments of a tool that hands something to a team (one required string names
+    the team, the other required strings say what to pass on), read off ``message``;
+    None for another shape or a message that names no team."""
+    properties = parameters_of(function).get("properties") or {}
+    required = required_of(function)
+    teams = [name for name in required if isinstance(properties.get(name), Mapping) and _team_parameter(name, properties[name])]
+    others = [name for name in required if name not in teams]
+    if len(teams) != 1 or not others:
+        return None
+    if any(not isinstance(properties.get(name), Mapping) or properties[name].get("type") != "string" for name in others):
+        return None
+    found = team_of(message)
+    if found is None:
+        return None
+    team, said = found
+    return {teams[0]: team, **{name: said for name in others}}

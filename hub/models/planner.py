@@ -383,6 +383,10 @@ class Planner:
             return (
                 KEEP_EMAIL  # a pasted email (its header block): kept, whatever it asks of someone
             )
+        if KEEP_EMAIL in scores and len(scores) > 1:
+            # keep_email keeps the message itself: one that is no email ("Combien il faut
+            # donner pour la sortie ?", "Tengo que enviar la copia del DNI") would be kept as one.
+            scores.pop(KEEP_EMAIL)
         if _NO_LONGER_WANTED.search(message):
             # "I don't need the oven reminder anymore", "no need to remind me about the bins":
             # what is no longer wanted is removed, when a tool of this agent removes things.
@@ -419,11 +423,24 @@ class Planner:
             # never for a listing to show.
             acting = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name in acting or name == ANSWER} or scores
+            if extract.opens_keeping(message):
+                # "Schreib 'Auto zum TÜV bringen' auf meine Liste, bis Freitag": a verb of keeping
+                # keeps something new; it changes no item already kept.
+                creating = {str(f.get("name")) for f in functions if _creates(f)}
+                scores = {name: score for name, score in scores.items() if name in creating or name == ANSWER} or scores
         if answers.is_question(message):
             # "where is the spare key?" asks to be told: it lists, reads or searches, never
             # adds, completes or cancels anything.
             changing = {str(f.get("name")) for f in functions if _changes(f)}
             scores = {name: score for name, score in scores.items() if name not in changing}
+            if answers.asks_what_someone_wanted(message):
+                # "what did the bank want?": what someone's email says, read from the email.
+                readers = [
+                    str(f.get("name")) for f in functions
+                    if str(f.get("name")).startswith(_TELLING) and references.number_parameter(f) is not None and _EMAILS.search(str(f.get("name")).replace("_", " "))
+                ]
+                if readers:
+                    return readers[0]
         elif _about_oneself(message, self._actions(functions)) and (
             readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER
         ):
@@ -509,7 +526,9 @@ class Planner:
         if _BACK_REFERENCE.search(turn.message) and turn.last_reply:
             texts.append(turn.last_reply)
         picked = references.pick_line(listing, *texts)
-        if picked is None and number not in required_of(function):
+        if picked is None and (number not in required_of(function) or str(function.get("name")).startswith(_TELLING)):
+            # An optional reference (the email a draft answers), or one only read ("what did
+            # the insurer want?" names no word of the listing): the newest listed one.
             return references.newest_line(listing)
         return picked
 
@@ -581,6 +600,9 @@ class Planner:
             if earlier and references.is_kept_email(earlier)
             else ""
         )
+        if earlier and not email and _BACK_REFERENCE.search(message) and turn.last_reply:
+            # "put that on my to-do list" after an email was read out: that email's request.
+            email = references.kept_reply_of_read(turn.history, turn.last_reply)
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
             # also says the item itself ("jot this down: ..."), the model copies it from there.

@@ -16,10 +16,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["content_words", "email_reply_about", "is_kept_email", "listing_for", "number_parameter", "pick_line", "stem"]
+__all__ = ["content_words", "email_reply_about", "is_kept_email", "kept_reply_of_read", "listing_for", "number_parameter", "pick_line", "stem"]
 
 _LINE_NUMBER = re.compile(r"^#(\d+)\b")
 _POSSESSIVE = re.compile(r"['’]s$")
+# French and Italian elision: "l'école" names the school ("École Jules Ferry"), "d'Anna" Anna.
+_ELIDED = re.compile(r"^(?:l|d|j|m|n|s|t|c|qu|all|dell|nell|sull)['’](?=[^\W\d_]{2})")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 # Words that say what to do with an item, not which item it is (several languages: the
 # router's). They never pick a line.
@@ -48,7 +50,7 @@ def content_words(text: str) -> set[str]:
     """The stems of the words that can name an item (not "delete", "the", "task")."""
     found = set()
     for word in _WORD.findall(text):
-        word = _POSSESSIVE.sub("", word.casefold())
+        word = _ELIDED.sub("", _POSSESSIVE.sub("", word.casefold()))
         if word not in _NOT_CONTENT and not word.isdigit():
             found.add(stem(word))
     return found
@@ -119,6 +121,22 @@ def listing_for(tool: str, parameter: str, offered: Iterable[str]) -> str | None
 def is_kept_email(text: str) -> bool:
     """Whether ``text`` is the inbox's "Kept email #N" reply."""
     return bool(_KEPT_EMAIL.match(text))
+
+
+_READ_EMAIL = re.compile(r"^(?:\[inbox agent\]\s*)?Email #(\d+):")
+
+
+def kept_reply_of_read(history: Sequence[Mapping[str, str]], reply: str) -> str:
+    """The "Kept email #N" reply of the email a read_email reply ("Email #N: ...") shows;
+    '' when ``reply`` reads no email or the history does not hold its keeping."""
+    match = _READ_EMAIL.match(reply)
+    if match is None:
+        return ""
+    kept = re.compile(rf"^(?:\[inbox agent\]\s*)?Kept email #{match[1]}\b", re.I)
+    for item in reversed(history):
+        if item.get("role") == "assistant" and kept.match(item.get("content", "")):
+            return item["content"]
+    return ""
 
 
 def email_reply_about(history: Sequence[Mapping[str, str]], message: str) -> str:

@@ -28,6 +28,8 @@ from scopehub.hub.routing.lexicon import (
     deictic_nouns,
     looks_like_email,
     readable,
+    says_done,
+    states_duty,
     stem,
     terms,
 )
@@ -131,6 +133,14 @@ EMAIL_SHAPE = "<email shape>"
 # specialist's examples say them ("Was habe ich alles notiert?", "Qu'est-ce que j'ai à faire ?").
 # Leave-phrasings-out (eval phrasings, 317): 0.908 -> 0.911.
 BOT_QUESTION = "<about the bot>"
+# A duty said in the first person ("I have to ...", "ich muss ...", "il faut que je ...",
+# "tengo que ...") is a shape too: what the examples of that shape ask for (in English) is
+# then found for the other languages' duties, whose words the examples do not say.
+DUTY_SHAPE = "<a duty of mine>"
+DUTY_WEIGHT = 6.0
+# Something said to be done ("I've booked the dentist", "Zahnarzt ist erledigt", "c'est fait",
+# "ya llamé al fontanero") is a shape too, learnt from the examples that say one.
+DONE_SHAPE = "<something done>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -154,6 +164,10 @@ def shape_features(text: str) -> list[str]:
     found = [EMAIL_SHAPE] if looks_like_email(text) else []
     if about_the_bot(text):
         found.append(BOT_QUESTION)
+    if states_duty(text):
+        found.append(DUTY_SHAPE)
+    if says_done(text):
+        found.append(DONE_SHAPE)
     return found
 
 
@@ -555,8 +569,9 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
+                factor = DUTY_WEIGHT if feature == DUTY_SHAPE else SHAPE_WEIGHT
                 for index, value in enumerate(row):
-                    totals[index] += SHAPE_WEIGHT * value
+                    totals[index] += factor * value
         if not known:
             return None
         if self._examples and self.fuzzy_weight > 0:

@@ -404,6 +404,52 @@ _ABOUT_THE_BOT = re.compile(
 )
 
 
+# -- a duty said in the first person, in English, German, French and Spanish --------------------
+# "I have to call the plumber", "Ich muss noch die Steuer machen", "Il faut que je signe ...",
+# "Tengo que llevar el coche al taller": something still to be done, said as one's own duty.
+# Opening the message (after "and", "also", "oh"); "what do I have to do?" asks, it is no duty.
+_DUTY = re.compile(
+    r"^\s*(?:(?:and|also|oh|ok|so|plus|und|also|oh|et|aussi|alors|y|también|pues)[,!]?\s+)*"
+    r"(?:i\s+(?:still\s+|really\s+|also\s+)?(?:need|have|ought|got)\s+to|i\s+must|i(?:'|’)ve\s+got\s+to|i\s+gotta|i\s+should|"
+    r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+que\s+je|il\s+me\s+faut|"
+    r"tengo\s+que|debo|necesito|hay\s+que)\b",
+    re.I,
+)
+
+
+def states_duty(text: str) -> bool:
+    """Whether ``text`` opens with a duty of the speaker's ("I have to ...", "ich muss",
+    "il faut que je", "tengo que"), as a statement, not a question."""
+    stripped = text.strip()
+    return bool(_DUTY.match(stripped)) and not stripped.endswith(("?", "？"))
+
+
+# -- something of one's own said to be done, in English, German, French and Spanish ------------
+# "I've booked the dentist", "the insurance is renewed", "Zahnarzt ist erledigt", "Hab den
+# Klempner angerufen", "C'est fait pour le dentiste", "Ya llamé al fontanero".
+_IRREGULAR_DONE = (
+    r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|swept|hung|"
+    r"built|caught|fed|read|put|set|cut|left|ran|spoke|told|threw|won|ate|drank|sorted|done"
+)
+_DONE = re.compile(
+    r"^\s*(?:(?:ok|okay|so|and|also|oh|right|yes|ja|oui|sí|si)[,!]?\s+)*i(?:['’]ve|\s+have)?\s+(?:just\s+|already\s+|finally\s+|now\s+)?"
+    rf"(?:(?!(?:need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed)\b)[a-z]+ed|{_IRREGULAR_DONE})\b"
+    r"|\b(?:is|are|'s|’s)\s+(?:now\s+|all\s+|already\s+)?(?:done|finished|sorted|completed|taken care of|dealt with|paid|booked|fixed|renewed|handled|over)\b"
+    r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
+    r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"
+    r"|\bc['’]est\s+(?:fait|bon|réglé|fini)\b|\b(?:fini|terminé|réglé)\b|^\s*j['’]ai\s+(?:déjà\s+|enfin\s+)?\w+(?:é|i|u|is|it)\b"
+    r"|^\s*ya\s+(?:está|esta|\w+(?:é|í))\b|\b(?:hecho|listo|terminad[oa]|resuelto)\b",
+    re.I,
+)
+
+
+def says_done(text: str) -> bool:
+    """Whether ``text`` says something of the speaker's is done ("I've booked the dentist",
+    "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question."""
+    stripped = text.strip()
+    return bool(_DONE.search(stripped)) and not stripped.endswith(("?", "？")) and not states_duty(stripped)
+
+
 def about_the_bot(text: str) -> bool:
     """Whether ``text`` asks about the bot itself ("what can you do", "wer bist du"): small talk."""
     return bool(_ABOUT_THE_BOT.search(text))

@@ -22,6 +22,8 @@ from scopehub.eval.local import (
     FROZEN_PATH,
     INTENTS,
     SESSION_FILES,
+    TUNE_HELD_PATH,
+    TUNE_PATH,
     frozen_sessions,
 )
 from scopehub.hub.cli import cli
@@ -49,6 +51,18 @@ def test_the_frozen_set_asks_for_every_intent_three_times_in_four_languages():
     assert "never" in data["about"] and "blind" in data["about"]
 
 
+def test_round_5_sessions_are_two_halves_of_twelve_message_sessions_in_four_languages():
+    halves = [json.loads(path.read_text(encoding="utf-8")) for path in (TUNE_PATH, TUNE_HELD_PATH)]
+    names = [[session["name"] for session in half["sessions"]] for half in halves]
+    assert all(len(n) == 5 for n in names) and not set(names[0]) & set(names[1])
+    for path, half in zip((TUNE_PATH, TUNE_HELD_PATH), halves, strict=True):
+        assert [len(steps) for _, steps in frozen_sessions(path)] == [12] * 5
+        assert {session["lang"] for session in half["sessions"]} == {"en", "de", "fr", "es"}
+        counts = Counter(message["intent"] for session in half["sessions"] for message in session["messages"])
+        assert all(counts[intent] >= 3 for intent in ("complete_task", "dispatch", "ask_saved", "list_tasks"))
+    assert "Held-out" in halves[1]["about"] and "before any tuning" in halves[1]["about"]
+
+
 def test_expect_keys_are_the_ones_check_of_reads():
     source = inspect.getsource(local_checks.check_of) + inspect.getsource(local_checks._row_where)
     read = set(re.findall(r'expect(?:\.get\(|\[)"(\w+)"', source)) | set(re.findall(r'"(\w+)" in expect', source))
@@ -70,7 +84,7 @@ def test_a_file_with_an_unknown_intent_or_a_misspelt_key_is_refused_by_name(tmp_
         frozen_sessions(_one_session_file(tmp_path, expect={"new": "tasks", "word": ["milk"]}))
 
 
-@pytest.mark.parametrize("which", ["frozen", "dev"])
+@pytest.mark.parametrize("which", ["frozen", "dev", "tune", "tune-held"])
 def test_eval_local_takes_frozen_and_dev(monkeypatch, which):
     assert SESSION_FILES[which].exists()
     monkeypatch.setitem(sys.modules, "xllamacpp", None)

@@ -63,6 +63,28 @@ def tools_of(agents, name):
             "remind me in 20 minutes to check the laundry",
             Call("set_reminder", {"when": "in 20 minutes", "text": "check the laundry"}),
         ),
+        ("tasks", "Ich muss noch die Garage aufräumen", Call("add_task", {"title": "die Garage aufräumen"})),
+        # A team addressed, and what to pass on, in four languages.
+        (
+            "general",
+            "let the finance team know my bank details changed",
+            Call("dispatch", {"to": "finance", "subject": "my bank details changed", "body": "my bank details changed"}),
+        ),
+        (
+            "general",
+            "Gib der Buchhaltung Bescheid, dass die Rechnung bezahlt ist",
+            Call("dispatch", {"to": "buchhaltung", "subject": "die Rechnung bezahlt ist", "body": "die Rechnung bezahlt ist"}),
+        ),
+        (
+            "general",
+            "Préviens l'équipe logistique que le camion est en retard",
+            Call("dispatch", {"to": "logistique", "subject": "le camion est en retard", "body": "le camion est en retard"}),
+        ),
+        (
+            "general",
+            "Avisa al equipo de logística de que falta una caja",
+            Call("dispatch", {"to": "logistica", "subject": "falta una caja", "body": "falta una caja"}),
+        ),
         (
             "reminders",
             "Recuérdame mañana a las 9 llamar al médico",
@@ -153,3 +175,34 @@ def test_one_item_or_items_of_a_kind():
     assert items_said("Muéstrame mis tareas y mis recordatorios") == (set(), {"task", "reminder"})
     assert items_said("what did I note so far") == (set(), set())  # "note" the verb
     assert items_said("what did Anna's email say about the venue?") == (set(), set())  # whose, not which one
+
+
+def test_the_team_a_message_addresses_and_what_to_pass_on():
+    from scopehub.hub.models.extract import team_of
+
+    assert team_of("ask the marketing team to send me the photos") == ("marketing", "send me the photos")
+    assert team_of("send this to the design team: the logo is approved") == ("design", "the logo is approved")
+    assert team_of("Sag dem Vertriebsteam, dass die Messe ausfällt") == ("vertrieb", "die Messe ausfällt")
+    assert team_of("the server is down, tell the ops team") == ("ops", "the server is down")
+    assert team_of("add buy milk to my list") is None
+
+
+def test_that_after_an_email_was_read_out_is_the_request_of_that_email(planner, agents):
+    kept = (
+        "Kept email #1.\nFrom: Harbour Energy <billing@harbour.example>\nSubject: Meter reading\n"
+        "Action items:\n- please send us your meter reading by Friday"
+    )
+    read = (
+        "Email #1: Meter reading\nFrom: Harbour Energy <billing@harbour.example>\n\nDear customer,\n"
+        "please send us your meter reading by Friday.\nKind regards"
+    )
+    messages = conversation(
+        ("user", "From: Harbour Energy <billing@harbour.example>\nSubject: Meter reading\n\nDear customer,\nplease send us your meter reading by Friday."),
+        ("assistant", kept),
+        ("user", "what did the energy company want?"),
+        ("assistant", read),
+        ("user", "put that on my to-do list"),
+    )
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Call) and step.name == "add_task"
+    assert "meter reading" in step.arguments["title"] and str(step.arguments.get("due")).casefold() == "friday"

@@ -102,6 +102,15 @@ def conversation(*turns: tuple[str, str], system: str = "You are the tasks agent
         ("reminders", "cancel reminder 1", "cancel_reminder"),
         ("general", "hi! what can you do?", ANSWER),
         ("general", "what did I say about the dentist?", "search_memory"),
+        # A duty of one's own is something to add, never an item to complete.
+        ("tasks", "I still have to wash the car before Sunday", "add_task"),
+        ("tasks", "Ich muss noch das Fahrrad putzen", "add_task"),
+        # Something said to be done is completed, in any of the four languages.
+        ("tasks", "C'est fait pour la banque", "complete_task"),
+        ("tasks", "Ya pagué el alquiler", "complete_task"),
+        ("tasks", "the boiler is fixed", "complete_task"),
+        # A verb of keeping stores something new, even when a day follows ("bis Freitag").
+        ("tasks", "Schreib 'Reifen wechseln' auf meine Liste, bis Freitag", "add_task"),
     ],
 )
 def test_the_tool_is_chosen_from_the_tools_examples_with_zero_tokens(planner, agents, text, agent, tool):
@@ -403,3 +412,73 @@ def test_the_embedder_finds_a_request_whose_words_no_example_has(agents, message
     tools = tools_of(agents, "reminders")
     assert words.planner.choose(message, tools) == ANSWER
     assert blended.planner.choose(message, tools) == tool
+
+
+@pytest.mark.parametrize("text", ["Combien il faut payer pour le billet ?", "¿Cuándo vence el contrato?"])
+def test_a_question_is_never_kept_as_an_email(planner, agents, text):
+    # keep_email keeps the message itself: a question would become an email from nobody.
+    step = planner.plan(conversation(("user", text)), tools_of(agents, "inbox"))
+    assert isinstance(step, Call) and step.name in {"search_memory", "list_emails", "read_email"}
+
+
+_READ = (
+    "Email #2: Car insurance renewal\nFrom: Alba Insurance <service@alba.example>\nSubject: Car insurance renewal\n\n"
+    "Dear customer,\nyour policy ends on 31 January.\nThe new premium is 412 euros a year.\n"
+    "Please send us a copy of your licence.\nKind regards,\nAlba Insurance"
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence"),
+    [
+        ("when does the policy end?", "your policy ends on 31 January."),
+        ("how much is the insurance now?", "The new premium is 412 euros a year."),
+        ("what did the insurer want from me?", "Please send us a copy of your licence."),
+        ("¿Cuándo vence la póliza del coche?", "your policy ends on 31 January."),
+    ],
+)
+def test_a_question_about_a_read_email_gets_the_sentence_that_answers_it(question, sentence):
+    from scopehub.hub.models.answers import result_reply
+
+    assert result_reply("read_email", _READ, question) == f"Email #2: Car insurance renewal\n{sentence}"
+
+
+def test_an_email_asked_to_be_shown_is_shown_whole():
+    from scopehub.hub.models.answers import result_reply
+
+    assert result_reply("read_email", _READ, "show me email 2 again") == _READ
+    assert result_reply("read_email", _READ, "what did the email say?") == _READ  # nothing asked beyond it
+
+
+def test_an_elided_article_does_not_hide_the_word():
+    from scopehub.hub.models.references import content_words
+
+    assert "école" in content_words("Qu'est-ce que l'école demande ?")
+    assert content_words("the email d'Anna") >= {"anna"}
+
+
+def test_an_email_the_search_found_is_answered_with_its_sentence_that_answers():
+    from scopehub.hub.models.answers import answer_from_hits
+
+    found = (
+        "#3 2026-12-03 12:00 [email #1] Club trip From: Riverside Club <desk@riverside.example> Subject: Club trip "
+        "Hello, the club trip to the lake is on Saturday. The bus costs 15 euros per person. Please sign up at the desk."
+    )
+    assert answer_from_hits("how much is the bus for the trip?", found) == "From your emails: The bus costs 15 euros per person."
+    assert answer_from_hits("what does the club want me to do?", found) == "From your emails: Please sign up at the desk."
+
+
+@pytest.mark.parametrize("question", ["¿Qué quería la gestoría?", "what does the landlord need from me?", "Was wollte die Schule?"])
+def test_what_someone_wanted_is_read_from_their_email_even_when_no_word_names_it(planner, agents, question):
+    messages = conversation(("user", question))
+    assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})
+    listing = "#2 2026-12-03 Harbour Energy <billing@harbour.example>: Meter reading\n#1 2026-12-01 Tom <tom@example.com>: Dinner"
+    step = planner.plan(messages + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    assert step == Call("read_email", {"id": 2})  # no word names one: the newest
+
+
+def test_an_item_to_change_is_never_guessed(planner, agents):
+    messages = conversation(("user", "I finished it"))
+    listing = "Today is Mon 4 Mar.\n#1 buy milk\n#2 call the bank"
+    step = planner.plan(messages + tool_step("list_tasks", {}, listing), tools_of(agents, "tasks"))
+    assert not (isinstance(step, Call) and step.name == "complete_task")

@@ -214,3 +214,27 @@ def test_what_looks_like_an_email(text, email):
 )
 def test_a_lead_in_before_a_colon_decides_where_the_message_goes(text, agent):
     assert route(text, classifier=LocalClassifier(hub_profiles())).agent == agent
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Il faut que je rende les clés à l'agence", "Tengo que regar las plantas del balcón", "Je dois rappeler le notaire", "Ich sollte den Hausarzt anrufen"],
+)
+def test_a_duty_of_ones_own_reaches_the_list_by_its_shape_in_other_languages(text):
+    # Only English examples say "I have to ..."; the shape carries them to the other languages.
+    assert route(text, classifier=LocalClassifier(hub_profiles())).agent == "tasks"
+
+
+def test_a_question_about_ones_duties_is_no_duty():
+    from scopehub.hub.routing.lexicon import states_duty
+
+    assert states_duty("also I have to call the bank") and states_duty("Ich muss noch die Miete zahlen")
+    assert not states_duty("what do I have to do?") and not states_duty("I have to do what?")
+    assert not states_duty("the plumber has to come on Monday")
+
+
+def test_something_said_to_be_done_is_no_duty_and_no_question():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("I've booked the dentist", "Zahnarzt ist erledigt", "Hab den Klempner angerufen", "C'est fait", "Ya llamé al fontanero"))
+    assert not any(says_done(t) for t in ("what have I finished?", "I need to finish the report", "add buy milk", "I live in Hamburg"))
