@@ -279,11 +279,14 @@ def add_lesson(
 
 def lessons_of(store: Store, scope: str, agent: str, *, limit: int = LESSON_LIMIT) -> list[Lesson]:
     """The agent's lessons: high importance first, then newest first."""
-    rows = store.query(
+    return [_lesson(row) for row in store.query(*_lessons_query(scope, agent, limit))]
+
+
+def _lessons_query(scope: str, agent: str, limit: int = LESSON_LIMIT) -> tuple[str, tuple[Any, ...]]:
+    return (
         f"SELECT {_LESSON_COLUMNS} FROM lessons WHERE scope = ? AND agent = ? ORDER BY {_RANK} DESC, ts DESC, id DESC LIMIT ?",
         (scope, agent, int(limit)),
     )
-    return [_lesson(row) for row in rows]
 
 
 def _update_traits(conn: Any, scope: str, agent: str, topic: str, ts: float) -> None:
@@ -312,11 +315,14 @@ def _update_traits(conn: Any, scope: str, agent: str, topic: str, ts: float) -> 
 
 def traits_of(store: Store, scope: str, agent: str) -> list[Trait]:
     """The agent's strengths and weaknesses, best evidenced first."""
-    rows = store.query(
+    return [Trait(*row) for row in store.query(*_traits_query(scope, agent))]
+
+
+def _traits_query(scope: str, agent: str) -> tuple[str, tuple[Any, ...]]:
+    return (
         "SELECT kind, topic, evidence, updated FROM agent_traits WHERE scope = ? AND agent = ? ORDER BY evidence DESC, updated DESC",
         (scope, agent),
     )
-    return [Trait(*row) for row in rows]
 
 
 # -- goals and plans --------------------------------------------------------------------------
@@ -376,9 +382,12 @@ def update_goal(
 
 def goals_of(store: Store, scope: str, agent: str, *, include_closed: bool = False) -> list[Goal]:
     """The agent's goals (active only unless ``include_closed``), oldest first."""
+    return [Goal(*row) for row in store.query(*_goals_query(scope, agent, include_closed))]
+
+
+def _goals_query(scope: str, agent: str, include_closed: bool = False) -> tuple[str, tuple[Any, ...]]:
     where = "" if include_closed else " AND status = 'active'"
-    rows = store.query(f"SELECT {_GOAL_COLUMNS} FROM goals WHERE scope = ? AND agent = ?{where} ORDER BY id", (scope, agent))
-    return [Goal(*row) for row in rows]
+    return f"SELECT {_GOAL_COLUMNS} FROM goals WHERE scope = ? AND agent = ?{where} ORDER BY id", (scope, agent)
 
 
 def add_plan(store: Store, scope: str, agent: str, text: str, *, now: float | None = None) -> Plan:
@@ -436,21 +445,28 @@ def update_plan(
 
 def plans_of(store: Store, scope: str, agent: str, *, include_closed: bool = False) -> list[Plan]:
     """The agent's plans (active only unless ``include_closed``), oldest first."""
+    return [Plan(*row) for row in store.query(*_plans_query(scope, agent, include_closed))]
+
+
+def _plans_query(scope: str, agent: str, include_closed: bool = False) -> tuple[str, tuple[Any, ...]]:
     where = "" if include_closed else " AND status = 'active'"
-    rows = store.query(f"SELECT {_PLAN_COLUMNS} FROM plans WHERE scope = ? AND agent = ?{where} ORDER BY id", (scope, agent))
-    return [Plan(*row) for row in rows]
+    return f"SELECT {_PLAN_COLUMNS} FROM plans WHERE scope = ? AND agent = ?{where} ORDER BY id", (scope, agent)
 
 
 def agent_memory(store: Store, scope: str, agent: str) -> AgentMemory:
-    """Everything ``agent`` keeps about itself in ``scope`` (active goals and plans)."""
-    traits = traits_of(store, scope, agent)
+    """Everything ``agent`` keeps about itself in ``scope`` (active goals and plans): four
+    reads in one batch (one round trip on PostgreSQL)."""
+    trait_rows, lesson_rows, goal_rows, plan_rows = store.query_batch(
+        [_traits_query(scope, agent), _lessons_query(scope, agent), _goals_query(scope, agent), _plans_query(scope, agent)]
+    )
+    traits = [Trait(*row) for row in trait_rows]
     return AgentMemory(
         agent=agent,
-        lessons=tuple(lessons_of(store, scope, agent)),
+        lessons=tuple(_lesson(row) for row in lesson_rows),
         strengths=tuple(t for t in traits if t.kind == "strength"),
         weaknesses=tuple(t for t in traits if t.kind == "weakness"),
-        goals=tuple(goals_of(store, scope, agent)),
-        plans=tuple(plans_of(store, scope, agent)),
+        goals=tuple(Goal(*row) for row in goal_rows),
+        plans=tuple(Plan(*row) for row in plan_rows),
     )
 
 

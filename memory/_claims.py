@@ -116,8 +116,11 @@ def acquire_claim(
             " WHERE claims.expires <= ? OR claims.holder = excluded.holder",
             (scope, key, holder, note, ts, expires, ts, ts),
         )
-        row = conn.execute(f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key = ?", (scope, key)).fetchone()
-    claim = _row(row)
+        found = conn.execute(f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND key = ?", (scope, key))
+        # SQLite reads it here, under the store's lock; PostgreSQL once the block is done, so
+        # the statements, the read and COMMIT go out together (one round trip, not two).
+        row = found.fetchone() if store.dialect.is_sqlite else None
+    claim = _row(row if row is not None else found.fetchone())
     if claim.holder == holder:
         return claim
     if holder_gone(claim.holder):
@@ -129,12 +132,12 @@ def _take_over(store: Store, dead: Claim, holder: str, *, note: str, now: float,
     """Take a claim whose holder's process is gone: a compare-and-set on the dead holder's
     row, so of several workers taking it over at once exactly one gets it."""
     with store.transaction() as conn:
-        changed = conn.execute(
+        done = conn.execute(
             "UPDATE claims SET holder = ?, note = ?, acquired = ?, expires = ?"
             " WHERE scope = ? AND key = ? AND holder = ? AND expires = ?",
             (holder, note, now, expires, dead.scope, dead.key, dead.holder, dead.expires),
-        ).rowcount
-    if not changed:
+        )
+    if not done.rowcount:  # read after COMMIT: on PostgreSQL the write and COMMIT are one round trip
         return None
     log.info("claim %s of %s taken over from %s: its process is gone", dead.key, dead.scope, dead.holder)
     return Claim(dead.scope, dead.key, holder, note, now, expires)
@@ -159,22 +162,20 @@ def renew_claim(
     ts = _now(now)
     expires = ts + _ttl(ttl)
     with store.transaction() as conn:
-        changed = conn.execute(
+        done = conn.execute(
             f"UPDATE claims SET expires = {store.dialect.greatest('expires', '?')}, note = coalesce(?, note)"
             " WHERE scope = ? AND key = ? AND holder = ? AND expires > ?",
             (expires, note, scope, key, holder, ts),
-        ).rowcount
-    return changed > 0
+        )
+    return done.rowcount > 0  # read after COMMIT: on PostgreSQL the write and COMMIT are one round trip
 
 
 def release_claim(store: Store, scope: str, key: str, holder: str) -> bool:
     """Give the claim up; False when this holder does not hold it (another's is never touched)."""
     _check(key, holder)
     with store.transaction() as conn:
-        removed = conn.execute(
-            "DELETE FROM claims WHERE scope = ? AND key = ? AND holder = ?", (scope, key, holder)
-        ).rowcount
-    return removed > 0
+        done = conn.execute("DELETE FROM claims WHERE scope = ? AND key = ? AND holder = ?", (scope, key, holder))
+    return done.rowcount > 0  # read after COMMIT: on PostgreSQL the write and COMMIT are one round trip
 
 
 def get_claim(store: Store, scope: str, key: str, *, now: float | None = None) -> Claim | None:

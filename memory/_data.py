@@ -366,12 +366,20 @@ def cancel_reminder(store: Store, scope: str, reminder_id: int) -> Reminder | No
     return get_reminder(store, scope, reminder_id) if updated else None
 
 
-def due_reminders(store: Store, now: float, *, limit: int = 500) -> list[Reminder]:
-    """Active, unpaused reminders of every scope due at ``now``, oldest due first (for transports)."""
-    rows = store.query(
-        f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE active = 1 AND paused IS NULL AND due <= ? ORDER BY due, id LIMIT ?",
-        (float(now), limit),
-    )
+def due_reminders(store: Store, now: float, *, limit: int = 500, scope: str | None = None) -> list[Reminder]:
+    """Active, unpaused reminders due at ``now``, oldest due first (for transports): of every
+    scope, or of ``scope`` only."""
+    if scope is None:
+        rows = store.query(
+            f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE active = 1 AND paused IS NULL AND due <= ? ORDER BY due, id LIMIT ?",
+            (float(now), limit),
+        )
+    else:
+        rows = store.query(
+            f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND active = 1 AND paused IS NULL AND due <= ?"
+            " ORDER BY due, id LIMIT ?",
+            (validate_scope(scope), float(now), limit),
+        )
     return [_reminder_row(row) for row in rows]
 
 

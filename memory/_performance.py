@@ -58,18 +58,17 @@ class Performance:
 
 def performance_of(store: Store, scope: str, agent: str, *, since: float) -> Performance:
     """``agent``'s measured outcomes in ``scope`` since ``since`` (unix seconds)."""
-    feedback = {
-        (source, signal): count
-        for source, signal, count in store.query(
-            "SELECT source, signal, count(*) FROM feedback WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY source, signal",
-            (scope, agent, since),
-        )
-    }
-    emitted = dict(
-        store.query(
-            "SELECT type, count(*) FROM events WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY type", (scope, agent, since)
-        )
+    feedback_rows, event_rows = store.query_batch(  # one round trip on PostgreSQL
+        [
+            (
+                "SELECT source, signal, count(*) FROM feedback WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY source, signal",
+                (scope, agent, since),
+            ),
+            ("SELECT type, count(*) FROM events WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY type", (scope, agent, since)),
+        ]
     )
+    feedback = {(source, signal): count for source, signal, count in feedback_rows}
+    emitted = dict(event_rows)
     outcomes = {label: int(emitted[kind]) for kind, label in _OUTCOMES.items() if emitted.get(kind)}
     acknowledged = 0
     if emitted.get("reminder.fired"):

@@ -174,6 +174,12 @@ class Store(CallLog, ScopeAdmin):
         with self._lock:
             return self.conn.execute(sql, params).fetchall()
 
+    def query_batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple]]:
+        """Run several read queries, in order; each one's rows. PostgreSQL sends them in one
+        round trip (one query text): for reads that do not depend on each other."""
+        with self._lock:
+            return [self.conn.execute(sql, params).fetchall() for sql, params in statements]
+
     def close(self) -> None:
         with self._lock, suppress(sqlite3.Error):
             self.conn.close()

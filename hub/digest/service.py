@@ -34,6 +34,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.digest.compaction import check_items, compaction_messages, parse_items
 from scopehub.hub.digest.extractive import extractive_digest, speaker
 from scopehub.hub.digest.render import fit_lines, render_digest, render_lines
@@ -218,7 +219,8 @@ class DigestKeeper(BackgroundMemoryJob):
         """Compact the scope's digest if due (``force``: now, rebuilding an existing one), under its claim."""
         if not self.enabled:
             return CompactionReport(scope, "off")
-        if not force and not self.due(scope):
+        # Off the event loop where the store waits on the network (scopehub.hub.dbwork).
+        if not force and not await in_db_thread(self.store, self.due, scope):
             return CompactionReport(scope, "not_due")
         # Renewed while the compaction runs (a slow model outlasts any TTL fixed in advance);
         # the digest's expect_version is the compare-and-set behind it.

@@ -16,6 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from scopehub.agents import AgentRegistry
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.digest.findings import keep_finding
 from scopehub.hub.orchestrator._types import Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing.correction import detect_correction
@@ -71,12 +72,12 @@ class AfterReply:
         deps = self.deps
         if deps.facts is not None:
             try:
-                message = deps.store.get(reply.scope, reply.message_id)
+                message = await in_db_thread(deps.store, deps.store.get, reply.scope, reply.message_id)
                 if message is not None:
                     await deps.facts.after_reply(message.scope, message)
             except Exception:
                 log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
-        self.keep_finding(reply)
+        await in_db_thread(deps.store, self.keep_finding, reply)
         if deps.digest is not None:
             try:
                 await deps.digest.after_reply(reply.scope, self.holder)
@@ -165,7 +166,7 @@ class AfterReply:
         learnt: list[Lesson] = []
         lessons = self.lessons
         try:
-            pending = pending_feedback(store, scope)
+            pending = await in_db_thread(store, pending_feedback, store, scope)
         except Exception:
             log.exception("pending feedback of %s unreadable; learning later", scope)
             return learnt

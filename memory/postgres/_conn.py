@@ -257,6 +257,13 @@ class PgConnection:
             self.flush()  # outside a transaction a statement is its own: send it now
         return pending
 
+    def read_batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple]]:
+        """Several statements sent together with what is queued (one round trip); each one's rows."""
+        pending = [PgCursor(self, self._quoting.mogrify(to_pyformat(sql), _clean(params))) for sql, params in statements]
+        self.queue.extend(pending)
+        self.flush()
+        return [cursor.fetchall() for cursor in pending]
+
     def lock_scope(self, scope: str) -> None:
         """Hold the scope's advisory lock until this transaction ends (see ``memory._schema.lock_scope``)."""
         self.defer(self._quoting.mogrify("SELECT hub_lock_scope(%s)", (scope,)))

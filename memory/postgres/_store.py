@@ -82,7 +82,17 @@ def _top_level(conn: PgConnection) -> Iterator[PgConnection]:
         conn.queue.clear()  # the block ran no statement
         return
     conn.defer("COMMIT")
-    conn.flush()
+    try:
+        conn.flush()
+    except BaseException:
+        # A statement sent with COMMIT failed (a block that read no result): the rest of the
+        # text did not run, so the transaction is still open, aborted. Roll it back, or the
+        # session's next statement on this connection would fail too.
+        conn.queue.clear()
+        with suppress(psycopg.Error):
+            if conn.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.raw.execute("ROLLBACK")
+        raise
 
 
 def _savepoint(conn: PgConnection) -> Iterator[PgConnection]:
@@ -224,6 +234,14 @@ class PostgresStore(Store):
             return held.execute(sql, params).fetchall()
         with self._pool.connection() as raw:
             return PgConnection(raw, self._changed).execute(sql, params).fetchall()
+
+    def query_batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple]]:
+        """Several read queries in one round trip (one query text), in order; each one's rows."""
+        held: PgConnection | None = getattr(self._local, "conn", None)
+        if held is not None:
+            return held.read_batch(statements)
+        with self._pool.connection() as raw:
+            return PgConnection(raw, self._changed).read_batch(statements)
 
     @property
     def unavailable_for(self) -> float | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from telegram.ext import ContextTypes
 
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.orchestrator import Reply
 from scopehub.hub.transports.telegram.delivery import (
     SendLater,
@@ -111,21 +112,20 @@ class Answers:
         if bot is None:
             raise RuntimeError("the Telegram application is not initialised")
         hub = transport.hub
-        message = hub.store.get(scope, item.message_id)
+        # Both reads in one step, off the event loop where the store waits on the network.
+        message, earlier = await in_db_thread(hub.store, self._owed_state, scope, item)
         if message is None:
             return  # erased (/forget all) or moved with its group
         chat_id = int(message.chat) if message.chat and message.chat.lstrip("-").isdigit() else chat_of(scope)
         private = scope.startswith("user:")
         reply_to = None if private else message_number(message.ext_id)
         thread_id = self.threads.get(message.id)
-        if item.answer:
-            earlier = hub.stored_reply(message)
-            if earlier is not None:
-                if earlier.ext_id is None:  # answered, but the worker died before sending it
-                    log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
-                    again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
-                    await self._deliver_owed(scope, bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
-                return
+        if earlier is not None:  # answered already (only a message to answer has one)
+            if earlier.ext_id is None:  # answered, but the worker died before sending it
+                log.warning("sending the stored reply to message %s of %s: its worker stopped before sending it", message.id, scope)
+                again = Reply(text=earlier.text, agent=earlier.agent, message_id=message.id, reply_id=earlier.id, scope=scope)
+                await self._deliver_owed(scope, bot, chat_id, again, reply_to=reply_to, thread_id=thread_id)
+            return
         outbox = transport.outbox
         topics = transport.topics
 
@@ -174,7 +174,15 @@ class Answers:
             ) or thread_id
         await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into, markup=markup)
         if reply.kind == "agent":
-            transport.reminders.sweep()  # the answer may have set a reminder due before the next sweep
+            # The answer may have set a reminder of this scope due before the next sweep.
+            await transport.reminders.sweep_scope(scope)
+
+    def _owed_state(self, scope: str, item: Owed) -> tuple[Any, Any]:
+        """``(the stored message, the reply stored for it)`` of an owed message (any thread);
+        the message None when it is gone, the reply None when not answered or only to tag."""
+        hub = self.transport.hub
+        message = hub.store.get(scope, item.message_id)
+        return message, (hub.stored_reply(message) if message is not None and item.answer else None)
 
     async def _deliver_owed(
         self,

@@ -23,6 +23,7 @@ from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.orchestrator import Inbound, Reply
 from scopehub.hub.transports.telegram.delivery import (
     call_with_retry,
@@ -149,11 +150,13 @@ class Inbox:
         if addressed and await transport.access.invite(bot, chat, user, text):
             return  # /invite: a code for someone else (owners only), never stored
         transport.note_conflict_over()
-        outbox.chat_is_back(chat.id)
         scope = scope_for(chat.type, chat.id, user_id)
         ext_id = f"{chat.id}:{message.message_id}"
-        existing = self.hub.store.find_ext(scope, ext_id)
-        if existing is not None and (self.hub.store.is_answered(existing.id) or (media is not None and not text)):
+        # The store's part in one step, off the event loop where its calls wait on the network
+        # (scopehub.hub.dbwork): every other chat's work would wait for these round trips.
+        resumed, handled = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
+        outbox.chat_is_back(chat.id, resumed=resumed)
+        if handled:
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
             return  # stored but unanswered (a crash in between) goes on: the hub answers it
         if addressed:
@@ -170,7 +173,9 @@ class Inbox:
         if parent is not None:
             from_bot = parent.from_user is not None and parent.from_user.id == bot.id
             parent_text = parent.text if parent.text is not None else parent.caption
-            reply_to_ext = self.reply_target(scope, chat.id, parent.message_id, parent_text if from_bot else None)
+            reply_to_ext = await in_db_thread(
+                self.hub.store, self.reply_target, scope, chat.id, parent.message_id, parent_text if from_bot else None
+            )
         # Media without a caption is stored as its marker and never goes to an agent: what
         # it says is "this came", and the person is told what the bot made of it.
         answerable = bool(addressed) and bool(text)
@@ -190,7 +195,12 @@ class Inbox:
         spoken = media is not None and media.kind in SPOKEN and bool(addressed) and not text
         transcribing = spoken and transport.transcriber.enabled
         try:
-            stored = self.hub.store_inbound(inbound) if transcribing else self.accept(inbound, thread_id)
+            if transcribing:
+                stored = await in_db_thread(self.hub.store, self.hub.store_inbound, inbound)
+            else:
+                stored = await in_db_thread(self.hub.store, self._store_owed, inbound)
+                if stored is not None and thread_id is not None:
+                    transport.answers.note_thread(stored.id, thread_id)
         except Exception as exc:
             if intake is not None:  # webhook: an error status, and Telegram delivers the update again
                 intake.kept = False
@@ -254,14 +264,25 @@ class Inbox:
         This is all a webhook worker does before telling Telegram "received": a worker
         killed afterwards loses nothing, the mark outlives it.
         """
-        stored = self.hub.store_inbound(inbound)
-        if stored is None:
-            return None
-        answers = self.transport.answers
-        answers.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
-        if thread_id is not None:
-            answers.note_thread(stored.id, thread_id)
+        stored = self._store_owed(inbound)
+        if stored is not None and thread_id is not None:
+            self.transport.answers.note_thread(stored.id, thread_id)
         return stored
+
+    def _store_owed(self, inbound: Inbound) -> Any:
+        """The store's part of :meth:`accept` (any thread): the message stored and marked owed."""
+        stored = self.hub.store_inbound(inbound)
+        if stored is not None:
+            self.transport.answers.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
+        return stored
+
+    def _arrived(self, chat_id: int, scope: str, ext_id: str, media_only: bool) -> tuple[int, bool]:
+        """The store's part of a message's arrival (any thread): ``(reminders resumed, whether
+        this update was handled already)``. The chat wrote, so what a 403 paused resumes."""
+        store = self.hub.store
+        resumed = self.transport.outbox.resume_chat(chat_id)
+        existing = store.find_ext(scope, ext_id)
+        return resumed, existing is not None and (store.is_answered(existing.id) or media_only)
 
     def reply_target(self, scope: str, chat_id: int, message_id: int, text: str | None, *, chunk_span: bool = False) -> str:
         """The ext id a reply (or reaction) to Telegram message ``message_id`` points at.

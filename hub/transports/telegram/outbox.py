@@ -296,10 +296,15 @@ class Outbox:
                 plural(paused, "reminder"),
             )
 
-    def chat_is_back(self, chat_id: int) -> None:
-        """The chat wrote: whatever 403 paused resumes."""
+    def resume_chat(self, chat_id: int) -> int:
+        """The store's part of :meth:`chat_is_back` (any thread): the chat's paused reminders resumed; how many."""
+        return resume_chat_reminders(self.hub.store, str(chat_id))
+
+    def chat_is_back(self, chat_id: int, *, resumed: int | None = None) -> None:
+        """The chat wrote: whatever 403 paused resumes (``resumed``: :meth:`resume_chat` done already, how many)."""
         self._forbidden.discard(chat_id)
-        resumed = resume_chat_reminders(self.hub.store, str(chat_id))
+        if resumed is None:
+            resumed = self.resume_chat(chat_id)
         if resumed:
             log.info("chat %s writes again; %s resumed", chat_id, plural(resumed, "paused reminder"))
             self.transport.reminders.sweep()

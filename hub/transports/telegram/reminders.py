@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from telegram.ext import (
 )
 
 from scopehub.agents.reminders import record_delivery
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.reminders import CLAIM_TTL, Fired, Sent, fire_reminder, is_due
 from scopehub.hub.transports.telegram.sender import Record
 from scopehub.memory import (
@@ -89,10 +91,28 @@ class ReminderScheduler:
             return
         now = self._now()
         horizon = now + self.interval * 1.5
+        self._schedule(job_queue, due_reminders(self.store, horizon), now, horizon)
+
+    async def sweep_scope(self, scope: str) -> None:
+        """:meth:`sweep` for one scope (after an answer there, which may have set a reminder due
+        before the next sweep), its query off the event loop where the store waits on the network.
+
+        The other scopes' reminders are the periodic sweep's: an answer in one scope sets
+        reminders of that scope only.
+        """
+        job_queue = self._job_queue
+        if job_queue is None:
+            return
+        now = self._now()
+        horizon = now + self.interval * 1.5
+        due = await in_db_thread(self.store, functools.partial(due_reminders, self.store, horizon, scope=scope))
+        self._schedule(job_queue, due, now, horizon)
+
+    def _schedule(self, job_queue: JobQueue[Any], due: list[Reminder], now: float, horizon: float) -> None:
         for key, job in list(self._scheduled.items()):
             if job_queue.scheduler.get_job(job.job.id) is None:  # gone without running (e.g. missed)
                 del self._scheduled[key]
-        for reminder in due_reminders(self.store, horizon):
+        for reminder in due:
             key = (reminder.scope, reminder.id)
             at = max(reminder.due, reminder.retry_at or 0.0)
             if key in self._scheduled or key in self._inflight or at > horizon:
