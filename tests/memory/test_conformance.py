@@ -458,3 +458,23 @@ def test_edit_text_and_usage_overheads(store):
     assert not store.is_answered(mid)
     store.append(NewMessage(scope=A, role="agent", text="ok", reply_to=mid, agent="general"))
     assert store.is_answered(mid)
+
+
+def test_a_batch_of_reads_gives_each_query_its_own_rows_in_order(store):
+    # PostgreSQL sends the batch as one query text with the values quoted client-side:
+    # each statement must still get its own rows, a value with quotes and a semicolon
+    # stays a value, and no statement reads another scope's rows.
+    hostile = "it's; DROP TABLE messages; --"
+    say(store, A, "buy milk")
+    say(store, A, hostile)
+    say(store, B, "group chatter")
+    rows = store.query_batch(
+        [
+            ("SELECT text FROM messages WHERE scope = ? ORDER BY id", (A,)),
+            ("SELECT count(*) FROM messages WHERE text = ?", (hostile,)),
+            ("SELECT text FROM messages WHERE scope = ? AND text = ?", (B, "buy milk")),
+            ("SELECT text FROM messages WHERE scope = ?", (B,)),
+        ]
+    )
+    assert [[tuple(row) for row in part] for part in rows] == [[("buy milk",), (hostile,)], [(1,)], [], [("group chatter",)]]
+    assert store.count_messages() == 3  # the quoted value dropped nothing
