@@ -123,6 +123,10 @@ def route(
         agent, via, confidence = choose(classifier.lexical_evidence(text), current)
         if agent != current:
             agent, via, confidence = choose(classifier.evidence_for(text, current), current)
+        else:
+            other = classifier.agreed_switch(text, current, classifier.cue_factor if switch_cue(text) else 1.0)
+            if other is not None and other in allowed:
+                agent, via, confidence = other, "local", _confidence(classifier.evidence(text), other)
         return finish(agent, via, confidence)
     agent, via, confidence = choose(classifier.evidence(text), current)
     return finish(agent, via, confidence)

