@@ -59,6 +59,7 @@ from ._search_base import (
     SearchError,
     SearchHit,
     _Doc,
+    vault_text,
 )
 from ._search_rank import fuse_ranked_lists, rank_documents
 from ._search_schema import count_search_documents, create_search_schema
@@ -305,7 +306,7 @@ def _load_docs(
             [scope, *vault_ids],
         ):
             key = vault_ids[vid]
-            text = f"{title}\n{body}" if title else body
+            text = vault_text(title, body)
             weight = None if importance is None else min(1.0, max(0.0, float(importance)))
             docs[key] = _Doc(key, "vault", vid, text, "", agent, float(updated), weight)
     return docs

@@ -119,6 +119,15 @@ class _Term:
     alts: list[str] = field(default_factory=list)
 
 
+def vault_text(title: str, body: str) -> str:
+    """A kept item as a search hit shows it: its title, then its body; the body alone when
+    the title is only the body's own beginning (a note titled by its first line), so a
+    short note is not said twice."""
+    if not title or body.startswith(title.rstrip("…").rstrip()):
+        return body
+    return f"{title}\n{body}"
+
+
 @dataclass
 class _Doc:
     key: int

@@ -336,7 +336,7 @@ def _load_docs(conn: psycopg.Connection, scope: str, keys: Sequence[int]) -> dic
             (scope, vault_ids),
         ).fetchall():
             key = _VAULT_OFFSET + int(vid)
-            text = f"{title}\n{body}" if title else body
+            text = shared.vault_text(title, body)
             docs[key] = _Doc(key, "vault", int(vid), text, "", agent, float(updated), _importance(kind, meta))
     return docs
 

@@ -478,3 +478,17 @@ def test_a_batch_of_reads_gives_each_query_its_own_rows_in_order(store):
     )
     assert [[tuple(row) for row in part] for part in rows] == [[("buy milk",), (hostile,)], [(1,)], [], [("group chatter",)]]
     assert store.count_messages() == 3  # the quoted value dropped nothing
+
+
+def test_a_kept_item_is_found_as_its_body_once_and_its_own_title_before_it(store):
+    # A note titled by its own first line ("the spare key is under the blue pot") was shown
+    # as title and body, the same words twice, and the bot answered with both.
+    add_vault_item(store, A, "note", "the spare key is under the blue pot", title="the spare key is under the blue pot")
+    add_vault_item(store, A, "note", "a very long first line about the boiler service and the plumber's visit", title="a very long first line about the…")
+    add_vault_item(store, A, "note", "door code 1234", title="gate")
+    texts = {hit.text for hit in store.search(A, "spare key boiler door", k=10) if hit.kind == "vault"}
+    assert texts == {
+        "the spare key is under the blue pot",
+        "a very long first line about the boiler service and the plumber's visit",
+        "gate\ndoor code 1234",
+    }
