@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from scopehub.hub.models.references import content_words, stem
+from scopehub.hub.models.references import content_words, read_email_number, stem
 from scopehub.hub.models.turns import is_copy
+from scopehub.hub.routing.lexicon import is_header_line
 
 __all__ = [
     "CANNOT",
@@ -231,16 +232,13 @@ def result_reply(name: str, result: str, question: str = "") -> str:
         return "That did not work: " + _ERROR_HEAD.sub("", result)
     if name == "search_memory":
         return NOTHING_FOUND if result == "no results" else answer_from_hits(question, result)
-    if question and is_question(question) and _EMAIL_READ.match(result):
+    if question and is_question(question) and read_email_number(result) is not None:
         focused = _answering_sentence(question, result)
         if focused is not None:
             return focused
     return _without_tool_hints(result)
 
 
-# A read email: "Email #3: subject", "From: ...", then its text (the inbox's read_email).
-_EMAIL_READ = re.compile(r"^Email #\d+:")
-_HEADER_LINE = re.compile(r"^\s*(?:from|to|cc|subject|date|sent|von|an|betreff|datum|de|à|objet|para|asunto|fecha)\s?:", re.I)
 _PARTS = re.compile(r"(?<=[.!?])\s+|\n+")
 # What a question asks for besides its words: a moment, an amount, or what someone asked.
 _ASKS_WHEN = re.compile(
@@ -263,12 +261,13 @@ _AMOUNT = re.compile(r"\d(?:[\d.,]*\d)?\s*(?:€|euros?|eur|dollars?|\$|£|pound
 
 
 def _answering_sentence(question: str, result: str) -> str | None:
-    """The sentence of a read email that answers ``question`` ("what was the deadline?" ->
-    the one with a day in it), after the email's first line; None when none stands out."""
+    """The sentence of a read email ("Email #3: subject", "From: ...", then its text) that
+    answers ``question`` ("what was the deadline?" -> the one with a day in it), after the
+    email's first line; None when none stands out."""
     lines = result.splitlines()
     head, rest = lines[0], lines[1:]
-    header = [line for line in rest if _HEADER_LINE.match(line)]
-    body = "\n".join(line for line in rest if not _HEADER_LINE.match(line))
+    header = [line for line in rest if is_header_line(line)]
+    body = "\n".join(line for line in rest if not is_header_line(line))
     naming = content_words(" ".join([head, *header]))  # the words that say which email it is
     best = _best_sentence(question, body, naming)
     return None if best is None else f"{head}\n{best}"

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["content_words", "email_reply_about", "is_kept_email", "kept_reply_of_read", "listing_for", "number_parameter", "pick_line", "stem"]
+__all__ = ["content_words", "email_reply_about", "is_kept_email", "kept_reply_of_read", "listing_for", "number_parameter", "pick_line", "read_email_number", "stem"]
 
 _LINE_NUMBER = re.compile(r"^#(\d+)\b")
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -126,13 +126,19 @@ def is_kept_email(text: str) -> bool:
 _READ_EMAIL = re.compile(r"^(?:\[inbox agent\]\s*)?Email #(\d+):")
 
 
+def read_email_number(text: str) -> str | None:
+    """The number of the email a read_email result or reply ("Email #3: subject ...") shows; None for other text."""
+    match = _READ_EMAIL.match(text)
+    return None if match is None else match[1]
+
+
 def kept_reply_of_read(history: Sequence[Mapping[str, str]], reply: str) -> str:
     """The "Kept email #N" reply of the email a read_email reply ("Email #N: ...") shows;
     '' when ``reply`` reads no email or the history does not hold its keeping."""
-    match = _READ_EMAIL.match(reply)
-    if match is None:
+    number = read_email_number(reply)
+    if number is None:
         return ""
-    kept = re.compile(rf"^(?:\[inbox agent\]\s*)?Kept email #{match[1]}\b", re.I)
+    kept = re.compile(rf"^(?:\[inbox agent\]\s*)?Kept email #{number}\b", re.I)
     for item in reversed(history):
         if item.get("role") == "assistant" and kept.match(item.get("content", "")):
             return item["content"]

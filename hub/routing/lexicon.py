@@ -356,6 +356,13 @@ def first_person(text: str) -> bool:
 _FIELDS = r"from|to|cc|subject|date|sent|reply-to|von|an|betreff|datum|gesendet|de|à|objet|envoyé|para|asunto|fecha|enviado"
 _HEADER_FIELD = re.compile(rf"(?:^|(?<=[\s>]))(?:{_FIELDS})\s?:(?=\s)", re.I | re.M)
 _FIRST_FIELD = re.compile(r"^\s*(?:from|subject|von|betreff|de|objet|asunto)\s?:\s*\S", re.I)
+_FIELD_LINE = re.compile(rf"^\s*(?:{_FIELDS})\s?:", re.I)
+
+
+def is_header_line(line: str) -> bool:
+    """Whether ``line`` is one of an email's header fields ("From: ...", "Betreff: ...")."""
+    return bool(_FIELD_LINE.match(line))
+
 # A forwarded email's subject marker, or a mail program's forward line.
 _FORWARD = re.compile(
     r"^\s*(?:fwd?|wg|tr|rv)\s?:\s*\S|"
@@ -409,7 +416,7 @@ _ABOUT_THE_BOT = re.compile(
 # "Tengo que llevar el coche al taller": something still to be done, said as one's own duty.
 # Opening the message (after "and", "also", "oh"); "what do I have to do?" asks, it is no duty.
 _DUTY = re.compile(
-    r"^\s*(?:(?:and|also|oh|ok|so|plus|und|also|oh|et|aussi|alors|y|también|pues)[,!]?\s+)*"
+    r"^\s*(?:(?:and|also|oh|ok|so|plus|und|et|aussi|alors|y|también|pues)[,!]?\s+)*"
     r"(?:i\s+(?:still\s+|really\s+|also\s+)?(?:need|have|ought|got)\s+to|i\s+must|i(?:'|’)ve\s+got\s+to|i\s+gotta|i\s+should|"
     r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+que\s+je|il\s+me\s+faut|"
     r"tengo\s+que|debo|necesito|hay\s+que)\b",

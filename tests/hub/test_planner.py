@@ -482,3 +482,13 @@ def test_an_item_to_change_is_never_guessed(planner, agents):
     listing = "Today is Mon 4 Mar.\n#1 buy milk\n#2 call the bank"
     step = planner.plan(messages + tool_step("list_tasks", {}, listing), tools_of(agents, "tasks"))
     assert not (isinstance(step, Call) and step.name == "complete_task")
+
+
+def test_a_header_line_of_a_read_email_is_never_the_answer():
+    # "Sent: Friday 30 January 2026 09:12" has a day in it, and "Reply-To:" the words asked:
+    # they say when and by whom it was written, not what the email says.
+    from scopehub.hub.models.answers import result_reply
+
+    read = _READ.replace("\nSubject:", "\nSent: Friday 30 January 2026 09:12\nReply-To: renewals desk of Alba Insurance\nSubject:")
+    assert result_reply("read_email", read, "when does the policy end?") == "Email #2: Car insurance renewal\nyour policy ends on 31 January."
+    assert result_reply("read_email", read, "who is the renewals desk?") == read  # only a header says it: shown whole
