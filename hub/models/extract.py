@@ -22,11 +22,13 @@ Everything here is pure text work.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scopehub.agents import date_spans, parse_time, to_english
 from scopehub.hub.models.grammar import parameters_of, required_of
+from scopehub.hub.models.references import content_words
 
 __all__ = ["action_items", "addressed_arguments", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "items_said", "opens_keeping", "team_of"]
 
@@ -314,8 +316,6 @@ def arguments_for(
     source = ""
     text = message
     if earlier:
-        from scopehub.hub.models.references import content_words
-
         own = free_text(_POINTERS.sub(" ", message), anchors, framing)
         if content_words(own) and not _POINTERS.fullmatch(own):
             # "put the appointment from that email on my tasks": the item is the message's,
@@ -390,8 +390,6 @@ def _email_day(reply: str) -> str | None:
 
 def _pick_item(items: Sequence[str], message: str) -> str:
     """The action item the message names by a word, else the first."""
-    from scopehub.hub.models.references import content_words
-
     wanted = content_words(message)
     for item in items:
         if wanted & content_words(item):
@@ -405,11 +403,13 @@ def _pick_item(items: Sequence[str], message: str) -> str:
 # Vertrieb Bescheid ...", "Préviens l'équipe RH ...", "Avisa al equipo de soporte ...": the
 # team named, then what to pass on. The first pattern that names a team wins.
 _TEAM_WORD = r"[^\W_][\w.-]{0,40}?"
+# "dem Vertriebsteam", "ans Support-Team": a German compound, whose joining s is no part of the name.
+_TEAM_COMPOUND = re.compile(rf"\b(?:dem|den|das|ans|an\s+das)\s+(?P<team>{_TEAM_WORD})-?team\b", re.I)
 _TEAM_PATTERNS = (
     re.compile(rf"\b(?:dispatch|send|forward|hand)\s+(?:this\s+|it\s+)?(?:over\s+)?to\s+(?:the\s+)?(?P<team>{_TEAM_WORD})(?:\s+team)?\s*:", re.I),
     re.compile(rf"\b(?:the|our|my)\s+(?P<team>{_TEAM_WORD})\s+team\b", re.I),
     re.compile(rf"\b(?P<team>{_TEAM_WORD})\s+team\b", re.I),
-    re.compile(rf"\b(?:dem|den|das|ans|an\s+das)\s+(?P<team>{_TEAM_WORD})-?team\b", re.I),
+    _TEAM_COMPOUND,
     re.compile(rf"\b(?:dem|den|das)\s+team\s+(?P<team>{_TEAM_WORD})\b", re.I),
     re.compile(rf"\bl['’]\s?équipe\s+(?:de\s+(?:la\s+)?|du\s+|des\s+|d['’]\s?)?(?P<team>{_TEAM_WORD})\b", re.I),
     re.compile(rf"\b(?:el|al|del)\s+equipo\s+(?:de\s+(?:la\s+|los\s+|las\s+)?|del\s+)?(?P<team>{_TEAM_WORD})\b", re.I),
@@ -434,8 +434,6 @@ _ASKING_AT_END = re.compile(
 def team_of(message: str) -> tuple[str, str] | None:
     """The team a message addresses and what it asks to pass on ("let the sales team know
     the price list is out" -> ("sales", "the price list is out")); None when it names no team."""
-    import unicodedata
-
     for pattern in _TEAM_PATTERNS:
         match = pattern.search(message)
         if match is None:
@@ -443,7 +441,7 @@ def team_of(message: str) -> tuple[str, str] | None:
         raw = match["team"].strip(".-")
         if raw.casefold() in {"the", "a", "this", "that", "team", "le", "la", "el", "die", "der", "dem"}:
             continue
-        if pattern.pattern.startswith(r"\b(?:dem|den|das|ans") and raw.lower().endswith("s") and len(raw) > 5:
+        if pattern is _TEAM_COMPOUND and raw.lower().endswith("s") and len(raw) > 5:
             raw = raw[:-1]  # "Vertriebsteam": the joining s is no part of the name
         team = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode().lower()
         if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", team):
@@ -454,7 +452,7 @@ def team_of(message: str) -> tuple[str, str] | None:
         else:
             said = message[match.end() :]
             said = _PASS_ON.sub("", said, count=1)
-            if len(references_words(said)) < 1:
+            if not content_words(said):
                 said = _ASKING_AT_END.sub("", message[: match.start()])  # "the printer is broken, tell the ops team"
                 said = _LEAD.sub("", said, count=1)
         said = _clean(said)
@@ -462,12 +460,6 @@ def team_of(message: str) -> tuple[str, str] | None:
             return None
         return team, said
     return None
-
-
-def references_words(text: str) -> set[str]:
-    from scopehub.hub.models.references import content_words
-
-    return content_words(text)
 
 
 def _team_parameter(name: str, schema: Mapping[str, Any]) -> bool:
