@@ -369,17 +369,11 @@ def cancel_reminder(store: Store, scope: str, reminder_id: int) -> Reminder | No
 def due_reminders(store: Store, now: float, *, limit: int = 500, scope: str | None = None) -> list[Reminder]:
     """Active, unpaused reminders due at ``now``, oldest due first (for transports): of every
     scope, or of ``scope`` only."""
-    if scope is None:
-        rows = store.query(
-            f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE active = 1 AND paused IS NULL AND due <= ? ORDER BY due, id LIMIT ?",
-            (float(now), limit),
-        )
-    else:
-        rows = store.query(
-            f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE scope = ? AND active = 1 AND paused IS NULL AND due <= ?"
-            " ORDER BY due, id LIMIT ?",
-            (validate_scope(scope), float(now), limit),
-        )
+    of_scope, params = ("scope = ? AND ", [validate_scope(scope)]) if scope is not None else ("", [])
+    rows = store.query(
+        f"SELECT {_REMINDER_COLUMNS} FROM reminders WHERE {of_scope}active = 1 AND paused IS NULL AND due <= ? ORDER BY due, id LIMIT ?",
+        (*params, float(now), limit),
+    )
     return [_reminder_row(row) for row in rows]
 
 

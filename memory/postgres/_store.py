@@ -227,21 +227,25 @@ class PostgresStore(Store):
             finally:
                 self._local.conn = None
 
-    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
-        """Run a read query and return all rows (inside this thread's session or transaction, if any)."""
+    @contextmanager
+    def _reading(self) -> Iterator[PgConnection]:
+        """The connection a read goes to: this thread's session or transaction, if any, else a pooled one."""
         held: PgConnection | None = getattr(self._local, "conn", None)
         if held is not None:
-            return held.execute(sql, params).fetchall()
+            yield held
+            return
         with self._pool.connection() as raw:
-            return PgConnection(raw, self._changed).execute(sql, params).fetchall()
+            yield PgConnection(raw, self._changed)
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple]:
+        """Run a read query and return all rows (inside this thread's session or transaction, if any)."""
+        with self._reading() as conn:
+            return conn.execute(sql, params).fetchall()
 
     def query_batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple]]:
         """Several read queries in one round trip (one query text), in order; each one's rows."""
-        held: PgConnection | None = getattr(self._local, "conn", None)
-        if held is not None:
-            return held.read_batch(statements)
-        with self._pool.connection() as raw:
-            return PgConnection(raw, self._changed).read_batch(statements)
+        with self._reading() as conn:
+            return conn.read_batch(statements)
 
     @property
     def unavailable_for(self) -> float | None:

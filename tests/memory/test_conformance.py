@@ -492,3 +492,12 @@ def test_a_kept_item_is_found_as_its_body_once_and_its_own_title_before_it(store
         "a very long first line about the boiler service and the plumber's visit",
         "gate\ndoor code 1234",
     }
+
+
+def test_the_reminders_due_in_one_scope_are_that_scopes_only(store):
+    # After an answer the worker schedules what that scope has due (not every scope's).
+    mine = add_reminder(store, A, "call mom", due=1000.0, chat="1")
+    theirs = add_reminder(store, B, "group call", due=900.0, chat="-100")
+    add_reminder(store, A, "later", due=5000.0, chat="1")
+    assert [(r.scope, r.id) for r in due_reminders(store, 2000.0, scope=A)] == [(A, mine.id)]
+    assert [(r.scope, r.id) for r in due_reminders(store, 2000.0)] == [(B, theirs.id), (A, mine.id)]
