@@ -93,7 +93,10 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         "ich du er sie wir ihr mich mir dich dir uns euch mein meine meinen meinem meiner dein deine der das den dem des "
         "ein eine einen einem einer und oder aber nicht kein keine ist sind bin bist war hat habe haben mit für auf aus "
         "bei nach von zu zum zur im ins vom über unter vor wie was wer wo wann warum bitte danke ja nein auch noch schon "
-        "morgen heute gestern jetzt dann dass diese dieser dieses alle etwas nichts kann kannst möchte würde soll am"
+        "morgen heute gestern jetzt dann dass diese dieser dieses alle etwas nichts kann kannst möchte würde soll am "
+        # German's own "in", "an" and "um" ("Ich wohne in Köln"): shared with English, they
+        # only tie a short German sentence with English, which then wins no longer.
+        "in an um"
     ),
     "fr": _listed(
         "je tu il elle nous vous ils elles moi toi mon ma mes ton ta tes son sa ses notre nos votre vos le la les un une "
