@@ -453,6 +453,32 @@ _DONE = re.compile(
 )
 
 
+# -- a request to pass something on to a team, in English, German, French and Spanish ---------
+# "pass it on to accounting", "let the sales team know", "Leite das an die Buchhaltung
+# weiter", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Pásaselo al equipo
+# de contabilidad", "Avisa a soporte": the verbs of passing on and the one they go to, whatever
+# was said before (a pasted email, a note) and whatever the team is called.
+_PASS_ON = re.compile(
+    r"\b(?:pass|forward|send|hand|give)\s+(?:it|this|that|these|them|this\s+one)\s+(?:on\s+|over\s+|along\s+)?to\b(?!\s+(?:me|us|myself)\b)"
+    r"|\b(?:pass|hand)\s+(?:it\s+|this\s+|that\s+)?(?:on|over|along)\s+to\b(?!\s+(?:me|us|myself)\b)|^\s*dispatch\b"
+    r"|\blet\s+(?!(?:me|us|it|him|her|them)\b)(?:the\s+)?[\w-]+(?:\s+team)?\s+know\b"
+    r"|\b(?:tell|notify|ping|inform|ask|warn|send|message|email)\s+(?:the\s+)?[\w-]+\s+team\b"
+    r"|\b(?:leite|leit|schick|schicke|reich|reiche|gib|gebe)\s+(?:das|es|dies|sie|ihn|ihm|ihr)\s+(?:bitte\s+)?(?:weiter\s+)?an\s+(?:die|den|das|dem)\b"
+    r"|\bweiterleiten\b|\b(?:sag|sage|gib)\s+(?:bitte\s+)?(?:dem|der|den)\s+[\w-]+(?:\s+[\w-]+)?\s+bescheid\b|\b(?:sag|sage)\s+(?:bitte\s+)?(?:dem|der)\s+[\w-]*team\b"
+    r"|\b(?:transmets|transmettez|transférer|transfère|fais\s+suivre|faites\s+suivre|passe|envoie)\s+(?:ça|ca|cela|le|la|les|l['’]\s?\w+)\s+(?:à|a|au|aux)\b"
+    r"|\b(?:préviens|prévenez|informe|informez|dis|dites)\s+(?:à\s+)?l['’]\s?équipe\b"
+    r"|\b(?:p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|m[aá]nd(?:a|ale)selo|env[ií]aselo)\b"
+    r"|^\s*(?:avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?)\s+(?:a|al)\s+(?!m[ií]\b)",
+    re.I,
+)
+
+
+def passes_on(text: str) -> bool:
+    """Whether ``text`` asks to pass something on to a team or someone ("pass it on to
+    accounting", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Avisa a soporte")."""
+    return bool(_PASS_ON.search(text))
+
+
 def says_done(text: str) -> bool:
     """Whether ``text`` says something of the speaker's is done ("I've booked the dentist",
     "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question."""

@@ -250,3 +250,29 @@ def test_something_said_to_be_done_is_no_duty_and_no_question():
 
     assert all(says_done(t) for t in ("I've booked the dentist", "Zahnarzt ist erledigt", "Hab den Klempner angerufen", "C'est fait", "Ya llamé al fontanero"))
     assert not any(says_done(t) for t in ("what have I finished?", "I need to finish the report", "add buy milk", "I live in Hamburg"))
+
+
+_PASTED = "From: Brightline Print <billing@brightline.example>\nSubject: Invoice 2291\n\nHello,\nplease pay the invoice by Friday.\nRegards"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pass it on to accounting",
+        "could you forward this to legal",
+        "Pásaselo al equipo de contabilidad",
+        "Transmets ça à l'équipe compta",
+        "Avisa a soporte de que el portátil no enciende",
+    ],
+)
+def test_a_request_to_pass_something_on_leaves_the_inbox_for_the_teams_by_its_shape(text):
+    # After a pasted email the inbox holds the conversation; "it" and a department's name are
+    # words none of its examples say, so only the shape of passing on can move the message.
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "general"
+
+
+@pytest.mark.parametrize("text", ["reply that I'll pay on Monday", "what did they want?", "send it to me again", "let me know what it says"])
+def test_follow_ups_about_the_email_itself_stay_with_the_inbox(text):
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
