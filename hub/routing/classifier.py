@@ -27,6 +27,7 @@ from scopehub.hub.routing.lexicon import (
     content_terms,
     deictic_nouns,
     looks_like_email,
+    moves_to_a_day,
     passes_on,
     readable,
     says_done,
@@ -157,6 +158,10 @@ DONE_SHAPE = "<something done>"
 # examples, and weighed as a duty is: after a pasted email or a note its few words ("it",
 # "accounting", "soporte") otherwise say nothing the specialist holding the conversation lacks.
 PASS_ON_SHAPE = "<passed on>"
+# Something moved to another day ("push the plumber to friday", "Décale le garagiste à lundi")
+# is a shape too, learnt from the examples that move a task: the verb may be one they never
+# say, and the item's own words (a note's, a reminder's) otherwise decide where it goes.
+MOVED_SHAPE = "<moved to a day>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -186,6 +191,8 @@ def shape_features(text: str) -> list[str]:
         found.append(DONE_SHAPE)
     if passes_on(text):
         found.append(PASS_ON_SHAPE)
+    if moves_to_a_day(text):
+        found.append(MOVED_SHAPE)
     return found
 
 
@@ -615,7 +622,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE) else SHAPE_WEIGHT
+                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

@@ -479,6 +479,40 @@ def passes_on(text: str) -> bool:
     return bool(_PASS_ON.search(text))
 
 
+# -- something moved to another day, in English, German, French and Spanish -------------------
+# "push the plumber to friday", "move the gutter call to monday", "verschieb den Zahnarzt auf
+# Montag", "Tierarzt auf Freitag verlegen", "Décale le garagiste à lundi", "mets les livres à
+# samedi", "Pasa lo del fontanero al lunes": a verb of moving that opens the request, then a
+# day. The verb may be one no example says; the day and the verb's place tell it.
+_DAY = (
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|next\s+week|the\s+\d{1,2}(?:st|nd|rd|th)?"
+    r"|montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|morgen|übermorgen|nächste\s+woche"
+    r"|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche|demain|la\s+semaine\s+prochaine"
+    r"|lunes|martes|miércoles|miercoles|jueves|viernes|sábado|sabado|domingo|mañana|la\s+semana\s+que\s+viene"
+    r"|\d{1,2}(?:[./]\d{1,2})?\.?"
+)
+_MOVE_VERB = (
+    r"move|push|bump|shift|reschedule|postpone|delay|put\s+off|change|switch"
+    r"|verschieb\w*|verleg\w*|schieb\w*|leg|setz|änder\w*"
+    r"|décale\w*|decale\w*|repousse\w*|reporte\w*|déplace\w*|deplace\w*|mets|mettez|passe|change"
+    r"|pasa|cambia|mueve|aplaza|pospón|pospon\w*|retrasa|adelanta|pon"
+)
+_MOVED = re.compile(
+    rf"^\s*(?:(?:please|bitte|and|also|und|et|y|can\s+you|could\s+you|kannst\s+du|peux-tu)[,\s]+)*(?:{_MOVE_VERB})\b"
+    # "move it to saturday": a bare pointer names no item; the conversation's own is meant.
+    rf"(?!\s+(?:it|that|this|es|das|ça|ca|le|la|lo)\s+(?:to|auf|à|a|al)\b)(?:\s+[^\s]+){{1,6}}?\s+(?:to|till|until|auf|à|a|au|al|para\s+el|el)\s+(?:(?:next|this|le|el|den|dem)\s+)?(?:{_DAY})\b"
+    rf"|^\s*(?:[^\s]+\s+){{1,4}}?auf\s+(?:{_DAY})\s+(?:verschieben|verlegen|schieben|legen)\b",
+    re.I,
+)
+
+
+def moves_to_a_day(text: str) -> bool:
+    """Whether ``text`` asks to move something to another day ("push the plumber to friday",
+    "verschieb den Zahnarzt auf Montag", "Décale le garagiste à lundi"): a statement, not a question."""
+    stripped = text.strip()
+    return bool(_MOVED.search(stripped)) and not stripped.endswith(("?", "？"))
+
+
 def says_done(text: str) -> bool:
     """Whether ``text`` says something of the speaker's is done ("I've booked the dentist",
     "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question."""
