@@ -1,7 +1,9 @@
 """Fact keys from English wording ("my email is ..." → ``user.email``) and the cheap local
 pre-filter that decides whether a message may hold a fact at all.
 
-The key patterns read English. A message in another language (``hub.routing.lexicon``
+The key patterns read English, and in German, French and Spanish the few sentences people
+most often say about themselves (where they live and work, their name, a relative's or a
+pet's name: :data:`_OWN_I18N`). Another message in another language (``hub.routing.lexicon``
 tells) passes the pre-filter when it uses a first-person word of its language, and the
 model extractor reads it; its key is then the model's. Add a language's first-person
 words to the lexicon, its key patterns here.
@@ -10,6 +12,7 @@ words to the lexicon, its key patterns here.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from scopehub.hub.facts.text import APOSTROPHES, slug
 from scopehub.hub.routing.lexicon import first_person, readable
@@ -111,6 +114,41 @@ _IS_MY = re.compile(r"\b(?:is|are)\s+my\s+(?P<rel>[a-z]+)\b", re.I)
 _LIKES = re.compile(r"\bi\s+(?:prefer|like|love|enjoy|hate|dislike|don't like|do not like)\b", re.I)
 
 
+# The statements about oneself people make most, in German, French and Spanish, as
+# (pattern, attribute): the attribute None takes the named thing's word ("Mein Hund heißt
+# Bruno" -> user.hund). The small model's extractor cannot be trusted to read them, and
+# the English patterns above never match them. Locations and employers are told apart by
+# the preposition ("arbeite bei Siemens" / "in Hamburg"), so one does not replace the other.
+_W = r"[^\W\d_][\w'-]*"
+_OWN_I18N: tuple[tuple[re.Pattern[str], str | None], ...] = (
+    (re.compile(r"\b(?:ich\s+)?heiße\b|\bmein\s+name\s+ist\b|\bje\s+m'appelle\b|\bmon\s+(?:pré)?nom\s+est\b"
+                r"|\bme\s+llamo\b|\bmi\s+nombre\s+es\b", re.I), "name"),
+    (re.compile(rf"\b(?:ich\s+)?wohne\b(?:\s+{_W}){{0,4}}?\s+(?:in|im|bei|am)\b|\bj'habite\b|\bje\s+(?:vis|réside|demeure)\s+(?:à|a|en|au|dans)\b"
+                rf"|\b(?:yo\s+)?(?:vivo|resido)\b(?:\s+{_W}){{0,4}}?\s+en\b", re.I), "home"),
+    (re.compile(r"\b(?:ich\s+)?arbeite\s+(?:bei|für)\b|\bje\s+travaille\s+(?:chez|pour)\b|\b(?:yo\s+)?trabajo\s+(?:para|con)\b", re.I), "employer"),
+    (re.compile(r"\b(?:ich\s+)?arbeite\s+(?:in|im|am)\b|\bje\s+travaille\s+(?:à|a|en|au|dans)\b|\b(?:yo\s+)?trabajo\s+en\b", re.I), "office"),
+    (re.compile(rf"\b(?:mein|meine)\s+(?P<attr>{_W})\s+(?:heißt|ist)\s+\S|\b(?:mon|ma)\s+(?P<attr2>{_W})\s+(?:s'appelle|est)\s+\S"
+                rf"|\bmi\s+(?P<attr3>{_W})\s+(?:se\s+llama|es)\s+\S", re.I), None),
+)
+
+
+def own_key_i18n(text: str) -> str | None:
+    """The attribute a German, French or Spanish statement about oneself names
+    ("Ich wohne in Köln" -> ``home``, "Mi hija se llama Alba" -> ``hija``), else None."""
+    text = text.translate(APOSTROPHES)
+    for pattern, attr in _OWN_I18N:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        if attr is not None:
+            return attr
+        named = next(value for value in (match.group("attr"), match.group("attr2"), match.group("attr3")) if value)
+        # Keys are ASCII slugs: "frère" is kept as "frere", not cut to "fr_re".
+        named = unicodedata.normalize("NFKD", named).encode("ascii", "ignore").decode()
+        return _attr(named) or None
+    return None
+
+
 def normalise_key(raw: str | None, *, subject: str = "user") -> str | None:
     """A model's or person's key as ``subject.attribute``: lower case, dotted, at most 80 characters."""
     if not isinstance(raw, str):
@@ -209,6 +247,8 @@ def infer_key(text: str, *, subject: str = "user") -> tuple[str | None, str]:
         key = f"{subject}.{match['rel'].lower()}"
     elif _LIKES.search(text):
         return None, "preference"
+    elif attr := own_key_i18n(text):
+        key = f"{subject}.{attr}"
     key = normalise_key(key, subject=subject) if key else None
     return key, kind_of_key(key)
 

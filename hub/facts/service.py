@@ -234,7 +234,13 @@ class FactKeeper:
 
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
-_SPEAKER_FIRST = re.compile(r"^\s*(?:my|i|i'm|i am|i've|our|we|we're)\b", re.I)
+# German, French and Spanish speakers too ("Ich wohne ...", "J'habite ...", "Mi hija ..."),
+# and Spanish verbs that carry their own subject ("Vivo en ...", "Trabajo en ...", "Me llamo ...").
+_SPEAKER_FIRST = re.compile(
+    r"^\s*(?:my|i|i'm|i am|i've|our|we|we're|ich|mein|meine|wir|unser|unsere|je|j'|mon|ma|nous|notre|yo|mi|mis|nuestro|nuestra"
+    r"|me llamo|vivo|resido|trabajo)(?:\b|(?<=')|(?=\s))",
+    re.I,
+)
 # A request ("write a reply to Dana saying Thursday works for me") states no fact of its own.
 _REQUEST = re.compile(
     r"^\s*(?:please\s+|can you\s+|could you\s+|would you\s+)?(?:add|put|write|draft|reply|answer|send|remind|set|"

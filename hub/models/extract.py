@@ -310,7 +310,7 @@ def arguments_for(
     or None when the schema or the message has another shape (the model writes them)."""
     roles = _roles(function)
     if roles is None:
-        return addressed_arguments(function, message)
+        return addressed_arguments(function, message, earlier)
     free, dates, required = roles
     arguments: dict[str, Any] = {}
     source = ""
@@ -416,6 +416,20 @@ _TEAM_PATTERNS = (
     re.compile(rf"\bau\s+service\s+(?:de\s+|du\s+)?(?P<team>{_TEAM_WORD})\b", re.I),
     # "Sag dem Vertrieb ...", "Gib der Buchhaltung Bescheid": a German request to a department.
     re.compile(rf"^\s*(?:bitte\s+)?(?:sag|sage|gib|schreib|schreibe|frag|frage|informiere|melde)\s+(?:bitte\s+)?(?:dem|der|den)\s+(?P<team>{_TEAM_WORD})\b", re.I),
+    # Passing something on to a department named without "team": "pass it on to accounting",
+    # "Leite das an die Buchhaltung weiter", "Transmets ça au service compta", "Avisa a soporte".
+    re.compile(
+        rf"\b(?:pass|forward|send|hand|give)\s+(?:it|this|that|these|them)\s+(?:on\s+|over\s+|along\s+)?to\s+(?!(?:me|us|myself)\b)(?:the\s+)?(?P<team>{_TEAM_WORD})\b"
+        rf"|\b(?:pass|hand)\s+(?:it\s+|this\s+|that\s+)?(?:on|over|along)\s+to\s+(?!(?:me|us|myself)\b)(?:the\s+)?(?P<team2>{_TEAM_WORD})\b",
+        re.I,
+    ),
+    re.compile(rf"\b(?:leite|leit|schick|schicke|reich|reiche|gib|gebe)\s+(?:das|es|dies|sie|ihn)\s+(?:bitte\s+)?(?:weiter\s+)?an\s+(?:die|den|das|dem)\s+(?P<team>{_TEAM_WORD})\b", re.I),
+    re.compile(rf"\b(?:transmets|transmettez|transfère|fais\s+suivre|faites\s+suivre|passe|envoie)\s+(?:ça|ca|cela|le|la|les)\s+(?:à|a|au|aux)\s+(?:la\s+|le\s+)?(?P<team>{_TEAM_WORD})\b", re.I),
+    re.compile(
+        rf"(?:^\s*(?:avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?)|\b(?:p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|m[aá]nd(?:a|ale)selo|env[ií]aselo))"
+        rf"\s+(?:a|al)\s+(?!m[ií]\b)(?:la\s+|los\s+)?(?P<team>{_TEAM_WORD})\b",
+        re.I,
+    ),
 )
 # Words between the team and what to pass on: "know", "that", "dass", "que", "Bescheid", "to".
 _PASS_ON = re.compile(
@@ -424,6 +438,14 @@ _PASS_ON = re.compile(
 )
 
 
+# What is left of "Pásaselo al equipo de ...", "Transmets ça à l'équipe RH", "Leite das an die
+# Buchhaltung weiter" once the team is taken: the verb and its pointer, nothing to pass on.
+_NOTHING_PASSED = re.compile(
+    r"(?:\s*(?:p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|env[ií]aselo|m[aá]nd(?:a|ale)selo|transmets|transmettez|transfère|"
+    r"fais\s+suivre|passe|envoie|ça|ca|cela|à|a|au|aux|weiter|weiterleiten|leite|leit|das|es|dies|pass|forward|send|hand|"
+    r"it|this|that|on|over|along|please|bitte|s'il\s+te\s+plaît|por\s+favor)[\s,.!]*)*",
+    re.I,
+)
 _ASKING_AT_END = re.compile(
     r"[,;]?\s*(?:(?:and|please|und|bitte|et|y)\s+)*(?:tell|let|ask|notify|ping|send|forward|hand|inform|sag|sage|gib|dis|préviens|avisa|dile|informa)"
     r"(?:\s+(?:it|this|that|das|es|le|lo)(?:\s+(?:to|an|à|a))?)?\s*$",
@@ -438,7 +460,7 @@ def team_of(message: str) -> tuple[str, str] | None:
         match = pattern.search(message)
         if match is None:
             continue
-        raw = match["team"].strip(".-")
+        raw = (match["team"] or match.groupdict().get("team2") or "").strip(".-")
         if raw.casefold() in {"the", "a", "this", "that", "team", "le", "la", "el", "die", "der", "dem"}:
             continue
         if pattern is _TEAM_COMPOUND and raw.lower().endswith("s") and len(raw) > 5:
@@ -456,8 +478,11 @@ def team_of(message: str) -> tuple[str, str] | None:
                 said = _ASKING_AT_END.sub("", message[: match.start()])  # "the printer is broken, tell the ops team"
                 said = _LEAD.sub("", said, count=1)
         said = _clean(said)
+        if _NOTHING_PASSED.fullmatch(said):
+            said = ""  # only the words of passing on ("Pásaselo", "Transmets ça à", "weiter")
         if not said:
-            return None
+            # "pass it on to accounting": the team is named, what to pass on is what came before.
+            return team, ""
         return team, said
     return None
 
@@ -466,7 +491,7 @@ def _team_parameter(name: str, schema: Mapping[str, Any]) -> bool:
     return name in {"to", "team"} or "team" in str(schema.get("description") or "").lower()
 
 
-def addressed_arguments(function: Mapping[str, Any], message: str) -> dict[str, Any] | None:
+def addressed_arguments(function: Mapping[str, Any], message: str, earlier: str = "") -> dict[str, Any] | None:
     """The arguments of a tool that hands something to a team (one required string names
     the team, the other required strings say what to pass on), read off ``message``;
     None for another shape or a message that names no team."""
@@ -482,4 +507,19 @@ def addressed_arguments(function: Mapping[str, Any], message: str) -> dict[str, 
     if found is None:
         return None
     team, said = found
+    if not said:
+        # Nothing said besides the team ("forward it to accounting"): pass on the email the
+        # message points back at, else the message itself, so the team still gets it.
+        said = _clean(_passed_on(earlier) or message)
     return {teams[0]: team, **{name: said for name in others}}
+
+
+def _passed_on(earlier: str) -> str:
+    """What an earlier email's reply asks (its action items), else its subject line."""
+    items = action_items(earlier)
+    if items:
+        return "; ".join(items)
+    for line in earlier.splitlines():
+        if line.lower().startswith("subject:"):
+            return line.split(":", 1)[1].strip()
+    return ""

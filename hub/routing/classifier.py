@@ -27,6 +27,8 @@ from scopehub.hub.routing.lexicon import (
     content_terms,
     deictic_nouns,
     looks_like_email,
+    moves_to_a_day,
+    passes_on,
     readable,
     says_done,
     states_duty,
@@ -151,6 +153,15 @@ DUTY_WEIGHT = 6.0
 # Something said to be done ("I've booked the dentist", "Zahnarzt ist erledigt", "c'est fait",
 # "ya llamé al fontanero") is a shape too, learnt from the examples that say one.
 DONE_SHAPE = "<something done>"
+# A request to pass something on ("pass it on to accounting", "Sag der Buchhaltung Bescheid",
+# "Transmets ça à l'équipe RH", "Avisa a soporte") is a shape too, learnt from the dispatch
+# examples, and weighed as a duty is: after a pasted email or a note its few words ("it",
+# "accounting", "soporte") otherwise say nothing the specialist holding the conversation lacks.
+PASS_ON_SHAPE = "<passed on>"
+# Something moved to another day ("push the plumber to friday", "Décale le garagiste à lundi")
+# is a shape too, learnt from the examples that move a task: the verb may be one they never
+# say, and the item's own words (a note's, a reminder's) otherwise decide where it goes.
+MOVED_SHAPE = "<moved to a day>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -178,6 +189,10 @@ def shape_features(text: str) -> list[str]:
         found.append(DUTY_SHAPE)
     if says_done(text):
         found.append(DONE_SHAPE)
+    if passes_on(text):
+        found.append(PASS_ON_SHAPE)
+    if moves_to_a_day(text):
+        found.append(MOVED_SHAPE)
     return found
 
 
@@ -464,8 +479,12 @@ class LocalClassifier:
         return referenced if referenced != named else set()
 
     def has_content(self, text: str) -> bool:
-        """Whether the message has a content word the classifier knows (else it never switches)."""
-        return any(_is_content(word) and stem(word) in self._vocabulary for word in terms(text))
+        """Whether the message has a content word the classifier knows, or asks to pass
+        something on ("pass it on to accounting", whose words its examples may not say), else
+        it never switches. Other shapes do not count: "how are you" is a follow-up still."""
+        if any(_is_content(word) and stem(word) in self._vocabulary for word in terms(text)):
+            return True
+        return PASS_ON_SHAPE in self._weights and passes_on(text)
 
     def evidence(self, text: str) -> dict[str, float]:
         """Log-scale score per agent (differences are log-odds); empty when no feature of
@@ -603,7 +622,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DUTY_WEIGHT if feature == DUTY_SHAPE else SHAPE_WEIGHT
+                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

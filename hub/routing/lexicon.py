@@ -93,7 +93,10 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         "ich du er sie wir ihr mich mir dich dir uns euch mein meine meinen meinem meiner dein deine der das den dem des "
         "ein eine einen einem einer und oder aber nicht kein keine ist sind bin bist war hat habe haben mit für auf aus "
         "bei nach von zu zum zur im ins vom über unter vor wie was wer wo wann warum bitte danke ja nein auch noch schon "
-        "morgen heute gestern jetzt dann dass diese dieser dieses alle etwas nichts kann kannst möchte würde soll am"
+        "morgen heute gestern jetzt dann dass diese dieser dieses alle etwas nichts kann kannst möchte würde soll am "
+        # German's own "in", "an" and "um" ("Ich wohne in Köln"): shared with English, they
+        # only tie a short German sentence with English, which then wins no longer.
+        "in an um"
     ),
     "fr": _listed(
         "je tu il elle nous vous ils elles moi toi mon ma mes ton ta tes son sa ses notre nos votre vos le la les un une "
@@ -448,6 +451,66 @@ _DONE = re.compile(
     r"|^\s*ya\s+(?:está|esta|\w+(?:é|í))\b|\b(?:hecho|listo|terminad[oa]|resuelto)\b",
     re.I,
 )
+
+
+# -- a request to pass something on to a team, in English, German, French and Spanish ---------
+# "pass it on to accounting", "let the sales team know", "Leite das an die Buchhaltung
+# weiter", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Pásaselo al equipo
+# de contabilidad", "Avisa a soporte": the verbs of passing on and the one they go to, whatever
+# was said before (a pasted email, a note) and whatever the team is called.
+_PASS_ON = re.compile(
+    r"\b(?:pass|forward|send|hand|give)\s+(?:it|this|that|these|them|this\s+one)\s+(?:on\s+|over\s+|along\s+)?to\b(?!\s+(?:me|us|myself)\b)"
+    r"|\b(?:pass|hand)\s+(?:it\s+|this\s+|that\s+)?(?:on|over|along)\s+to\b(?!\s+(?:me|us|myself)\b)|^\s*dispatch\b"
+    r"|\blet\s+(?!(?:me|us|it|him|her|them)\b)(?:the\s+)?[\w-]+(?:\s+team)?\s+know\b"
+    r"|\b(?:tell|notify|ping|inform|ask|warn|send|message|email)\s+(?:the\s+)?[\w-]+\s+team\b"
+    r"|\b(?:leite|leit|schick|schicke|reich|reiche|gib|gebe)\s+(?:das|es|dies|sie|ihn|ihm|ihr)\s+(?:bitte\s+)?(?:weiter\s+)?an\s+(?:die|den|das|dem)\b"
+    r"|\bweiterleiten\b|\b(?:sag|sage|gib)\s+(?:bitte\s+)?(?:dem|der|den)\s+[\w-]+(?:\s+[\w-]+)?\s+bescheid\b|\b(?:sag|sage)\s+(?:bitte\s+)?(?:dem|der)\s+[\w-]*team\b"
+    r"|\b(?:transmets|transmettez|transférer|transfère|fais\s+suivre|faites\s+suivre|passe|envoie)\s+(?:ça|ca|cela|le|la|les|l['’]\s?\w+)\s+(?:à|a|au|aux)\b"
+    r"|\b(?:préviens|prévenez|informe|informez|dis|dites)\s+(?:à\s+)?l['’]\s?équipe\b"
+    r"|\b(?:p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|m[aá]nd(?:a|ale)selo|env[ií]aselo)\b"
+    r"|^\s*(?:avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?)\s+(?:a|al)\s+(?!m[ií]\b)",
+    re.I,
+)
+
+
+def passes_on(text: str) -> bool:
+    """Whether ``text`` asks to pass something on to a team or someone ("pass it on to
+    accounting", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Avisa a soporte")."""
+    return bool(_PASS_ON.search(text))
+
+
+# -- something moved to another day, in English, German, French and Spanish -------------------
+# "push the plumber to friday", "move the gutter call to monday", "verschieb den Zahnarzt auf
+# Montag", "Tierarzt auf Freitag verlegen", "Décale le garagiste à lundi", "mets les livres à
+# samedi", "Pasa lo del fontanero al lunes": a verb of moving that opens the request, then a
+# day. The verb may be one no example says; the day and the verb's place tell it.
+_DAY = (
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|next\s+week|the\s+\d{1,2}(?:st|nd|rd|th)?"
+    r"|montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|morgen|übermorgen|nächste\s+woche"
+    r"|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche|demain|la\s+semaine\s+prochaine"
+    r"|lunes|martes|miércoles|miercoles|jueves|viernes|sábado|sabado|domingo|mañana|la\s+semana\s+que\s+viene"
+    r"|\d{1,2}(?:[./]\d{1,2})?\.?"
+)
+_MOVE_VERB = (
+    r"move|push|bump|shift|reschedule|postpone|delay|put\s+off|change|switch"
+    r"|verschieb\w*|verleg\w*|schieb\w*|leg|setz|änder\w*"
+    r"|décale\w*|decale\w*|repousse\w*|reporte\w*|déplace\w*|deplace\w*|mets|mettez|passe|change"
+    r"|pasa|cambia|mueve|aplaza|pospón|pospon\w*|retrasa|adelanta|pon"
+)
+_MOVED = re.compile(
+    rf"^\s*(?:(?:please|bitte|and|also|und|et|y|can\s+you|could\s+you|kannst\s+du|peux-tu)[,\s]+)*(?:{_MOVE_VERB})\b"
+    # "move it to saturday": a bare pointer names no item; the conversation's own is meant.
+    rf"(?!\s+(?:it|that|this|es|das|ça|ca|le|la|lo)\s+(?:to|auf|à|a|al)\b)(?:\s+[^\s]+){{1,6}}?\s+(?:to|till|until|auf|à|a|au|al|para\s+el|el)\s+(?:(?:next|this|le|el|den|dem)\s+)?(?:{_DAY})\b"
+    rf"|^\s*(?:[^\s]+\s+){{1,4}}?auf\s+(?:{_DAY})\s+(?:verschieben|verlegen|schieben|legen)\b",
+    re.I,
+)
+
+
+def moves_to_a_day(text: str) -> bool:
+    """Whether ``text`` asks to move something to another day ("push the plumber to friday",
+    "verschieb den Zahnarzt auf Montag", "Décale le garagiste à lundi"): a statement, not a question."""
+    stripped = text.strip()
+    return bool(_MOVED.search(stripped)) and not stripped.endswith(("?", "？"))
 
 
 def says_done(text: str) -> bool:

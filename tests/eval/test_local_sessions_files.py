@@ -22,6 +22,8 @@ from scopehub.eval.local import (
     FROZEN_PATH,
     INTENTS,
     SESSION_FILES,
+    TUNE2_HELD_PATH,
+    TUNE2_PATH,
     TUNE_HELD_PATH,
     TUNE_PATH,
     frozen_sessions,
@@ -63,6 +65,16 @@ def test_round_5_sessions_are_two_halves_of_twelve_message_sessions_in_four_lang
     assert "Held-out" in halves[1]["about"] and "before any tuning" in halves[1]["about"]
 
 
+def test_round_6_sessions_are_two_halves_of_six_twelve_message_sessions_in_four_languages():
+    halves = [json.loads(path.read_text(encoding="utf-8")) for path in (TUNE2_PATH, TUNE2_HELD_PATH)]
+    names = [[session["name"] for session in half["sessions"]] for half in halves]
+    assert all(len(n) == 6 for n in names) and not set(names[0]) & set(names[1])
+    for path in (TUNE2_PATH, TUNE2_HELD_PATH):
+        assert [len(steps) for _, steps in frozen_sessions(path)] == [12] * 6
+    assert {session["lang"] for half in halves for session in half["sessions"]} == {"en", "de", "fr", "es"}
+    assert "Held-out" in halves[1]["about"] and "before any" in halves[1]["about"] and "random.Random(" in halves[1]["about"]
+
+
 def test_expect_keys_are_the_ones_check_of_reads():
     source = inspect.getsource(local_checks.check_of) + inspect.getsource(local_checks._row_where)
     read = set(re.findall(r'expect(?:\.get\(|\[)"(\w+)"', source)) | set(re.findall(r'"(\w+)" in expect', source))
@@ -84,7 +96,7 @@ def test_a_file_with_an_unknown_intent_or_a_misspelt_key_is_refused_by_name(tmp_
         frozen_sessions(_one_session_file(tmp_path, expect={"new": "tasks", "word": ["milk"]}))
 
 
-@pytest.mark.parametrize("which", ["frozen", "dev", "tune", "tune-held"])
+@pytest.mark.parametrize("which", ["frozen", "dev", "tune", "tune-held", "tune2", "tune2-held"])
 def test_eval_local_takes_frozen_and_dev(monkeypatch, which):
     assert SESSION_FILES[which].exists()
     monkeypatch.setitem(sys.modules, "xllamacpp", None)

@@ -185,6 +185,24 @@ def test_the_team_a_message_addresses_and_what_to_pass_on():
     assert team_of("Sag dem Vertriebsteam, dass die Messe ausfällt") == ("vertrieb", "die Messe ausfällt")
     assert team_of("the server is down, tell the ops team") == ("ops", "the server is down")
     assert team_of("add buy milk to my list") is None
+    # A department named without "team", and nothing said besides it: what came before is passed on.
+    assert team_of("pass it on to accounting") == ("accounting", "")
+    assert team_of("Leite das an die Buchhaltung weiter") == ("buchhaltung", "")
+    assert team_of("Pásaselo al equipo de contabilidad") == ("contabilidad", "")
+    assert team_of("Avisa a soporte de que el portátil no enciende") == ("soporte", "el portátil no enciende")
+    assert team_of("send it to me") is None
+
+
+def test_a_dispatch_that_says_only_the_team_passes_on_the_email_it_follows():
+    from scopehub.hub.models.extract import addressed_arguments
+
+    function = {
+        "name": "dispatch",
+        "parameters": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}, "required": ["to", "body"]},
+    }
+    kept = "Kept email #1.\nFrom: Brightline <b@x.example>\nSubject: Invoice 2291\nAction items:\n- pay 412.50 EUR by 20 December"
+    assert addressed_arguments(function, "pass it on to accounting", kept) == {"to": "accounting", "body": "pay 412.50 EUR by 20 December"}
+    assert addressed_arguments(function, "pass it on to accounting") == {"to": "accounting", "body": "pass it on to accounting"}
 
 
 def test_that_after_an_email_was_read_out_is_the_request_of_that_email(planner, agents):

@@ -199,3 +199,43 @@ def test_a_failed_extractor_call_is_recorded_with_its_reason(tmp_path):
     assert run_learning(store, "my email is other@example.com", "sure! here you go")[0] == []
     last = store.calls(SCOPE)[-1]
     assert (last["ok"], last["error_class"], json.loads(last["extra"])["answer"]) == (0, "UnusableAnswer", "sure! here you go")
+
+
+@pytest.mark.parametrize(
+    ("said", "asked", "key", "value"),
+    [
+        ("Ich wohne seit drei Jahren in Köln", "wo wohne ich?", "user.home", "Köln"),
+        ("Ich arbeite bei Bosch", "bei wem arbeite ich?", "user.employer", "Bosch"),
+        ("J'habite à Lille", "j'habite où ?", "user.home", "Lille"),
+        ("Mon frère s'appelle Hugo", "comment s'appelle mon frère ?", "user.frere", "Hugo"),
+        ("Vivo en Valencia", "¿dónde vivo?", "user.home", "Valencia"),
+        ("Mi hija se llama Nora", "¿cómo se llama mi hija?", "user.hija", "Nora"),
+    ],
+)
+def test_a_fact_stated_in_german_french_or_spanish_is_kept_and_known_when_asked_back(tmp_path, said, asked, key, value):
+    """What someone says about themselves in their own language is a fact the next message knows."""
+    from scopehub.hub.models.testing import FunctionModel
+
+    seen: list[str] = []
+
+    def agent(messages, tools):
+        seen.append(" ".join(str(m.get("content")) for m in messages if m.get("role") == "system"))
+        return "ok"
+
+    hub = make_hub(tmp_path, agent=FunctionModel(agent))
+
+    async def session():
+        await hub.handle(Inbound(scope=SCOPE, text=said))
+        await hub.handle(Inbound(scope=SCOPE, text=asked))
+
+    asyncio.run(session())
+    assert [(fact.key, value in fact.text) for fact in current_facts(hub.store, SCOPE)] == [(key, True)]
+    assert value in seen[-1]  # the question's facts block has it
+
+
+def test_a_german_sentence_with_in_is_not_read_as_english():
+    from scopehub.hub.routing.lexicon import language_of
+
+    assert language_of("Ich wohne in Köln") == "de"
+    assert language_of("Ich arbeite in Hamburg") == "de"
+    assert language_of("put it in an envelope") == "en"

@@ -250,3 +250,47 @@ def test_something_said_to_be_done_is_no_duty_and_no_question():
 
     assert all(says_done(t) for t in ("I've booked the dentist", "Zahnarzt ist erledigt", "Hab den Klempner angerufen", "C'est fait", "Ya llamé al fontanero"))
     assert not any(says_done(t) for t in ("what have I finished?", "I need to finish the report", "add buy milk", "I live in Hamburg"))
+
+
+_PASTED = "From: Brightline Print <billing@brightline.example>\nSubject: Invoice 2291\n\nHello,\nplease pay the invoice by Friday.\nRegards"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pass it on to accounting",
+        "could you forward this to legal",
+        "Pásaselo al equipo de contabilidad",
+        "Transmets ça à l'équipe compta",
+        "Avisa a soporte de que el portátil no enciende",
+    ],
+)
+def test_a_request_to_pass_something_on_leaves_the_inbox_for_the_teams_by_its_shape(text):
+    # After a pasted email the inbox holds the conversation; "it" and a department's name are
+    # words none of its examples say, so only the shape of passing on can move the message.
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "general"
+
+
+@pytest.mark.parametrize("text", ["reply that I'll pay on Monday", "what did they want?", "send it to me again", "let me know what it says"])
+def test_follow_ups_about_the_email_itself_stay_with_the_inbox(text):
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["move the gutter call to monday", "Décale le garagiste à lundi", "verschieb den Zahnarzt auf Donnerstag", "Pasa lo del fontanero al lunes"],
+)
+def test_something_moved_to_another_day_leaves_the_notes_for_the_tasks_by_its_shape(text):
+    # "Décale", "Pasa", "move" are in no example of the tasks: the verb's place before a day tells it is a move.
+    window = [msg(1, "notes", "jot this down: the roofer charges 80 an hour"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_moving_it_stays_with_the_conversation_and_a_note_for_monday_is_no_move():
+    from scopehub.hub.routing.lexicon import moves_to_a_day
+
+    window = [msg(1, "reminders", "remind me on friday to call mum"), msg(2, "reminders", "Reminder set.", role="agent")]
+    assert route("move it to saturday", classifier=LocalClassifier(hub_profiles()), window=window).agent == "reminders"
+    assert not moves_to_a_day("make a note for monday") and not moves_to_a_day("can we move the plumber to friday?")
