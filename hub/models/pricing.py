@@ -29,6 +29,9 @@ EMBEDDED_PREFIX = "local/"  # the names of the embedded models (hub.models.weigh
 log = logging.getLogger(__name__)
 
 
+KEPT_COST_MAPS = 4  # litellm versions remembered side by side (installs or checkouts on one machine)
+
+
 class _CostMapMemo:
     """What litellm's offline cost map said about each model, remembered on disk.
 
@@ -45,7 +48,8 @@ class _CostMapMemo:
       the tokens, below the first token tier.
 
     ``$XDG_CACHE_HOME/scopehub/unpriced-models.json`` (``~/.cache``), or
-    ``HUB_PRICE_CACHE``; a file that cannot be read or written is only a slower start.
+    ``HUB_PRICE_CACHE``, with an entry for each of the last few cost maps (one per litellm
+    install); a file that cannot be read or written is only a slower start.
     """
 
     def __init__(self) -> None:
@@ -76,19 +80,27 @@ class _CostMapMemo:
         except (OSError, ImportError, ValueError, importlib.metadata.PackageNotFoundError):
             return None
 
+    def _versions(self) -> dict[str, Any]:
+        """The file's entries, one per cost map (several installs or checkouts share the file)."""
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            data = json.loads(self.path().read_text(encoding="utf-8"))
+            if "key" in data:  # the file of one cost map, as written before versions were kept
+                return {str(data["key"]): data}
+            return {str(key): entry for key, entry in data["versions"].items() if isinstance(entry, dict)}
+        return {}
+
     def _load(self) -> set[str]:
         if self._models is None:
             self._models = set()
             key = self.key()
             if key is not None:
-                with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-                    data = json.loads(self.path().read_text(encoding="utf-8"))
-                    if data.get("key") == key:
-                        self._models = {str(m) for m in data.get("models", [])}
-                        self._rates = {
-                            str(model): RateCard(*(float(value) for value in card[:5]), int(card[5]))
-                            for model, card in (data.get("rates") or {}).items()
-                        }
+                with contextlib.suppress(ValueError, TypeError, IndexError, AttributeError):
+                    entry = self._versions().get(key) or {}
+                    self._models = {str(m) for m in entry.get("models", [])}
+                    self._rates = {
+                        str(model): RateCard(*(float(value) for value in card[:5]), int(card[5]))
+                        for model, card in (entry.get("rates") or {}).items()
+                    }
         return self._models
 
     def __contains__(self, model: object) -> bool:
@@ -124,7 +136,10 @@ class _CostMapMemo:
         if key is None:
             return
         path = self.path()
-        data = {"key": key, "models": sorted(self._models or ()), "rates": {model: list(card) for model, card in sorted(self._rates.items())}}
+        versions = self._versions()
+        versions.pop(key, None)  # this cost map's entry last: the most recently written
+        versions[key] = {"models": sorted(self._models or ()), "rates": {model: list(card) for model, card in sorted(self._rates.items())}}
+        data = {"versions": dict(list(versions.items())[-KEPT_COST_MAPS:])}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             temporary = path.with_suffix(f".{os.getpid()}.tmp")

@@ -29,7 +29,8 @@ print(repr(prices), "litellm" in sys.modules)
     assert imported.strip() == "True" and imported_again.strip() == "False"
     assert again == prices  # the same costs and billed tokens, to the last digit
     assert "Price(cost=None" not in " ".join(prices)
-    assert "openai/gpt-4o-mini" in json.loads((tmp_path / "prices.json").read_text())["rates"]
+    (entry,) = json.loads((tmp_path / "prices.json").read_text())["versions"].values()
+    assert "openai/gpt-4o-mini" in entry["rates"]
 
 
 def _map_models(litellm, count: int) -> list[str]:
@@ -91,3 +92,22 @@ def test_a_tiered_model_is_priced_by_its_card_only_below_its_first_tier(monkeypa
         exact = sum(litellm.cost_per_token(model=model, prompt_tokens=prompt, completion_tokens=10))
         assert price_call(model, prompt, 10).cost == exact, model  # above the tier, litellm's own price
     assert carded
+
+
+def test_two_installs_sharing_the_file_keep_each_others_models(monkeypatch, tmp_path):
+    # Each litellm install (an upgrade, another checkout) has its own cost map; one writing
+    # the file must not make the other import litellm again at its next start.
+    from scopehub.hub.models import pricing
+
+    monkeypatch.setenv("HUB_PRICE_CACHE", str(tmp_path / "prices.json"))
+    for install in ("litellm 1", "litellm 2", "litellm 1"):
+        monkeypatch.setattr(pricing._CostMapMemo, "key", staticmethod(lambda install=install: install))
+        memo = pricing._CostMapMemo()
+        assert ("openai/fake" in memo) == (install == "litellm 1" and memo.path().exists() and "litellm 1" in memo.path().read_text())
+        memo.add("openai/fake")
+        memo.add_rates("openai/gpt-4o-mini", pricing.RateCard(1.5e-07, 6e-07, 7.5e-08, 1.5e-07, 1.5e-07, 10_000_000))
+    memo = pricing._CostMapMemo()
+    assert "openai/fake" in memo and memo.rates("openai/gpt-4o-mini") is not None
+    monkeypatch.setattr(pricing._CostMapMemo, "key", staticmethod(lambda: "litellm 2"))
+    memo = pricing._CostMapMemo()
+    assert "openai/fake" in memo and memo.rates("openai/gpt-4o-mini").output == 6e-07
