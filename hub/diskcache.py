@@ -12,10 +12,13 @@ that cannot be read (absent, cut short, another version's) is built again; one t
 be written costs only the next start. Writes are atomic (a temporary file, then a rename),
 so two processes starting at once never read half a file. Values are ``bytes`` (a graph)
 or ``marshal``-able data (dicts, lists, strings, numbers: nothing that runs code when read).
+Each upgrade or new checkout keys its own files (the graph alone is 22 MB), so only the
+few most recently used of one name are kept: a read marks its file used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import marshal
@@ -30,6 +33,7 @@ __all__ = ["cache_dir", "file_key", "kept", "load_bytes", "load_data", "save_byt
 log = logging.getLogger(__name__)
 
 _MAGIC = b"scopehub-cache-1\n"
+KEPT_PER_NAME = 4  # several installs or checkouts side by side on one machine each keep theirs
 _PYTHON = f"python {sys.version_info[0]}.{sys.version_info[1]}"  # marshal's format is the interpreter's
 
 
@@ -66,11 +70,16 @@ def kept(name: str, key: Sequence[str], *, data: bool = False) -> bool:
 
 def load_bytes(name: str, key: Sequence[str]) -> bytes | None:
     """The bytes kept under ``name`` and ``key``; None when there are none (or unreadable)."""
+    path = _path(name, key)
     try:
-        raw = _path(name, key).read_bytes()
+        raw = path.read_bytes()
     except OSError:
         return None
-    return raw[len(_MAGIC) :] if raw.startswith(_MAGIC) else None
+    if not raw.startswith(_MAGIC):
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used: the last to be removed when newer keys are written
+    return raw[len(_MAGIC) :]
 
 
 def save_bytes(name: str, key: Sequence[str], value: bytes) -> None:
@@ -82,6 +91,22 @@ def save_bytes(name: str, key: Sequence[str], value: bytes) -> None:
         temporary.replace(path)
     except OSError as exc:
         log.debug("cache file %s not written (%s); it is built again at the next start", path, exc)
+        return
+    _prune(name)
+
+
+def _prune(name: str, keep: int = KEPT_PER_NAME) -> None:
+    """Remove all but the ``keep`` most recently used files of ``name`` (other versions' keys)."""
+    def used(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    files = sorted(cache_dir().glob(f"{name}-{'?' * 20}.bin"), key=used, reverse=True)
+    for old in files[keep:]:
+        with contextlib.suppress(OSError):  # another process may have removed it first
+            old.unlink()
 
 
 def load_data(name: str, key: Sequence[str]) -> Any:

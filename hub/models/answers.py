@@ -9,8 +9,9 @@ checked before they are sent:
 - a search's result becomes the item found (a note, an email, what the person said),
   never the raw result lines with the question itself among them;
 - a statement about the person ("my phone number is ...") is acknowledged;
-- model words that apologise, refuse, name a tool or copy an earlier message are
-  replaced by an honest "I can't do that yet; try ...".
+- model words that apologise, refuse, claim an action no tool took ("I'll book it for
+  you"), name a tool or copy an earlier message are replaced by an honest "I can't do
+  that yet; try ...".
 
 Everything here is pure text work.
 """
@@ -53,6 +54,16 @@ _NON_ANSWER = re.compile(
     r"\b(?:sorry|apologi[sz]e|as an ai|as a language model|language model|i(?:'m| am) (?:just )?an? (?:ai|assistant|bot)|"
     r"i (?:can ?not|can't|could not|couldn't|am unable to|am not able to|don't have (?:access|the ability))|"
     r"your loss|condolences|consult a|seek professional)\b",
+    re.I,
+)
+# Words said without a tool having run, so any claim of having done (or going to do)
+# something is untrue: "I'll make sure to book it for you", "I've added it", "Done!".
+_CLAIMED_ACTION = re.compile(
+    r"\b(?:i(?:'ll| will|'ve| have| just)|i am going to|i'm going to|let me)\s+(?:\w+\s+){0,2}?"
+    r"(?:add|added|book|booked|save|saved|remind|set|schedule|scheduled|send|sent|forward|forwarded|"
+    r"mark|marked|update|updated|delete|deleted|remove|removed|cancel|cancelled|canceled|make sure|take care|"
+    r"put|create|created|draft|drafted|move|moved|change|changed|complete|completed|pass|passed)\b"
+    r"|^\W*(?:done|all done|added|saved|booked|scheduled)\b",
     re.I,
 )
 _INTERNAL_NAME = re.compile(r"\b[a-z]+_[a-z_]+\b")
@@ -118,9 +129,9 @@ def tidy(text: str, sentences: int = 2) -> str:
 
 
 def usable(answer: str, earlier: Iterable[str], tool_names: Iterable[str] = ()) -> bool:
-    """Whether the model's words may be sent: not empty, no apology or refusal, no internal
-    tool name, no copy of an earlier message."""
-    if not answer or _NON_ANSWER.search(answer):
+    """Whether the model's words may be sent: not empty, no apology or refusal, no claim of
+    an action (no tool ran), no internal tool name, no copy of an earlier message."""
+    if not answer or _NON_ANSWER.search(answer) or _CLAIMED_ACTION.search(answer):
         return False
     names = set(tool_names)
     if any(word in names for word in _INTERNAL_NAME.findall(answer)):

@@ -492,3 +492,27 @@ def test_a_header_line_of_a_read_email_is_never_the_answer():
     read = _READ.replace("\nSubject:", "\nSent: Friday 30 January 2026 09:12\nReply-To: renewals desk of Alba Insurance\nSubject:")
     assert result_reply("read_email", read, "when does the policy end?") == "Email #2: Car insurance renewal\nyour policy ends on 31 January."
     assert result_reply("read_email", read, "who is the renewals desk?") == read  # only a header says it: shown whole
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "That's a great idea! I'll make sure to book it for you soon.",
+        "I've added it to your list.",
+        "Done! Enjoy your day.",
+        "Sure, I will remind you tomorrow.",
+    ],
+)
+def test_model_words_that_claim_an_action_no_tool_took_are_never_sent(planner, agents, claim):
+    # The words path runs no tool: a reply saying something was booked, added or will be
+    # done is untrue, and the person would believe it.
+    step = planner.plan(conversation(("user", "booked the MOT"), system="You are the notes agent."), tools_of(agents, "notes"))
+    retry = step.finish(claim)
+    assert isinstance(retry, Generate) and retry.purpose == "retry"
+    assert retry.finish(claim) == Reply("I can't do that yet; try /help to see what I can do.")
+
+
+def test_friendly_words_that_claim_nothing_are_sent(planner, agents):
+    step = planner.plan(conversation(("user", "tell me a joke"), system="You are the general agent."), tools_of(agents, "general"))
+    for fine in ("Why did the chicken cross the road? To get to the other side!", "Let me know if you need anything else.", "I'll be happy to help."):
+        assert step.finish(fine) == Reply(fine)
