@@ -39,6 +39,7 @@ from ._agent_memory import (
     update_goal,
     update_plan,
 )
+from ._awareness_reads import AwarenessReads, awareness_reads
 from ._channels import (
     CHANNEL_LIMIT,
     CHANNEL_REACTIONS,
@@ -226,6 +227,7 @@ __all__ = [
     "TRAIT_EVIDENCE",
     "AgentMemory",
     "AlreadyDone",
+    "AwarenessReads",
     "CallRecord",
     "ChannelMessage",
     "ChatSettings",
@@ -287,6 +289,7 @@ __all__ = [
     "advance_cursor",
     "agent_memory",
     "apply_fact_changes",
+    "awareness_reads",
     "cancel_reminder",
     "channel_cursor_of",
     "channel_message",
