@@ -558,3 +558,28 @@ def test_an_awareness_block_reads_in_one_batch_what_each_read_gives_alone(store)
     assert (nothing.cursor, nothing.interesting, nothing.collaborators, nothing.claims, nothing.unseen, nothing.pinned) == (
         0, [], [], [], [], []
     )  # fmt: skip
+
+
+def test_the_digest_read_with_its_counts_in_one_batch_is_what_each_read_gives_alone(store):
+    """memory.read_digest (a call's digest section, the compaction check) gives the digest,
+    the messages after it (below a message) and the version last served, as get_digest,
+    messages_after and last_served_digest do one by one; another scope's never count."""
+    from scopehub.memory import CallRecord, last_served_digest, messages_after, read_digest
+
+    assert read_digest(store, A) == read_digest(store, A, served=True)
+    none = read_digest(store, A, served=True)
+    assert (none.digest, none.after, none.served) == (None, 0, None)
+    ids = [store.append(NewMessage(scope=A, role="user", text=f"message {n}")).id for n in range(6)]
+    store.append(NewMessage(scope=B, role="user", text="other scope"))
+    assert read_digest(store, A).after == messages_after(store, A, 0) == 6
+    made = save_digest(store, A, [DigestLine("moved to Pune", (ids[1],), 1.0)], upto_id=ids[1], covered=2, kind="full", mode="extractive")
+    store.record_call(
+        CallRecord(scope=A, agent="general", message_id=ids[4], via="local", also_sees=(), tokens={}, full_history_tokens=1,
+                   extra={"digest": {"version": made.version, "path": "full"}})
+    )  # fmt: skip
+    read = read_digest(store, A, before_id=ids[4], served=True)
+    assert read.digest == get_digest(store, A)
+    assert read.after == messages_after(store, A, ids[1], before_id=ids[4]) == 2
+    assert read.served == last_served_digest(store, A) == made.version
+    assert read_digest(store, A).after == messages_after(store, A, ids[1]) == 4
+    assert read_digest(store, B, served=True) == read_digest(store, B)  # nothing served there
