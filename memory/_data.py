@@ -41,7 +41,6 @@ __all__ = [
     "mark_reminder_sent",
     "note_reminder_failure",
     "pause_chat_reminders",
-    "paused_reminders_query",
     "pending_reminders",
     "resume_chat_reminders",
     "vault_item_by_number",
@@ -435,17 +434,9 @@ def pause_chat_reminders(store: Store, chat: str, now: float) -> int:
         ).rowcount
 
 
-def paused_reminders_query(chat: str) -> tuple[str, tuple[Any, ...]]:
-    """Whether ``chat`` has paused reminders (one row, one truth value), for a batch of reads."""
-    return "SELECT EXISTS(SELECT 1 FROM reminders WHERE chat = ? AND paused IS NOT NULL)", (chat,)
-
-
-def resume_chat_reminders(store: Store, chat: str, *, paused: bool | None = None) -> int:
-    """Resume the paused reminders of ``chat`` (it wrote again); returns how many. Reads first: no
-    write when none (``paused``: :func:`paused_reminders_query` read already, what it said)."""
-    if paused is None:
-        paused = bool(store.query(*paused_reminders_query(chat))[0][0])
-    if not paused:
+def resume_chat_reminders(store: Store, chat: str) -> int:
+    """Resume the paused reminders of ``chat`` (it wrote again); returns how many. Reads first: no write when none."""
+    if not store.query("SELECT EXISTS(SELECT 1 FROM reminders WHERE chat = ? AND paused IS NOT NULL)", (chat,))[0][0]:
         return 0
     with store.transaction() as conn:
         return conn.execute(

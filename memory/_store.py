@@ -297,18 +297,8 @@ class Store(CallLog, ScopeAdmin):
 
     def find_ext(self, scope: str, ext_id: str) -> Message | None:
         """A message by its external id (a chat-log or Telegram id) within a scope."""
-        rows = self.query(*self.find_ext_query(scope, ext_id))
+        rows = self.query(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND ext_id = ?", (scope, ext_id))
         return _row_to_message(rows[0]) if rows else None
-
-    @staticmethod
-    def find_ext_query(scope: str, ext_id: str) -> tuple[str, tuple[Any, ...]]:
-        """The read of :meth:`find_ext`, for a batch of reads (:meth:`query_batch`); :meth:`message_of_row` after."""
-        return f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND ext_id = ?", (scope, ext_id)
-
-    @staticmethod
-    def message_of_row(row: Sequence[Any]) -> Message:
-        """The message of a row read by one of the ``*_query`` reads."""
-        return _row_to_message(row)
 
     def window(self, scope: str, size: int, *, up_to: int | None = None) -> list[Message]:
         """The scope's last ``size`` messages in time order (up to and including id ``up_to``)."""

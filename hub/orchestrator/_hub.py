@@ -201,11 +201,10 @@ class Hub:
         finally:
             self.after_reply.resume(scope)
 
-    def store_inbound(self, inbound: Inbound, *, absent: bool = False) -> Message | None:
-        """Commit the message (before any model call); None when this delivery needs nothing more.
-        ``absent``: the caller just looked its ext id up and found nothing (not looked up again)."""
+    def store_inbound(self, inbound: Inbound) -> Message | None:
+        """Commit the message (before any model call); None when this delivery needs nothing more."""
         with self._timed("intake"):
-            return store_inbound(self.store, inbound, self.deps.clock, absent=absent)
+            return store_inbound(self.store, inbound, self.deps.clock)
 
     async def answer_queued(
         self, message: Message, *, addressed: bool = True, on_text: Callable[[str], Awaitable[None]] | None = None

@@ -38,22 +38,20 @@ def has_content(text: str) -> bool:
     )
 
 
-def store_inbound(store: Store, inbound: Inbound, clock: Callable[[], float], *, absent: bool = False) -> Message | None:
+def store_inbound(store: Store, inbound: Inbound, clock: Callable[[], float]) -> Message | None:
     """Commit the message (before any model call); None when this delivery needs nothing more.
 
     A redelivery is never stored twice. It is worth answering only if the first delivery
     was stored but never answered (a crash in between); commands are not re-run, and
     chatter that was not addressed is not tagged again. A message that shows nothing
     (only whitespace or zero-width characters) says nothing: it is neither stored nor
-    answered, and costs no model call. ``absent``: the caller looked the ext id up a moment
-    ago and found nothing, so it is not looked up again first (only if storing finds it
-    taken since).
+    answered, and costs no model call.
     """
     scope = validate_scope(inbound.scope)
     if not has_content(inbound.text):
         log.info("message %s of %s shows nothing (empty or zero-width only); not stored, not answered", inbound.ext_id, scope)
         return None
-    message = store.find_ext(scope, inbound.ext_id) if inbound.ext_id is not None and not absent else None
+    message = store.find_ext(scope, inbound.ext_id) if inbound.ext_id is not None else None
     if message is None:
         reply_to = store.find_ext(scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
         try:
@@ -74,13 +72,10 @@ def store_inbound(store: Store, inbound: Inbound, clock: Callable[[], float], *,
                 )
             )
         except DuplicateMessage:
-            # Stored since the caller looked (absent): as if it had been found then.
-            message = store.find_ext(scope, inbound.ext_id) if absent and inbound.ext_id is not None else None
-            if message is None:
-                # Another process stored the same delivery a moment ago; it answers it (or, if it
-                # dies first, the transport's retry of this delivery finds it unanswered).
-                log.info("message %s of %s is being handled elsewhere", inbound.ext_id, scope)
-                return None
+            # Another process stored the same delivery a moment ago; it answers it (or, if it
+            # dies first, the transport's retry of this delivery finds it unanswered).
+            log.info("message %s of %s is being handled elsewhere", inbound.ext_id, scope)
+            return None
     if message.via == "command" or not inbound.addressed or store.is_answered(message.id):
         log.info("message %s of %s was already handled; ignoring the redelivery", inbound.ext_id, scope)
         return None

@@ -235,23 +235,6 @@ def test_a_message_stored_before_a_crash_is_answered_when_redelivered(tmp_path):
     assert hub.store.count_messages("user:1") == 2  # the message once, and its reply
 
 
-def test_a_message_stored_elsewhere_after_its_update_was_looked_up_is_still_answered(tmp_path):
-    """A webhook worker looks the update up (not there), another worker stores it (and dies),
-    then this one stores it: it is taken as the stored, unanswered message, answered once."""
-    from scopehub.memory import NewMessage
-
-    model = ScriptedModel(default="ok")
-    hub = make_hub(tmp_path, model)
-    inbound = Inbound(scope="user:1", text="add buy milk to my tasks", ext_id="79")
-    assert hub.store.find_ext("user:1", "79") is None  # what the worker saw
-    hub.store.append(NewMessage(scope="user:1", role="user", text="add buy milk to my tasks", ext_id="79"))
-    stored = hub.store_inbound(inbound, absent=True)
-    assert stored is not None and stored.ext_id == "79"
-    assert asyncio.run(hub.answer_queued(stored)).text == "ok"
-    assert hub.store_inbound(inbound, absent=True) is None  # answered now: a redelivery needs nothing
-    assert hub.store.count_messages("user:1") == 2 and len(model.calls) == 1
-
-
 def test_a_model_that_rejects_the_request_gets_its_own_clear_reply(tmp_path):
     from scopehub.hub.errors import ModelError
     from scopehub.hub.orchestrator import MODEL_FAILED_REPLY

@@ -46,7 +46,7 @@ from scopehub.hub.transports.telegram.voice import (
     transcribed_marker,
 )
 from scopehub.hub.wording import plural
-from scopehub.memory import add_vault_item, chat_settings, paused_reminders_query
+from scopehub.memory import add_vault_item, chat_settings
 
 if TYPE_CHECKING:
     from scopehub.hub.transports.telegram.bot import TelegramBot
@@ -154,9 +154,7 @@ class Inbox:
         ext_id = f"{chat.id}:{message.message_id}"
         # The store's part in one step, off the event loop where its calls wait on the network
         # (scopehub.hub.dbwork): every other chat's work would wait for these round trips.
-        resumed, handled, absent = await in_db_thread(
-            self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text
-        )
+        resumed, handled = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
         outbox.chat_is_back(chat.id, resumed=resumed)
         if handled:
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
@@ -200,7 +198,7 @@ class Inbox:
             if transcribing:
                 stored = await in_db_thread(self.hub.store, self.hub.store_inbound, inbound)
             else:
-                stored = await in_db_thread(self.hub.store, self._store_owed, inbound, absent)
+                stored = await in_db_thread(self.hub.store, self._store_owed, inbound)
                 if stored is not None and thread_id is not None:
                     transport.answers.note_thread(stored.id, thread_id)
         except Exception as exc:
@@ -271,24 +269,20 @@ class Inbox:
             self.transport.answers.note_thread(stored.id, thread_id)
         return stored
 
-    def _store_owed(self, inbound: Inbound, absent: bool = False) -> Any:
-        """The store's part of :meth:`accept` (any thread): the message stored and marked owed.
-        ``absent``: its update id was looked up just before and not found (see ``store_inbound``)."""
-        stored = self.hub.store_inbound(inbound, absent=absent)
+    def _store_owed(self, inbound: Inbound) -> Any:
+        """The store's part of :meth:`accept` (any thread): the message stored and marked owed."""
+        stored = self.hub.store_inbound(inbound)
         if stored is not None:
             self.transport.answers.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
         return stored
 
-    def _arrived(self, chat_id: int, scope: str, ext_id: str, media_only: bool) -> tuple[int, bool, bool]:
+    def _arrived(self, chat_id: int, scope: str, ext_id: str, media_only: bool) -> tuple[int, bool]:
         """The store's part of a message's arrival (any thread): ``(reminders resumed, whether
-        this update was handled already, whether it is not stored)``. The chat wrote, so what
-        a 403 paused resumes. Whether anything is paused and the update's message are read in
-        one batch (one round trip on PostgreSQL); a write only when something was paused."""
+        this update was handled already)``. The chat wrote, so what a 403 paused resumes."""
         store = self.hub.store
-        paused, found = store.query_batch([paused_reminders_query(str(chat_id)), store.find_ext_query(scope, ext_id)])
-        resumed = self.transport.outbox.resume_chat(chat_id, paused=bool(paused[0][0]))
-        existing = store.message_of_row(found[0]) if found else None
-        return resumed, existing is not None and (store.is_answered(existing.id) or media_only), existing is None
+        resumed = self.transport.outbox.resume_chat(chat_id)
+        existing = store.find_ext(scope, ext_id)
+        return resumed, existing is not None and (store.is_answered(existing.id) or media_only)
 
     def reply_target(self, scope: str, chat_id: int, message_id: int, text: str | None, *, chunk_span: bool = False) -> str:
         """The ext id a reply (or reaction) to Telegram message ``message_id`` points at.

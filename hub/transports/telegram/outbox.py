@@ -296,10 +296,9 @@ class Outbox:
                 plural(paused, "reminder"),
             )
 
-    def resume_chat(self, chat_id: int, *, paused: bool | None = None) -> int:
-        """The store's part of :meth:`chat_is_back` (any thread): the chat's paused reminders resumed; how many.
-        ``paused``: whether it has any, read already (nothing is written when it has none)."""
-        return resume_chat_reminders(self.hub.store, str(chat_id), paused=paused)
+    def resume_chat(self, chat_id: int) -> int:
+        """The store's part of :meth:`chat_is_back` (any thread): the chat's paused reminders resumed; how many."""
+        return resume_chat_reminders(self.hub.store, str(chat_id))
 
     def chat_is_back(self, chat_id: int, *, resumed: int | None = None) -> None:
         """The chat wrote: whatever 403 paused resumes (``resumed``: :meth:`resume_chat` done already, how many)."""
