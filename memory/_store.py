@@ -295,6 +295,11 @@ class Store(CallLog, ScopeAdmin):
         """The read of :meth:`get`, for a batch of reads (:meth:`query_batch`); :meth:`message_of_row` after."""
         return f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id = ?", (scope, message_id)
 
+    @staticmethod
+    def message_of_row(row: Sequence[Any]) -> Message:
+        """The message of a row read by one of the ``*_query`` reads."""
+        return _row_to_message(row)
+
     def find_ext(self, scope: str, ext_id: str) -> Message | None:
         """A message by its external id (a chat-log or Telegram id) within a scope."""
         rows = self.query(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND ext_id = ?", (scope, ext_id))
