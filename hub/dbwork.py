@@ -14,24 +14,42 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
-__all__ = ["DB_THREADS", "db_executor", "in_db_thread", "offloads"]
+__all__ = ["DB_THREADS", "db_executor", "in_db_thread", "offloads", "use_db_threads"]
 
 _T = TypeVar("_T")
 
-# Threads that run the sync part of turns, for every hub of the process. A few are enough:
-# the CPU part holds the GIL anyway; more threads only overlap more database round trips,
-# and each holds a pooled connection while it runs a stage (PostgreSQL's pool has 10).
-DB_THREADS = max(2, min(4, (os.cpu_count() or 2) * 2))
+# Threads that run the sync part of turns, for every hub of the process (HUB_DB_THREADS,
+# see use_db_threads). The CPU part holds the GIL anyway; the threads overlap database
+# round trips, and each holds a pooled connection while it runs a step: the default leaves
+# two of PostgreSQL's 10 pooled connections to the calls made on the event loop itself.
+# 4 threads against 32 answer slots queued turns behind each other's round trips
+# (bench workers, one worker: 32 msg/s); 8 with 64 slots keep the database busy instead.
+DB_THREADS = 8
 
+_threads = DB_THREADS
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
+
+
+def use_db_threads(threads: int) -> int:
+    """Size the process's thread pool (``0``: the default, :data:`DB_THREADS`); returns the size.
+
+    Called when a hub is built from its settings (HUB_DB_THREADS); a pool already made with
+    another size is replaced (its threads finish what they run)."""
+    global _threads, _executor
+    size = int(threads) if threads and threads > 0 else DB_THREADS
+    with _executor_lock:
+        _threads = size
+        if _executor is not None and _executor._max_workers != size:
+            _executor.shutdown(wait=False)
+            _executor = None
+    return size
 
 
 def db_executor() -> ThreadPoolExecutor:
@@ -39,7 +57,7 @@ def db_executor() -> ThreadPoolExecutor:
     global _executor
     with _executor_lock:
         if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=DB_THREADS, thread_name_prefix="hub-db")
+            _executor = ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="hub-db")
         return _executor
 
 

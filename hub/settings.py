@@ -91,6 +91,20 @@ class Settings(BaseSettings):
     reflect_every_hours: float = Field(default=24.0, ge=0, le=24 * 365, description="hours between reflection runs per scope (Telegram job queue); 0 = only on demand")
     reflect_after_days: float = Field(default=7.0, ge=0, le=3650, description="reflection distills messages and events older than this many days")
     reflect_model: str = Field(default="", description="the reflection model, any litellm model string; empty = the agents' model")
+    turn_slots: int = Field(
+        default=64, ge=1, le=1024,
+        description=(
+            "chats a Telegram worker answers at once (each holds one model request and a few kB while it waits); "
+            "a chat's own messages are still answered one after another"
+        ),
+    )  # fmt: skip
+    db_threads: int = Field(
+        default=0, ge=0, le=64,
+        description=(
+            "threads that run the store work of turns off the event loop (PostgreSQL); each holds a pooled "
+            "connection while it runs a step; 0 = auto: 8, two fewer than the pool's 10 connections"
+        ),
+    )  # fmt: skip
     claim_ttl: float = Field(default=120.0, gt=0, le=86_400, description="seconds a claim on work in flight lasts unless renewed; longer than one reply")
     max_tool_steps: int = Field(default=5, ge=1, le=50, description="tool-call rounds per reply")
     model_timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds per model request")

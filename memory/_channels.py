@@ -279,7 +279,28 @@ def unseen_channel_messages(
         f"SELECT {_COLUMNS} FROM channel_messages WHERE {where} ORDER BY id {'DESC' if newest else 'ASC'} LIMIT ?",
         (*params, int(limit)),
     )
-    return _rows(store, scope, sorted(rows, key=lambda row: row[0]))
+    return channel_messages_of_rows(store, scope, rows)
+
+
+def unseen_channel_query(
+    scope: str, agent: str, channels: Iterable[str], *, limit: int = 10, newest: bool = False
+) -> tuple[str, list[Any]]:
+    """The read of :func:`unseen_channel_messages` (``channels`` not empty), the agent's channel
+    cursor read inside it, for a batch of reads; :func:`channel_messages_of_rows` makes its rows messages."""
+    names = sorted(set(channels))
+    marks = ",".join("?" * len(names))
+    return (
+        f"SELECT {_COLUMNS} FROM channel_messages WHERE scope = ?"
+        " AND id > coalesce((SELECT message_id FROM channel_cursors WHERE scope = ? AND agent = ?), 0)"
+        f" AND channel IN ({marks}) AND agent != ? ORDER BY id {'DESC' if newest else 'ASC'} LIMIT ?",
+        [scope, scope, agent, *names, agent, int(limit)],
+    )
+
+
+def channel_messages_of_rows(store: Store, scope: str, rows: Sequence[Sequence[Any]], *, in_id_order: bool = True) -> list[ChannelMessage]:
+    """Channel messages of rows read by :func:`unseen_channel_query` (oldest first) or
+    :func:`pinned_channel_query` (``in_id_order=False``: as read), with their reactions."""
+    return _rows(store, scope, sorted(rows, key=lambda row: row[0]) if in_id_order else rows)
 
 
 def count_unseen_channel_messages(
@@ -304,14 +325,21 @@ def pinned_channel_messages(
     names = sorted(set(channels))
     if not names:
         return []
+    return _rows(store, scope, store.query(*pinned_channel_query(scope, names, not_by=not_by, limit=limit)))
+
+
+def pinned_channel_query(
+    scope: str, channels: Iterable[str], *, not_by: str | None = None, limit: int = 20
+) -> tuple[str, list[Any]]:
+    """The read of :func:`pinned_channel_messages` (``channels`` not empty), for a batch of reads."""
+    names = sorted(set(channels))
     marks = ",".join("?" * len(names))
     author, extra = (" AND agent != ?", [not_by]) if not_by is not None else ("", [])
-    rows = store.query(
+    return (
         f"SELECT {_COLUMNS} FROM channel_messages WHERE scope = ? AND channel IN ({marks}) AND pinned = 1{author}"
         " ORDER BY id DESC LIMIT ?",
-        (scope, *names, *extra, int(limit)),
+        [scope, *names, *extra, int(limit)],
     )
-    return _rows(store, scope, rows)
 
 
 def advance_channel_cursor(store: Store, scope: str, agent: str, message_id: int) -> int:

@@ -189,9 +189,16 @@ def get_claim(store: Store, scope: str, key: str, *, now: float | None = None) -
 
 def active_claims(store: Store, scope: str, now: float | None = None) -> list[Claim]:
     """The scope's live claims, oldest first (those whose process is gone are not live)."""
-    rows = store.query(
-        f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND expires > ? ORDER BY acquired, key", (scope, _now(now))
-    )
+    return live_claims_of_rows(store.query(*active_claims_query(scope, now)))
+
+
+def active_claims_query(scope: str, now: float | None = None) -> tuple[str, tuple[Any, ...]]:
+    """The read of :func:`active_claims`, for a batch of reads (:func:`live_claims_of_rows` after)."""
+    return f"SELECT {_COLUMNS} FROM claims WHERE scope = ? AND expires > ? ORDER BY acquired, key", (scope, _now(now))
+
+
+def live_claims_of_rows(rows: Sequence[Sequence[Any]]) -> list[Claim]:
+    """The claims of rows read by :func:`active_claims_query` whose process is not gone."""
     return [claim for claim in map(_row, rows) if not holder_gone(claim.holder)]
 
 

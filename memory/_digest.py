@@ -34,6 +34,7 @@ __all__ = [
     "KNOWLEDGE_KIND",
     "Digest",
     "DigestLine",
+    "DigestRead",
     "Knowledge",
     "ReflectionState",
     "add_knowledge",
@@ -43,6 +44,7 @@ __all__ = [
     "last_served_digest",
     "list_knowledge",
     "messages_after",
+    "read_digest",
     "record_digest_failure",
     "research_of",
     "save_digest",
@@ -287,11 +289,46 @@ def messages_after(store: Store, scope: str, after_id: int, *, before_id: int | 
 
 def last_served_digest(store: Store, scope: str) -> int | None:
     """The digest version the scope's latest call with digest information was given (0: none)."""
-    version = store.dialect.json_number("extra", "digest", "version")
-    rows = store.query(
-        f"SELECT {version} FROM calls WHERE scope = ? AND {version} IS NOT NULL ORDER BY id DESC LIMIT 1", (scope,)
-    )
+    rows = store.query(*_last_served_query(store, scope))
     return int(rows[0][0]) if rows else None
+
+
+def _last_served_query(store: Store, scope: str) -> tuple[str, tuple[Any, ...]]:
+    version = store.dialect.json_number("extra", "digest", "version")
+    return f"SELECT {version} FROM calls WHERE scope = ? AND {version} IS NOT NULL ORDER BY id DESC LIMIT 1", (scope,)
+
+
+@dataclass(frozen=True)
+class DigestRead:
+    """The scope's digest with what a call or a compaction check asks of it, read together."""
+
+    digest: Digest | None  # as get_digest reads it
+    after: int  # messages_after(the digest's upto_id, or 0 without one; below before_id when given)
+    served: int | None = None  # last_served_digest (when asked for)
+
+
+def read_digest(store: Store, scope: str, *, before_id: int | None = None, served: bool = False) -> DigestRead:
+    """:func:`get_digest`, :func:`messages_after` its ``upto_id`` (and ``before_id``) and, with
+    ``served``, :func:`last_served_digest`, in one batch of reads (one round trip on
+    PostgreSQL): the count reads the digest's ``upto_id`` inside its query. A row whose
+    ``upto_id`` is not a plain integer has its count made apart, from the id it reads as."""
+    after_digest = "id > coalesce((SELECT upto_id FROM digests WHERE scope = ?), 0)"
+    below, extra = (" AND id < ?", (before_id,)) if before_id is not None else ("", ())
+    batch: list[tuple[str, Sequence[Any]]] = [
+        (f"SELECT {_DIGEST_COLUMNS} FROM digests WHERE scope = ?", (scope,)),
+        (f"SELECT count(*) FROM messages WHERE scope = ? AND {after_digest}{below}", (scope, scope, *extra)),
+    ]
+    if served:
+        batch.append(_last_served_query(store, scope))
+    rows = store.query_batch(batch)
+    digest = _digest_row(rows[0][0]) if rows[0] else None
+    raw = rows[0][0][2] if rows[0] else 0
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw == (digest.upto_id if digest is not None else 0):
+        after = int(rows[1][0][0])
+    else:
+        after = messages_after(store, scope, digest.upto_id if digest is not None else 0, before_id=before_id)
+    last = (int(rows[2][0][0]) if rows[2] else None) if served else None
+    return DigestRead(digest=digest, after=after, served=last)
 
 
 def digest_usage(store: Store, scope: str) -> dict[str, Any]:

@@ -136,7 +136,15 @@ _Part = tuple[str, Sequence[Any]] | tuple[str, Sequence[Any], str]
 def _merged(
     store: Store, base: str, params: Sequence[Any], parts: Sequence[_Part], *, newest: bool, limit: int
 ) -> list[Event]:
-    """The first ``limit`` events (by id) of a union of per-index scans.
+    """The first ``limit`` events (by id) of a union of per-index scans (see :func:`_merged_query`)."""
+    query = _merged_query(store, base, params, parts, newest=newest, limit=limit)
+    return [_row(row) for row in store.query(*query)] if query is not None else []
+
+
+def _merged_query(
+    store: Store, base: str, params: Sequence[Any], parts: Sequence[_Part], *, newest: bool, limit: int
+) -> tuple[str, list[Any]] | None:
+    """The read of the first ``limit`` events (by id) of a union of per-index scans; None: nothing to read.
 
     Each part is one index range scan (a type, a target, an emitter), ordered by id and
     cut at ``limit`` on its own, and reads ids only; rows are fetched for the winners.
@@ -144,7 +152,7 @@ def _merged(
     one scan filtering ``type IN (...)`` could walk the whole scope for a rare type.
     """
     if limit <= 0 or not parts:
-        return []
+        return None
     order = "DESC" if newest else "ASC"
     dialect = store.dialect
     sql_parts: list[str] = []
@@ -160,7 +168,7 @@ def _merged(
     # The outer query walks the ids in order and stops at the limit. (An ORDER BY on the
     # compound itself makes SQLite merge-sort pairwise: 7x slower at ten parts.)
     sql = f"SELECT {_COLUMNS} FROM events WHERE id IN ({' UNION ALL '.join(sql_parts)}) ORDER BY id {order} LIMIT ?"
-    return [_row(row) for row in store.query(sql, [*args, limit])]
+    return sql, [*args, limit]
 
 
 def events_after(
@@ -210,11 +218,26 @@ def latest_events(
     Broadcasts only, plus the events targeted at ``for_agent`` when given: pass the agent
     that will read them, so nobody sees what was meant for another.
     """
+    query = latest_events_query(store, scope, agents=agents, types=types, limit=limit, for_agent=for_agent)
+    return list(reversed([_row(row) for row in store.query(*query)])) if query is not None else []
+
+
+def latest_events_query(
+    store: Store,
+    scope: str,
+    *,
+    agents: Iterable[str] | None = None,
+    types: Iterable[str] | None = None,
+    limit: int = 20,
+    for_agent: str | None = None,
+) -> tuple[str, list[Any]] | None:
+    """The read of :func:`latest_events` (its rows newest first); None: nothing to read.
+    For a batch of reads (``Store.query_batch``); :func:`event_of_row` makes each row an event."""
     base, params = "scope = ?", [scope]
     agent_list = sorted({agents} if isinstance(agents, str) else set(agents)) if agents is not None else None
     plus = store.dialect.no_index
     if agent_list == []:
-        return []
+        return None
     by_agent, agent_params = "", []
     if agent_list is not None:
         by_agent, agent_params = f" AND {plus('agent')} IN ({', '.join('?' * len(agent_list))})", agent_list
@@ -232,7 +255,7 @@ def latest_events(
             parts.append((f"{plus('target')} IS NULL", []))
         if for_agent is not None:
             parts.append((f"target = ?{by_agent}", [for_agent, *agent_params]))
-    return list(reversed(_merged(store, base, params, parts, newest=True, limit=limit)))
+    return _merged_query(store, base, params, parts, newest=True, limit=limit)
 
 
 def recent_events(
@@ -266,7 +289,14 @@ def _unconsumed_parts(agent: str, interests: Iterable[str]) -> list[_Part]:
 
 
 def unconsumed_events(
-    store: Store, scope: str, agent: str, *, interests: Iterable[str], limit: int = 20, newest: bool = False
+    store: Store,
+    scope: str,
+    agent: str,
+    *,
+    interests: Iterable[str],
+    limit: int = 20,
+    newest: bool = False,
+    cursor: int | None = None,
 ) -> list[Event]:
     """Events past the agent's cursor that are meant for it, oldest first.
 
@@ -275,12 +305,18 @@ def unconsumed_events(
     ``newest``: the newest ``limit`` of them (what a busy scope's awareness block needs
     now), else the oldest ``limit``. Show them, record the call, then
     :func:`~._cursors.advance_cursor` to the newest id shown (or passed over, counted).
+    ``cursor``: the agent's cursor, read already (else it is read here).
     """
     # Read apart from the events (a subquery would run once per part): if the cursor moves
     # in between, already consumed events are shown once more, never fewer.
-    base, params = "scope = ? AND id > ?", [scope, cursor_of(store, scope, agent)]
+    base, params = "scope = ? AND id > ?", [scope, cursor_of(store, scope, agent) if cursor is None else int(cursor)]
     found = _merged(store, base, params, _unconsumed_parts(agent, interests), newest=newest, limit=limit)
     return list(reversed(found)) if newest else found
+
+
+def event_of_row(row: Sequence[Any]) -> Event:
+    """An event read by one of the ``*_query`` reads of this module."""
+    return _row(row)
 
 
 def count_unconsumed(

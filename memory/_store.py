@@ -287,8 +287,18 @@ class Store(CallLog, ScopeAdmin):
 
     def get(self, scope: str, message_id: int) -> Message | None:
         """One message of ``scope`` by id; an id of another scope is as if it did not exist."""
-        rows = self.query(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id = ?", (scope, message_id))
+        rows = self.query(*self.get_query(scope, message_id))
         return _row_to_message(rows[0]) if rows else None
+
+    @staticmethod
+    def get_query(scope: str, message_id: int) -> tuple[str, tuple[Any, ...]]:
+        """The read of :meth:`get`, for a batch of reads (:meth:`query_batch`); :meth:`message_of_row` after."""
+        return f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id = ?", (scope, message_id)
+
+    @staticmethod
+    def message_of_row(row: Sequence[Any]) -> Message:
+        """The message of a row read by one of the ``*_query`` reads."""
+        return _row_to_message(row)
 
     def find_ext(self, scope: str, ext_id: str) -> Message | None:
         """A message by its external id (a chat-log or Telegram id) within a scope."""

@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from scopehub.hub.digest.text import Salience, SourceText, content_words, sentences, untraceable
@@ -93,24 +94,40 @@ def find_in_reply(reply: Message, question: Message, hits: Sequence[SearchHit], 
     )
 
 
+def call_extra_query(scope: str, message_id: int, agent: str) -> tuple[str, tuple[Any, ...]]:
+    """The read of the newest good call record of ``agent`` for message ``message_id`` (its
+    ``extra``: the searches), for a batch of reads."""
+    return (
+        "SELECT extra FROM calls WHERE scope = ? AND message_id = ? AND agent = ? AND ok = 1 ORDER BY id DESC LIMIT 1",
+        (scope, message_id, agent),
+    )
+
+
 def keep_finding(
-    store: Store, reply: Message, *, zone: ZoneInfo, names: Sequence[str] = (), half_life_days: float | None = 30.0
+    store: Store,
+    reply: Message,
+    *,
+    zone: ZoneInfo,
+    names: Sequence[str] = (),
+    half_life_days: float | None = 30.0,
+    question: Message | None = None,
+    call_rows: list[tuple] | None = None,
 ) -> Knowledge | None:
     """After ``reply``: keep what its request found in the archive, as the replying agent's research.
 
     Reads the reply's call record for its searches and runs them again as they ran (only
     messages before the question), so nothing but the store is needed. None when the
     request searched nothing, found nothing, or the reply says nothing the results hold.
+    ``question`` (the message replied to) and ``call_rows`` (:func:`call_extra_query`'s rows
+    for ``reply.reply_to`` and ``reply.agent``): read already, not read again.
     """
     if reply.role != "agent" or reply.reply_to is None or not reply.agent:
         return None
-    question = store.get(reply.scope, reply.reply_to)
+    if question is None or question.id != reply.reply_to or question.scope != reply.scope:
+        question = store.get(reply.scope, reply.reply_to)
     if question is None:
         return None
-    rows = store.query(
-        "SELECT extra FROM calls WHERE scope = ? AND message_id = ? AND agent = ? AND ok = 1 ORDER BY id DESC LIMIT 1",
-        (reply.scope, question.id, reply.agent),
-    )
+    rows = call_rows if call_rows is not None else store.query(*call_extra_query(reply.scope, question.id, reply.agent))
     try:
         extra = json.loads(rows[0][0]) if rows and rows[0][0] else {}
     except ValueError:

@@ -48,8 +48,8 @@ from scopehub.memory import (
     Message,
     Store,
     get_digest,
-    last_served_digest,
     messages_after,
+    read_digest,
     record_digest_failure,
     save_digest,
 )
@@ -174,7 +174,8 @@ class DigestKeeper(BackgroundMemoryJob):
         """The digest for a call on the message ``before_id``; raises on a store error (the hub fails open)."""
         if not self.enabled:
             return DigestSection()
-        digest = get_digest(self.store, scope)
+        read = read_digest(self.store, scope, before_id=before_id, served=True)  # one round trip on PostgreSQL
+        digest = read.digest
         if digest is not None and digest.broken:
             # Never shown as it stands ("1 January 1970: - 5"): the next compaction rebuilds it.
             log.warning("the digest of %s is broken (%s); answering without it until it is rebuilt", scope, digest.broken)
@@ -184,8 +185,8 @@ class DigestKeeper(BackgroundMemoryJob):
         text = render_digest(digest.lines, self.tokenizer, self.settings.digest_tokens, self.zone)
         if not text:
             return DigestSection()
-        path = "cached" if last_served_digest(self.store, scope) == digest.version else digest.kind
-        left = messages_after(self.store, scope, digest.upto_id, before_id=before_id) - self.settings.window
+        path = "cached" if read.served == digest.version else digest.kind
+        left = read.after - self.settings.window
         return DigestSection(text=text, path=path, age=max(0, left), version=digest.version, lines=len(digest.lines))
 
     # -- the background ------------------------------------------------------------------------
@@ -196,11 +197,17 @@ class DigestKeeper(BackgroundMemoryJob):
         """
         if not self.enabled:
             return False
-        digest = digest if digest is not None else get_digest(self.store, scope)
+        if digest is None:  # the digest and the messages after it in one round trip on PostgreSQL
+            read = read_digest(self.store, scope)
+            digest, after = read.digest, read.after
+        else:
+            after = None
         window, every = self.settings.window, self.settings.digest_every
         if digest is not None and digest.broken:
             return True  # rebuilt from the messages now, not a whole HUB_DIGEST_EVERY later
-        if messages_after(self.store, scope, digest.upto_id if digest else 0) - window < every:
+        if after is None:
+            after = messages_after(self.store, scope, digest.upto_id)
+        if after - window < every:
             return False
         retry_after = (digest.stats.get("retry_after") if digest else None) or 0
         if isinstance(retry_after, bool) or not isinstance(retry_after, int):

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from scopehub.agents import AgentRegistry
 from scopehub.hub.dbwork import in_db_thread
-from scopehub.hub.digest.findings import keep_finding
+from scopehub.hub.digest.findings import call_extra_query, keep_finding
 from scopehub.hub.orchestrator._types import Deps, Inbound, LessonService, Reply
 from scopehub.hub.routing.correction import detect_correction
 from scopehub.memory import (
@@ -70,6 +70,7 @@ class AfterReply:
         if reply.kind != "agent" or reply.message_id is None:
             return
         deps = self.deps
+        message = None  # the message answered: read once, for the facts and for the finding
         if deps.facts is not None:
             try:
                 message = await in_db_thread(deps.store, deps.store.get, reply.scope, reply.message_id)
@@ -77,25 +78,37 @@ class AfterReply:
                     await deps.facts.after_reply(message.scope, message)
             except Exception:
                 log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
-        await in_db_thread(deps.store, self.keep_finding, reply)
+        await in_db_thread(deps.store, self.keep_finding, reply, message)
         if deps.digest is not None:
             try:
                 await deps.digest.after_reply(reply.scope, self.holder)
             except Exception:
                 log.exception("digest compaction failed for %s; the reply was not affected", reply.scope)
 
-    def keep_finding(self, reply: Reply) -> None:
+    def keep_finding(self, reply: Reply, question: Message | None = None) -> None:
         """Knowledge extraction: what the request found in the archive, kept as the agent's
-        research (:mod:`scopehub.hub.digest.findings`); fail-open."""
+        research (:mod:`scopehub.hub.digest.findings`); fail-open. ``question``: the message
+        answered, read already. The stored reply and its call record are read in one batch
+        (one round trip on PostgreSQL)."""
         if reply.reply_id is None or not reply.scope:
             return
         store, settings = self.deps.store, self.deps.settings
         try:
-            answer = store.get(reply.scope, reply.reply_id)
-            if answer is not None:
-                keep_finding(
-                    store, answer, zone=self._zone, names=tuple(self.registry.names), half_life_days=settings.search_half_life_days
+            call_rows = None
+            if reply.message_id is not None and reply.agent:
+                answer_rows, call_rows = store.query_batch(
+                    [store.get_query(reply.scope, reply.reply_id), call_extra_query(reply.scope, reply.message_id, reply.agent)]
                 )
+                answer = store.message_of_row(answer_rows[0]) if answer_rows else None
+            else:
+                answer = store.get(reply.scope, reply.reply_id)
+            if answer is not None:
+                # The call record read is the answer's own only for its question and agent.
+                fits = answer.reply_to == reply.message_id and answer.agent == reply.agent
+                keep_finding(
+                    store, answer, zone=self._zone, names=tuple(self.registry.names), half_life_days=settings.search_half_life_days,
+                    question=question, call_rows=call_rows if fits else None,
+                )  # fmt: skip
         except Exception:
             log.exception("knowledge extraction failed for %s; the reply was not affected", reply.scope)
 

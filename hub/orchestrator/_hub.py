@@ -20,7 +20,7 @@ from scopehub.hub.context import Context
 from scopehub.hub.context.awareness import Awareness
 from scopehub.hub.context.prompt import agent_prompt
 from scopehub.hub.context.record import SentSections
-from scopehub.hub.dbwork import in_db_thread
+from scopehub.hub.dbwork import in_db_thread, use_db_threads
 from scopehub.hub.digest.service import DigestSection
 from scopehub.hub.orchestrator._after_reply import AfterReply
 from scopehub.hub.orchestrator._intake import (
@@ -92,6 +92,7 @@ class Hub:
             raise ValueError("the hub needs at least one agent")
         self.deps = deps
         self.registry = registry
+        use_db_threads(deps.settings.db_threads)
         self.profiles = [agent_profile(spec) for spec in registry]
         self.classifier, self.embedder_name = build_classifier(self.profiles, deps.settings)
         self.prompts = {spec.name: agent_prompt(spec) for spec in registry}

@@ -37,18 +37,14 @@ from scopehub.memory import (
     Event,
     Message,
     Store,
-    active_claims,
     agent_memory,
+    awareness_reads,
     chat_settings,
     count_unconsumed,
     count_unseen_channel_messages,
-    cursor_of,
-    latest_events,
     performance_of,
-    pinned_channel_messages,
     research_of,
     unconsumed_events,
-    unseen_channel_messages,
 )
 
 __all__ = [
@@ -226,44 +222,43 @@ class Sections:
             now = self.deps.clock()
             visible = {m.id for m in select_history(window, agent, also_sees, window=settings.window, tail=settings.tail)}
             in_window = [m for m in (window[-settings.window :] if settings.window > 0 else []) if m.via != "command"]
+            channels = channels_of(agent, self.channels)
+            # Every read but the unconsumed events (and the two counts) in one batch (one round
+            # trip on PostgreSQL), the events with the cursor it read: two round trips, not seven.
+            read = awareness_reads(
+                store, scope, agent,
+                interests=spec.interests, interesting=AWARENESS_EARLIER if in_window else 0,
+                collaborators=spec.collaborators, collaborator_events=AWARENESS_CONTEXT,
+                channels=channels, unseen=CHANNEL_DIGEST, pins=CHANNEL_PINS, now=now,
+            )  # fmt: skip
             earlier: list[Event] = []
             if in_window and spec.interests:
-                cursor = cursor_of(store, scope, agent)
                 candidates = [
                     event
-                    for event in latest_events(store, scope, types=spec.interests, limit=AWARENESS_EARLIER, for_agent=agent)
-                    if event.id <= cursor and event.message_id is not None and event.message_id >= in_window[0].id
+                    for event in read.interesting
+                    if event.id <= read.cursor and event.message_id is not None and event.message_id >= in_window[0].id
                 ]
                 talk = [m.text for m in (in_window[-settings.tail :] if settings.tail > 0 else [])] + [text]
                 earlier = still_talked_about(candidates, talk)
             # The newest unconsumed news first; how many older ones lie behind them is counted.
-            unconsumed = unconsumed_events(store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS, newest=True)
+            unconsumed = unconsumed_events(
+                store, scope, agent, interests=spec.interests, limit=AWARENESS_EVENTS, newest=True, cursor=read.cursor
+            )
             older = (
                 count_unconsumed(store, scope, agent, interests=spec.interests, up_to=unconsumed[0].id - 1)
                 if len(unconsumed) >= AWARENESS_EVENTS
                 else 0
             )
-            collaborators = (
-                [
-                    event
-                    for event in latest_events(store, scope, agents=spec.collaborators, limit=AWARENESS_CONTEXT, for_agent=agent)
-                    if now - event.ts <= AWARENESS_HORIZON
-                ]
-                if spec.collaborators
-                else []
-            )
+            collaborators = [event for event in read.collaborators if now - event.ts <= AWARENESS_HORIZON]
             # Housekeeping (digest compaction, reflection) and the hub's bookkeeping (the
             # scope's turn, owed messages, a pending /forget all) are not team work: not shown.
-            claims = [
-                c for c in active_claims(store, scope, now=now) if c.key not in BACKGROUND_CLAIMS and not is_bookkeeping(c.key)
-            ]
-            channels = channels_of(agent, self.channels)
-            unseen = unseen_channel_messages(store, scope, agent, channels, limit=CHANNEL_DIGEST, newest=True)
+            claims = [c for c in read.claims if c.key not in BACKGROUND_CLAIMS and not is_bookkeeping(c.key)]
+            unseen = read.unseen
             older_unseen = (
                 count_unseen_channel_messages(store, scope, agent, channels, below=unseen[0].id) if len(unseen) >= CHANNEL_DIGEST else 0
             )
             unread = {m.id for m in unseen}
-            pinned = [m for m in pinned_channel_messages(store, scope, channels, not_by=agent, limit=CHANNEL_PINS) if m.id not in unread]
+            pinned = [m for m in read.pinned if m.id not in unread]
             awareness = render_awareness(
                 agent,
                 unconsumed=unconsumed,

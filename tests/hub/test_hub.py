@@ -304,3 +304,25 @@ def test_a_turn_reads_the_chats_settings_once_and_the_next_turn_reads_them_again
     update_chat_settings(hub.store, "user:1", language="Français", now=2.0)
     ask(hub, "add eggs to my tasks")
     assert reads == ["user:1", "user:1"] and "This chat's language is Français" in sent[1]  # never kept across turns
+
+
+def test_the_chats_answered_at_once_and_the_store_threads_are_settings(monkeypatch, tmp_path):
+    """HUB_TURN_SLOTS bounds the chats a Telegram worker answers at once, HUB_DB_THREADS the
+    threads its store work runs in (0: the default, 8, two fewer than the pool's connections)."""
+    from scopehub.hub import dbwork
+    from scopehub.hub.transports.telegram.application import build_application
+
+    monkeypatch.setenv("HUB_TURN_SLOTS", "3")
+    monkeypatch.setenv("HUB_DB_THREADS", "2")
+    settings = load_settings()
+    assert (settings.turn_slots, settings.db_threads) == (3, 2)
+    hub = make_hub(tmp_path, ScriptedModel(default="ok"))
+    app = build_application(hub, settings, token="1:x", base_url="http://127.0.0.1:9")
+    assert app.update_processor.max_active == 3
+    try:
+        assert dbwork.use_db_threads(settings.db_threads) == 2 and dbwork.db_executor()._max_workers == 2
+        assert dbwork.use_db_threads(0) == dbwork.DB_THREADS == 8 and dbwork.db_executor()._max_workers == 8
+    finally:
+        dbwork.use_db_threads(0)
+    monkeypatch.delenv("HUB_TURN_SLOTS")
+    assert load_settings().turn_slots == 64

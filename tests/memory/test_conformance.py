@@ -501,3 +501,85 @@ def test_the_reminders_due_in_one_scope_are_that_scopes_only(store):
     add_reminder(store, A, "later", due=5000.0, chat="1")
     assert [(r.scope, r.id) for r in due_reminders(store, 2000.0, scope=A)] == [(A, mine.id)]
     assert [(r.scope, r.id) for r in due_reminders(store, 2000.0)] == [(B, theirs.id), (A, mine.id)]
+
+
+def test_an_awareness_block_reads_in_one_batch_what_each_read_gives_alone(store):
+    """The awareness block's batched reads (memory.awareness_reads) are the rows the reads it
+    replaces give one by one: cursors, interests, collaborators, claims, unseen and pinned
+    channel messages with their reactions; another agent's or another scope's never."""
+    from scopehub.memory import (
+        acquire_claim,
+        active_claims,
+        advance_channel_cursor,
+        advance_cursor,
+        awareness_reads,
+        cursor_of,
+        latest_events,
+        pin_channel_message,
+        pinned_channel_messages,
+        post_to_channel,
+        react_to_channel_message,
+        unseen_channel_messages,
+    )
+
+    now = 1_800_000_000.0
+    first = emit_event(store, A, "tasks", "task.created", {"task_id": 1, "title": "milk"}, now=now)
+    emit_event(store, A, "tasks", "task.created", {"task_id": 2, "title": "for inbox"}, target="inbox", now=now + 1)
+    emit_event(store, A, "tasks", "task.created", {"task_id": 3, "title": "for calendar"}, target="calendar", now=now + 2)
+    emit_event(store, A, "calendar", "task.created", {"task_id": 4, "title": "bread"}, now=now + 3)
+    emit_event(store, B, "tasks", "task.created", {"task_id": 5, "title": "other scope"}, now=now + 4)
+    advance_cursor(store, A, "inbox", first.id)
+    seen = post_to_channel(store, A, "team", "tasks", "seen already", now=now)
+    advance_channel_cursor(store, A, "inbox", seen.id)
+    news = post_to_channel(store, A, "team", "calendar", "news; with 'quotes'", now=now + 5)
+    post_to_channel(store, A, "team", "inbox", "my own", now=now + 6)
+    pin_channel_message(store, A, seen.id)
+    react_to_channel_message(store, A, news.id, "tasks", "agree", now=now + 7)
+    acquire_claim(store, A, "answer:7", "someone", note="answering", ttl=60.0, now=now)
+    interests, collaborators, channels = ["task.*"], ["tasks", "calendar"], ["team"]
+
+    read = awareness_reads(
+        store, A, "inbox", interests=interests, interesting=20, collaborators=collaborators, collaborator_events=3,
+        channels=channels, unseen=10, pins=20, now=now + 10,
+    )  # fmt: skip
+    assert read.cursor == cursor_of(store, A, "inbox") == first.id
+    assert read.interesting == latest_events(store, A, types=interests, limit=20, for_agent="inbox")
+    assert [e.payload["task_id"] for e in read.interesting] == [1, 2, 4]
+    assert read.collaborators == latest_events(store, A, agents=collaborators, limit=3, for_agent="inbox")
+    assert read.claims == active_claims(store, A, now=now + 10)
+    assert read.unseen == unseen_channel_messages(store, A, "inbox", channels, limit=10, newest=True)
+    assert [(m.text, m.reactions) for m in read.unseen] == [("news; with 'quotes'", {"agree": 1})]
+    assert read.pinned == pinned_channel_messages(store, A, channels, not_by="inbox", limit=20)
+    assert [m.text for m in read.pinned] == ["seen already"]
+    nothing = awareness_reads(
+        store, B, "inbox", interests=[], interesting=20, collaborators=[], collaborator_events=3,
+        channels=[], unseen=10, pins=20, now=now + 10,
+    )  # fmt: skip
+    assert (nothing.cursor, nothing.interesting, nothing.collaborators, nothing.claims, nothing.unseen, nothing.pinned) == (
+        0, [], [], [], [], []
+    )  # fmt: skip
+
+
+def test_the_digest_read_with_its_counts_in_one_batch_is_what_each_read_gives_alone(store):
+    """memory.read_digest (a call's digest section, the compaction check) gives the digest,
+    the messages after it (below a message) and the version last served, as get_digest,
+    messages_after and last_served_digest do one by one; another scope's never count."""
+    from scopehub.memory import CallRecord, last_served_digest, messages_after, read_digest
+
+    assert read_digest(store, A) == read_digest(store, A, served=True)
+    none = read_digest(store, A, served=True)
+    assert (none.digest, none.after, none.served) == (None, 0, None)
+    ids = [store.append(NewMessage(scope=A, role="user", text=f"message {n}")).id for n in range(6)]
+    store.append(NewMessage(scope=B, role="user", text="other scope"))
+    assert read_digest(store, A).after == messages_after(store, A, 0) == 6
+    made = save_digest(store, A, [DigestLine("moved to Pune", (ids[1],), 1.0)], upto_id=ids[1], covered=2, kind="full", mode="extractive")
+    store.record_call(
+        CallRecord(scope=A, agent="general", message_id=ids[4], via="local", also_sees=(), tokens={}, full_history_tokens=1,
+                   extra={"digest": {"version": made.version, "path": "full"}})
+    )  # fmt: skip
+    read = read_digest(store, A, before_id=ids[4], served=True)
+    assert read.digest == get_digest(store, A)
+    assert read.after == messages_after(store, A, ids[1], before_id=ids[4]) == 2
+    assert read.served == last_served_digest(store, A) == made.version
+    assert read_digest(store, A).after == messages_after(store, A, ids[1]) == 4
+    assert read_digest(store, B, served=True) == read_digest(store, B)  # nothing served there

@@ -39,7 +39,7 @@ def build_application(
     typing_interval: float = 4.0,
     typing_delay: float | None = None,
     reminder_interval: float = 20.0,
-    max_active: int = 32,
+    max_active: int | None = None,
     watch_maildir: bool = False,
     stream_every: float | None = None,
 ) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -49,6 +49,8 @@ def build_application(
     post_stop; a caller driving it by hand calls them around ``start``/``stop``.
     """
     token = token or settings.telegram_bot_token
+    if max_active is None:  # chats answered at once (HUB_TURN_SLOTS)
+        max_active = settings.turn_slots
     if not token:
         raise ConfigError("TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the environment or .env")
     base_url = base_url if base_url is not None else settings.telegram_base_url
