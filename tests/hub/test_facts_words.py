@@ -138,15 +138,7 @@ def test_learning_gives_way_to_the_next_message_and_is_done_after_it(tmp_path):
 
 def test_a_fact_stated_in_words_the_key_reader_knows_is_kept_before_the_reply(tmp_path):
     """However quickly the next message comes, it knows the fact: no model call was needed."""
-    from scopehub.hub.models.testing import FunctionModel
-
-    seen: list[str] = []
-
-    def agent(messages, tools):
-        seen.append(" ".join(str(m.get("content")) for m in messages if m.get("role") == "system"))
-        return "ok"
-
-    hub = make_hub(tmp_path, agent=FunctionModel(agent))
+    hub, seen = _hub_showing_system_prompts(tmp_path)
 
     async def session():
         first = await hub.handle(Inbound(scope=SCOPE, text="my phone number is 555 0142"))
@@ -214,15 +206,7 @@ def test_a_failed_extractor_call_is_recorded_with_its_reason(tmp_path):
 )
 def test_a_fact_stated_in_german_french_or_spanish_is_kept_and_known_when_asked_back(tmp_path, said, asked, key, value):
     """What someone says about themselves in their own language is a fact the next message knows."""
-    from scopehub.hub.models.testing import FunctionModel
-
-    seen: list[str] = []
-
-    def agent(messages, tools):
-        seen.append(" ".join(str(m.get("content")) for m in messages if m.get("role") == "system"))
-        return "ok"
-
-    hub = make_hub(tmp_path, agent=FunctionModel(agent))
+    hub, seen = _hub_showing_system_prompts(tmp_path)
 
     async def session():
         await hub.handle(Inbound(scope=SCOPE, text=said))
@@ -239,3 +223,16 @@ def test_a_german_sentence_with_in_is_not_read_as_english():
     assert language_of("Ich wohne in Köln") == "de"
     assert language_of("Ich arbeite in Hamburg") == "de"
     assert language_of("put it in an envelope") == "en"
+
+
+def _hub_showing_system_prompts(tmp_path):
+    """A hub whose agent answers "ok" and keeps each call's system prompts (facts included)."""
+    from scopehub.hub.models.testing import FunctionModel
+
+    seen: list[str] = []
+
+    def agent(messages, tools):
+        seen.append(" ".join(str(m.get("content")) for m in messages if m.get("role") == "system"))
+        return "ok"
+
+    return make_hub(tmp_path, agent=FunctionModel(agent)), seen
