@@ -24,6 +24,7 @@ from ._channels import (
     unseen_channel_query,
 )
 from ._claims import Claim, active_claims_query, live_claims_of_rows
+from ._cursors import cursor_query
 from ._events import Event, event_of_row, latest_events_query
 from ._store import Store
 
@@ -63,7 +64,7 @@ def awareness_reads(
     """
     interests = list(interests)
     names = sorted(set(channels))
-    batch: list[tuple[str, Sequence[Any]]] = [("SELECT event_id FROM cursors WHERE scope = ? AND agent = ?", (scope, agent))]
+    batch: list[tuple[str, Sequence[Any]]] = [cursor_query(scope, agent)]
     slots: dict[str, int] = {}
 
     def add(name: str, query: tuple[str, Sequence[Any]] | None) -> None:

@@ -17,13 +17,18 @@ from ._schema import ensure_scope
 from ._store import Store
 from .errors import InvalidRecord
 
-__all__ = ["advance_cursor", "cursor_of"]
+__all__ = ["advance_cursor", "cursor_of", "cursor_query"]
 
 
 def cursor_of(store: Store, scope: str, agent: str) -> int:
     """The id of the newest event the agent has consumed in the scope (0: none yet)."""
-    rows = store.query("SELECT event_id FROM cursors WHERE scope = ? AND agent = ?", (scope, agent))
+    rows = store.query(*cursor_query(scope, agent))
     return int(rows[0][0]) if rows else 0
+
+
+def cursor_query(scope: str, agent: str) -> tuple[str, tuple[str, str]]:
+    """The read of :func:`cursor_of` (one row, or none: 0), for a batch of reads."""
+    return "SELECT event_id FROM cursors WHERE scope = ? AND agent = ?", (scope, agent)
 
 
 def advance_cursor(store: Store, scope: str, agent: str, event_id: int) -> int:
