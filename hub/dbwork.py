@@ -45,10 +45,10 @@ def use_db_threads(threads: int) -> int:
     global _threads, _executor
     size = int(threads) if threads and threads > 0 else DB_THREADS
     with _executor_lock:
-        _threads = size
-        if _executor is not None and _executor._max_workers != size:
+        if _executor is not None and _threads != size:  # the pool was made with _threads
             _executor.shutdown(wait=False)
             _executor = None
+        _threads = size
     return size
 
 
