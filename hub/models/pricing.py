@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["EMBEDDED_PREFIX", "UNPRICED", "Price", "price_call"]
+__all__ = ["COST_MAP_MEMO", "EMBEDDED_PREFIX", "Price", "price_call"]
 
 EMBEDDED_PREFIX = "local/"  # the names of the embedded models (hub.models.weights)
 
@@ -168,12 +168,13 @@ class RateCard(NamedTuple):
 # (prompt, completion, cached, written), odd sizes so that a different rounding shows.
 _SAMPLE_CALLS = ((1234, 567, 0, 0), (98765, 4321, 50003, 0), (5003, 17, 0, 2999), (150001, 7, 1001, 999), (7, 3, 5, 1))
 _TIER = re.compile(r"_above_(\d+)(k|m)_tokens")
-_NOT_PER_TOKEN = ("tiered_pricing", "off_peak")  # prices that depend on more than the token counts
+# Prices that depend on more than the token counts: ranges of tokens, the hour of the call.
+_NOT_PER_TOKEN = re.compile(r"^tiered_pricing|off_peak")
 
 
 def _rate_card(litellm: Any, model: str, info: Mapping[str, Any]) -> RateCard | None:
     """``model``'s rates as litellm prices them, when its price is exactly rates times tokens; else None."""
-    if any(key.startswith(_NOT_PER_TOKEN) or "off_peak" in key for key, value in info.items() if value):
+    if any(_NOT_PER_TOKEN.search(key) for key, value in info.items() if value):
         return None
     tiers = [int(m[1]) * (1000 if m[2] == "k" else 1_000_000) for key, value in info.items() if value and (m := _TIER.search(key))]
     below = min(tiers, default=10_000_000)
@@ -194,7 +195,7 @@ def _rate_card(litellm: Any, model: str, info: Mapping[str, Any]) -> RateCard | 
     return card
 
 
-UNPRICED = _CostMapMemo()
+COST_MAP_MEMO = _CostMapMemo()  # the unpriced models and the rate cards
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,9 +229,9 @@ def price_call(
         # look-up would only fail, after printing a "Provider List" banner).
         return Price(cost=0.0, billed_tokens=float(prompt))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    if model in UNPRICED:  # litellm's map does not know it: no need to import litellm to hear so again
+    if model in COST_MAP_MEMO:  # litellm's map does not know it: no need to import litellm to hear so again
         return _uncached(prompt, cached, written)
-    card = UNPRICED.rates(model)
+    card = COST_MAP_MEMO.rates(model)
     if card is not None and prompt < card.below:
         return _priced(*card.cost(prompt, completion, cached, written), card.per_input_token, prompt, cached, written)
     from scopehub.hub.models.litellm_model import import_litellm
@@ -247,7 +248,7 @@ def price_call(
         )
     except Exception as exc:  # litellm raises for models its map does not know
         log.debug("no price for %s: %s", model, exc)
-        UNPRICED.add(model)
+        COST_MAP_MEMO.add(model)
         return _uncached(prompt, cached, written)
     if card is None:
         try:
@@ -256,7 +257,7 @@ def price_call(
             log.debug("no rate card for %s: %s", model, exc)
             learnt = None
         if learnt is not None:
-            UNPRICED.add_rates(model, learnt)
+            COST_MAP_MEMO.add_rates(model, learnt)
     return _priced(input_cost, output_cost, info.get("input_cost_per_token") or 0.0, prompt, cached, written)
 
 
