@@ -29,6 +29,7 @@ from typing import Any
 from scopehub.agents import date_spans, parse_time, to_english
 from scopehub.hub.models.grammar import parameters_of, required_of
 from scopehub.hub.models.references import content_words
+from scopehub.hub.routing.lexicon import PASS_ON_ES, TELL_ES
 
 __all__ = ["action_items", "addressed_arguments", "anchors_of", "arguments_for", "date_of", "free_text", "item_numbers", "items_said", "opens_keeping", "team_of"]
 
@@ -426,7 +427,7 @@ _TEAM_PATTERNS = (
     re.compile(rf"\b(?:leite|leit|schick|schicke|reich|reiche|gib|gebe)\s+(?:das|es|dies|sie|ihn)\s+(?:bitte\s+)?(?:weiter\s+)?an\s+(?:die|den|das|dem)\s+(?P<team>{_TEAM_WORD})\b", re.I),
     re.compile(rf"\b(?:transmets|transmettez|transfère|fais\s+suivre|faites\s+suivre|passe|envoie)\s+(?:ça|ca|cela|le|la|les)\s+(?:à|a|au|aux)\s+(?:la\s+|le\s+)?(?P<team>{_TEAM_WORD})\b", re.I),
     re.compile(
-        rf"(?:^\s*(?:avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?)|\b(?:p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|m[aá]nd(?:a|ale)selo|env[ií]aselo))"
+        rf"(?:^\s*(?:{TELL_ES})|\b(?:{PASS_ON_ES}))"
         rf"\s+(?:a|al)\s+(?!m[ií]\b)(?:la\s+|los\s+)?(?P<team>{_TEAM_WORD})\b",
         re.I,
     ),
@@ -441,7 +442,7 @@ _PASS_ON = re.compile(
 # What is left of "Pásaselo al equipo de ...", "Transmets ça à l'équipe RH", "Leite das an die
 # Buchhaltung weiter" once the team is taken: the verb and its pointer, nothing to pass on.
 _NOTHING_PASSED = re.compile(
-    r"(?:\s*(?:p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|env[ií]aselo|m[aá]nd(?:a|ale)selo|transmets|transmettez|transfère|"
+    rf"(?:\s*(?:{PASS_ON_ES}|transmets|transmettez|transfère|"
     r"fais\s+suivre|passe|envoie|ça|ca|cela|à|a|au|aux|weiter|weiterleiten|leite|leit|das|es|dies|pass|forward|send|hand|"
     r"it|this|that|on|over|along|please|bitte|s'il\s+te\s+plaît|por\s+favor)[\s,.!]*)*",
     re.I,

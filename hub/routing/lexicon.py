@@ -458,6 +458,10 @@ _DONE = re.compile(
 # weiter", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Pásaselo al equipo
 # de contabilidad", "Avisa a soporte": the verbs of passing on and the one they go to, whatever
 # was said before (a pasted email, a note) and whatever the team is called.
+# Spanish verbs that carry what they pass on ("pásaselo", "reenvíalo", "mándaselo") and
+# those that tell someone ("avisa a soporte"): the team reader (hub.models.extract) uses them too.
+PASS_ON_ES = r"p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|m[aá]nd(?:a|ale)selo|env[ií]aselo"
+TELL_ES = r"avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?"
 _PASS_ON = re.compile(
     r"\b(?:pass|forward|send|hand|give)\s+(?:it|this|that|these|them|this\s+one)\s+(?:on\s+|over\s+|along\s+)?to\b(?!\s+(?:me|us|myself)\b)"
     r"|\b(?:pass|hand)\s+(?:it\s+|this\s+|that\s+)?(?:on|over|along)\s+to\b(?!\s+(?:me|us|myself)\b)|^\s*dispatch\b"
@@ -467,8 +471,8 @@ _PASS_ON = re.compile(
     r"|\bweiterleiten\b|\b(?:sag|sage|gib)\s+(?:bitte\s+)?(?:dem|der|den)\s+[\w-]+(?:\s+[\w-]+)?\s+bescheid\b|\b(?:sag|sage)\s+(?:bitte\s+)?(?:dem|der)\s+[\w-]*team\b"
     r"|\b(?:transmets|transmettez|transférer|transfère|fais\s+suivre|faites\s+suivre|passe|envoie)\s+(?:ça|ca|cela|le|la|les|l['’]\s?\w+)\s+(?:à|a|au|aux)\b"
     r"|\b(?:préviens|prévenez|informe|informez|dis|dites)\s+(?:à\s+)?l['’]\s?équipe\b"
-    r"|\b(?:p[aá]s[aá]selo|p[aá]salo|reenv[ií]a(?:selo|lo)|m[aá]nd(?:a|ale)selo|env[ií]aselo)\b"
-    r"|^\s*(?:avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?)\s+(?:a|al)\s+(?!m[ií]\b)",
+    rf"|\b(?:{PASS_ON_ES})\b"
+    rf"|^\s*(?:{TELL_ES})\s+(?:a|al)\s+(?!m[ií]\b)",
     re.I,
 )
 
