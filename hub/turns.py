@@ -82,6 +82,7 @@ class Owed:
 
 # What a look at the queue read (see ScopeTurns._next_owed), or the failure that stopped it.
 _Look = "list[Owed] | Exception | None"
+_UNREAD = object()  # no look read yet
 
 
 # Claims that are the hub's own bookkeeping, not work an agent should hear about in its
@@ -214,6 +215,7 @@ class ScopeTurns:
         self.clock = clock
         self._working: set[str] = set()  # scopes whose turn a task of this process works now
         self._turn_until: dict[str, float] = {}  # when each turn this process took or renewed expires
+        self._looked: dict[str, _Look] = {}  # the queue as read with the turn just taken, for _drain
         self.leases = Leases(store, holder, ttl=ttl, clock=clock)
 
     # -- marks ---------------------------------------------------------------------------
@@ -336,10 +338,12 @@ class ScopeTurns:
                 except Exception as exc:
                     log.warning("cannot take the turn of %s (%s); its messages wait for a later turn", scope, exc)
                     return done
+                self._looked[scope] = look
                 try:
-                    worked, finished = await self._drain(scope, look)
+                    worked, finished = await self._drain(scope)
                     done += worked
                 finally:
+                    self._looked.pop(scope, None)
                     self._turn_until.pop(scope, None)
                     try:
                         await self._db(release_claim, self.store, scope, TURN_KEY, self.holder)
@@ -359,14 +363,13 @@ class ScopeTurns:
                 return done
             # Marked by another worker after our last look: ours to answer.
 
-    async def _drain(self, scope: str, look: _Look) -> tuple[int, bool]:
-        """Work the owed messages in order: ``(how many, whether the queue was emptied)``.
-
-        ``look``: the first :meth:`_next_owed`, read when the turn was taken."""
+    async def _drain(self, scope: str) -> tuple[int, bool]:
+        """Work the owed messages in order: ``(how many, whether the queue was emptied)``."""
         done = 0
+        look = self._looked.pop(scope, _UNREAD)  # read when the turn was taken
         while True:
             try:
-                items = look
+                items = await self._db(self._look, scope) if look is _UNREAD else look
                 if isinstance(items, Exception):
                     raise items
                 if items is None:
