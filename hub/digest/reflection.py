@@ -22,8 +22,10 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from zoneinfo import ZoneInfo
 
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.digest.compaction import check_items, parse_items, reflection_messages
 from scopehub.hub.digest.extractive import speaker
 from scopehub.hub.digest.service import REFLECT_CLAIM, BackgroundMemoryJob
@@ -181,6 +183,7 @@ class Reflector(BackgroundMemoryJob):
             note="hub: reflecting on older messages",
             ttl=self.settings.claim_ttl,
             clock=lambda: self.clock() + offset,
+            run=partial(in_db_thread, self.store),
         )
         async with lease:
             if not lease.held:

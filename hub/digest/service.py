@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -243,7 +244,10 @@ class DigestKeeper(BackgroundMemoryJob):
             return CompactionReport(scope, "not_due")
         # Renewed while the compaction runs (a slow model outlasts any TTL fixed in advance);
         # the digest's expect_version is the compare-and-set behind it.
-        lease = ClaimLease(self.store, scope, DIGEST_CLAIM, holder, note="hub: compacting the digest", ttl=self.settings.claim_ttl, clock=self.clock)
+        lease = ClaimLease(
+            self.store, scope, DIGEST_CLAIM, holder, note="hub: compacting the digest", ttl=self.settings.claim_ttl, clock=self.clock,
+            run=partial(in_db_thread, self.store),
+        )
         async with lease:
             if not lease.held:
                 log.info("digest of %s is being compacted by another worker; skipping", scope)
