@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 
 import pytest
 
@@ -20,6 +19,7 @@ from scopehub.hub.facts import (
 )
 from scopehub.hub.models.testing import ScriptedModel
 from scopehub.memory import NewMessage, Store, current_facts, fact_history
+from tests.helpers import StoreThreads
 from tests.hub.facts_helpers import (
     DIET,
     EMAIL_OLD,
@@ -407,35 +407,12 @@ def test_learning_after_the_reply_reads_and_writes_the_store_off_the_event_loop(
     """On a store that waits on the network (PostgreSQL), the extraction's reads (the
     speaker, the current facts) and its writes (the facts, the extractor's call record) run
     in the database threads: on the event loop they held every other chat of the worker."""
-    from scopehub.hub import dbwork
-
-    monkeypatch.setattr(dbwork, "offloads", lambda store: True)  # this SQLite store as if it were PostgreSQL
     with Store(tmp_path / "facts.db") as store:
-        threads: dict[str, set[int]] = {}
-        loop_threads: list[int] = []
-        for name in ("query", "transaction", "record_call"):
-            method = getattr(store, name)
-
-            def spied(*args, _method=method, _name=name, **kwargs):
-                if loop_threads:  # while the keeper learns (the message is stored before)
-                    threads.setdefault(_name, set()).add(threading.get_ident())
-                return _method(*args, **kwargs)
-
-            monkeypatch.setattr(store, name, spied)
-        real_run = asyncio.run
-
-        def run(coro):
-            async def watched():
-                loop_threads.append(threading.get_ident())
-                return await coro
-
-            return real_run(watched())
-
-        monkeypatch.setattr(asyncio, "run", run)
-        decisions, _ = run_learning(store, "my email is ram@example.com", extraction({"text": "User's email is ram@example.com", "key": "user.email"}))
-        seen = {name: set(idents) for name, idents in threads.items()}
-        monkeypatch.undo()
+        keeper = FactKeeper(store, ScriptedModel([extraction({"text": "User's email is ram@example.com", "key": "user.email"})]))
+        message = store.append(NewMessage(scope=SCOPE, role="user", text="my email is ram@example.com"))
+        threads = StoreThreads(store, monkeypatch)
+        decisions = asyncio.run(threads.watch(keeper.learn_from(SCOPE, message)))
         assert [d.op.value for d in decisions] == ["add"]
         assert texts(current_facts(store, SCOPE)) == {"User's email is ram@example.com"}
-        assert {"query", "transaction", "record_call"} <= set(seen)
-        assert loop_threads and loop_threads[0] not in set().union(*seen.values())
+        assert {"query", "transaction", "record_call"} <= set(threads.seen)
+        assert threads.on_the_loop() == set()
