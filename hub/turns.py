@@ -80,6 +80,11 @@ class Owed:
         return cls(int(number), answer) if number.isdigit() else None
 
 
+# What a look at the queue read (see ScopeTurns._next_owed), or the failure that stopped it.
+_Look = "list[Owed] | Exception | None"
+_UNREAD = object()  # no look read yet
+
+
 # Claims that are the hub's own bookkeeping, not work an agent should hear about in its
 # awareness block: the scope's turn, owed marks, a pending /forget all, a Maildir file taken.
 BOOKKEEPING_PREFIXES = (TURN_KEY, OWED_PREFIX, "forget-all:", "maildir:")
@@ -210,6 +215,7 @@ class ScopeTurns:
         self.clock = clock
         self._working: set[str] = set()  # scopes whose turn a task of this process works now
         self._turn_until: dict[str, float] = {}  # when each turn this process took or renewed expires
+        self._looked: dict[str, _Look] = {}  # the queue as read with the turn just taken, for _drain
         self.leases = Leases(store, holder, ttl=ttl, clock=clock)
 
     # -- marks ---------------------------------------------------------------------------
@@ -240,6 +246,26 @@ class ScopeTurns:
         if claim is not None:
             self._turn_until[scope] = claim.expires
         return claim
+
+    # The steps below do two things in one store session, so in one thread hop (about
+    # 0.12 ms of CPU each on PostgreSQL, bench hub): the same statements in the same order
+    # as two steps. The second thing's failure is handed back, not raised, so the caller
+    # tells it from the first's, as when they were two steps.
+    def _take_turn_and_look(self, scope: str) -> tuple[object, _Look]:
+        """Take the turn and, when it is ours, the first :meth:`_next_owed`."""
+        claim = self._take_turn(scope)
+        return claim, (self._look(scope) if claim is not None else None)
+
+    def _clear_and_look(self, scope: str, key: str) -> _Look:
+        """Clear a worked message's mark (raises when it cannot), then the next :meth:`_next_owed`."""
+        release_claim(self.store, scope, key, QUEUE_HOLDER)
+        return self._look(scope)
+
+    def _look(self, scope: str) -> _Look:
+        try:
+            return self._next_owed(scope)
+        except Exception as exc:
+            return exc
 
     def _next_owed(self, scope: str) -> list[Owed] | None:
         """The owed messages, their marks and the turn renewed; None when the turn ran out.
@@ -306,15 +332,18 @@ class ScopeTurns:
             self._working.add(scope)
             try:
                 try:
-                    if await self._db(self._take_turn, scope) is None:
+                    claim, look = await self._db(self._take_turn_and_look, scope)
+                    if claim is None:
                         return done  # another worker's turn: it looks again after releasing it
                 except Exception as exc:
                     log.warning("cannot take the turn of %s (%s); its messages wait for a later turn", scope, exc)
                     return done
+                self._looked[scope] = look
                 try:
                     worked, finished = await self._drain(scope)
                     done += worked
                 finally:
+                    self._looked.pop(scope, None)
                     self._turn_until.pop(scope, None)
                     try:
                         await self._db(release_claim, self.store, scope, TURN_KEY, self.holder)
@@ -324,6 +353,8 @@ class ScopeTurns:
                 self._working.discard(scope)
             if not finished:
                 return done  # the database failed: the marks stay, and run out into the sweep
+            # The last look comes after _working is cleared, in a step of its own: a message
+            # this process marks from now on starts its own turn, and one marked before is seen.
             try:
                 if not await self._db(self.owed, scope):
                     return done
@@ -335,9 +366,12 @@ class ScopeTurns:
     async def _drain(self, scope: str) -> tuple[int, bool]:
         """Work the owed messages in order: ``(how many, whether the queue was emptied)``."""
         done = 0
+        look = self._looked.pop(scope, _UNREAD)  # read when the turn was taken
         while True:
             try:
-                items = await self._db(self._next_owed, scope)
+                items = await self._db(self._look, scope) if look is _UNREAD else look
+                if isinstance(items, Exception):
+                    raise items
                 if items is None:
                     log.warning("the turn of %s ran out while working it; leaving the rest to its new holder", scope)
                     return done, False
@@ -361,7 +395,7 @@ class ScopeTurns:
             finally:
                 self.leases.drop(scope)
             try:
-                await self._db(release_claim, self.store, scope, item.key, QUEUE_HOLDER)
+                look = await self._db(self._clear_and_look, scope, item.key)
             except Exception as exc:
                 log.warning("mark of message %s of %s not cleared (%s); it is checked again", item.message_id, scope, exc)
                 return done, False

@@ -11,6 +11,10 @@ the clock jumped) and another worker took it. The lease then says so (:attr:`los
 the work checks :meth:`ClaimLease.still_held` before each write that must not happen twice;
 a compare-and-set on the work's own watermark (the digest's version, reflection's
 watermark) is the last guard.
+
+Its own store calls (acquire, renew, release) run through ``run`` when one is given: the
+hub passes its database threads, so a store that waits on the network (PostgreSQL) never
+holds the event loop for a claim.
 """
 
 from __future__ import annotations
@@ -19,13 +23,19 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Any, TypeVar
 
 from ._claims import Claim, acquire_claim, release_claim, renew_claim
 from ._store import Store
 
 __all__ = ["ClaimLease", "ClaimLost"]
+
+_T = TypeVar("_T")
+
+# How a lease runs its store calls: ``run(work, *args)`` awaits ``work(*args)``.
+StoreRunner = Callable[..., Awaitable[Any]]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +62,7 @@ class ClaimLease:
         ttl: float,
         clock: Callable[[], float] = time.time,
         every: float | None = None,
+        run: StoreRunner | None = None,
     ) -> None:
         self.store = store
         self.scope = scope
@@ -65,6 +76,11 @@ class ClaimLease:
         self.lost = False
         self.renewals = 0
         self._task: asyncio.Task[None] | None = None
+        self._run = run
+
+    async def _call(self, work: Callable[..., _T], *args: Any) -> _T:
+        """``work(*args)`` through the lease's runner, or right here without one."""
+        return work(*args) if self._run is None else await self._run(work, *args)
 
     @property
     def held(self) -> bool:
@@ -77,16 +93,22 @@ class ClaimLease:
             raise ClaimLost(f"claim {self.key} of {self.scope} was taken by another worker")
 
     async def __aenter__(self) -> ClaimLease:
-        self.claim = acquire_claim(self.store, self.scope, self.key, self.holder, note=self.note, ttl=self.ttl, now=self.clock())
+        self.claim = await self._call(self._acquire)
         if self.claim is not None:
             self._task = asyncio.get_running_loop().create_task(self._renew_forever())
         return self
+
+    def _acquire(self) -> Claim | None:
+        return acquire_claim(self.store, self.scope, self.key, self.holder, note=self.note, ttl=self.ttl, now=self.clock())
+
+    def _renew(self) -> bool:
+        return renew_claim(self.store, self.scope, self.key, self.holder, ttl=self.ttl, now=self.clock())
 
     async def _renew_forever(self) -> None:
         while True:
             await asyncio.sleep(self.every)
             try:
-                renewed = renew_claim(self.store, self.scope, self.key, self.holder, ttl=self.ttl, now=self.clock())
+                renewed = await self._call(self._renew)
             except Exception as exc:  # a database hiccup: the claim still has time left, try again
                 log.warning("cannot renew claim %s of %s (%s); trying again", self.key, self.scope, exc)
                 continue
@@ -105,6 +127,6 @@ class ClaimLease:
                 await self._task
         if self.claim is not None and not self.lost:
             try:
-                release_claim(self.store, self.scope, self.key, self.holder)
+                await self._call(release_claim, self.store, self.scope, self.key, self.holder)
             except Exception as failure:
                 log.warning("claim %s of %s not released (%s); it runs out", self.key, self.scope, failure)

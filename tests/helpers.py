@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Awaitable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from scopehub.agents import AgentRegistry, AgentSpec
 from scopehub.memory import Message
@@ -70,3 +72,38 @@ def checkout_env(tmp_path: Path, env: Mapping[str, str]) -> dict[str, str]:
 def checkout_python(code: str) -> list[str]:
     """``python -c code`` that first proves it imports this checkout (else exits CHECKOUT_MISMATCH)."""
     return [sys.executable, "-c", _GUARD + code]
+
+
+class StoreThreads:
+    """Which threads a store's methods ran on while :meth:`watch` awaited something, with the
+    store's work sent to the database threads as on PostgreSQL (``scopehub.hub.dbwork``):
+    what a test needs to show that background work never holds the event loop."""
+
+    def __init__(self, store: Any, monkeypatch: Any, names: Iterable[str] = ("query", "transaction", "window", "get", "record_call")) -> None:
+        from scopehub.hub import dbwork
+
+        monkeypatch.setattr(dbwork, "offloads", lambda _store: True)  # this SQLite store as if it were PostgreSQL
+        self.seen: dict[str, set[int]] = {}
+        self.loop_thread: int | None = None
+        self._watching = False
+        for name in names:
+            method = getattr(store, name)
+
+            def spied(*args: Any, _method: Any = method, _name: str = name, **kwargs: Any) -> Any:
+                if self._watching:
+                    self.seen.setdefault(_name, set()).add(threading.get_ident())
+                return _method(*args, **kwargs)
+
+            monkeypatch.setattr(store, name, spied)
+
+    async def watch(self, awaitable: Awaitable[Any]) -> Any:
+        """Await ``awaitable`` and note the threads of the store calls it made."""
+        self.loop_thread, self._watching = threading.get_ident(), True
+        try:
+            return await awaitable
+        finally:
+            self._watching = False
+
+    def on_the_loop(self) -> set[str]:
+        """The methods called on the event loop's thread while watching."""
+        return {name for name, threads in self.seen.items() if self.loop_thread in threads}

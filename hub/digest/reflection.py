@@ -22,8 +22,10 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from zoneinfo import ZoneInfo
 
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.digest.compaction import check_items, parse_items, reflection_messages
 from scopehub.hub.digest.extractive import speaker
 from scopehub.hub.digest.service import REFLECT_CLAIM, BackgroundMemoryJob
@@ -154,9 +156,11 @@ class Reflector(BackgroundMemoryJob):
             return []
         now = self.clock() if now is None else now
         reports = []
-        for scope in self.store.scopes():
+        # Every read off the event loop where the store waits on the network: with 10,000
+        # scopes the due checks alone held the worker's other chats for as many round trips.
+        for scope in await in_db_thread(self.store, self.store.scopes):
             try:
-                if now - get_reflection(self.store, scope).last_run < every:
+                if now - (await in_db_thread(self.store, get_reflection, self.store, scope)).last_run < every:
                     continue
                 reports.append(await self.reflect(scope, holder, now=now))
             except Exception:
@@ -181,6 +185,7 @@ class Reflector(BackgroundMemoryJob):
             note="hub: reflecting on older messages",
             ttl=self.settings.claim_ttl,
             clock=lambda: self.clock() + offset,
+            run=partial(in_db_thread, self.store),
         )
         async with lease:
             if not lease.held:
@@ -210,14 +215,14 @@ class Reflector(BackgroundMemoryJob):
 
     async def _reflect(self, scope: str, now: float, lease: ClaimLease) -> ReflectReport:
         cutoff = now - self.settings.reflect_after_days * 86400
-        mark, messages, events = self._older(scope, cutoff)
+        mark, messages, events = await in_db_thread(self.store, self._older, scope, cutoff)
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         report = ReflectReport(scope, "nothing", messages=len(messages), events=len(events), usage=usage)
         if messages or events:
             report.outcome = "reflected"
-            salience = Salience().add(
-                m.text for m in self.store.window(scope, STATS_MESSAGES, up_to=messages[-1].id if messages else None)
-            )
+            up_to = messages[-1].id if messages else None
+            recent = await in_db_thread(self.store, partial(self.store.window, up_to=up_to), scope, STATS_MESSAGES)
+            salience = Salience().add(m.text for m in recent)
             for episode_messages, episode_events in _episodes(messages, events):
                 try:
                     if self.mode == "extractive":
@@ -225,7 +230,7 @@ class Reflector(BackgroundMemoryJob):
                     else:
                         fragments = await self._by_model(episode_messages, episode_events, usage)
                     lease.still_held()
-                    mark = self._keep(scope, mark, episode_messages, episode_events, fragments, now)
+                    mark = await in_db_thread(self.store, self._keep, scope, mark, episode_messages, episode_events, fragments, now)
                 except ClaimLost as exc:  # another worker took over: it goes on from where the watermark is
                     report.outcome, report.reason = "busy", str(exc)
                     log.info("reflection of %s stopped: %s", scope, report.reason)
@@ -236,9 +241,12 @@ class Reflector(BackgroundMemoryJob):
                     break
                 report.episodes += 1
                 report.fragments += len(fragments)
-        save_reflection(self.store, scope, message_upto=0, event_upto=0, now=now, usage={"runs": 1, **usage})
+        await in_db_thread(self.store, self._count_run, scope, now, usage)
         log.info("reflection of %s: %d fragments from %d episodes", scope, report.fragments, report.episodes)
         return report
+
+    def _count_run(self, scope: str, now: float, usage: dict[str, int]) -> None:
+        save_reflection(self.store, scope, message_upto=0, event_upto=0, now=now, usage={"runs": 1, **usage})
 
     def _keep(
         self,

@@ -30,7 +30,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from scopehub.hub.context.tokens import Tokenizer, get_tokenizer
@@ -117,6 +118,18 @@ class CompactionReport:
     rejected: int = 0
     reason: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+
+
+class _Plan(NamedTuple):
+    """A due compaction, as read from the store: the digest, its kind and the messages it folds."""
+
+    digest: Digest | None
+    made: bool  # a digest exists (a broken row is rebuilt like none)
+    kind: str  # full | full_recompact | incremental
+    previous: Sequence[DigestLine]
+    left: list[Message]  # the messages beyond the window (no commands)
+    pending: list[Message]  # those after the digest
+    newest: int  # the id the digest will cover up to
 
 
 class _Failure(Exception):
@@ -231,7 +244,10 @@ class DigestKeeper(BackgroundMemoryJob):
             return CompactionReport(scope, "not_due")
         # Renewed while the compaction runs (a slow model outlasts any TTL fixed in advance);
         # the digest's expect_version is the compare-and-set behind it.
-        lease = ClaimLease(self.store, scope, DIGEST_CLAIM, holder, note="hub: compacting the digest", ttl=self.settings.claim_ttl, clock=self.clock)
+        lease = ClaimLease(
+            self.store, scope, DIGEST_CLAIM, holder, note="hub: compacting the digest", ttl=self.settings.claim_ttl, clock=self.clock,
+            run=partial(in_db_thread, self.store),
+        )
         async with lease:
             if not lease.held:
                 log.info("digest of %s is being compacted by another worker; skipping", scope)
@@ -252,7 +268,12 @@ class DigestKeeper(BackgroundMemoryJob):
         found = self.store.query(f"SELECT count(*) FROM messages WHERE scope = ? AND id IN ({marks})", (scope, *ids))[0][0]
         return found < len(ids)
 
-    async def _compact(self, scope: str, force: bool) -> CompactionReport:
+    def _plan(self, scope: str, force: bool) -> _Plan | CompactionReport:
+        """What a compaction reads before it asks anything: its kind and messages, or why not.
+
+        Store work only (the digest, up to HUB_WINDOW + STATS_MESSAGES messages, their
+        sources), so it runs in one step off the event loop where the store waits on the
+        network: in a long scope the read alone held every other chat of the worker."""
         digest = get_digest(self.store, scope)  # again: another worker may have just finished
         if not force and not self.due(scope, digest):
             return CompactionReport(scope, "not_due")
@@ -277,9 +298,15 @@ class DigestKeeper(BackgroundMemoryJob):
         if kind == "incremental" and not pending:
             return CompactionReport(scope, "not_due")
         previous = digest.lines if made and digest else ()
+        return _Plan(digest, made, kind, previous, left, pending, newest=beyond[-1].id)
+
+    async def _compact(self, scope: str, force: bool) -> CompactionReport:
+        plan = await in_db_thread(self.store, self._plan, scope, force)
+        if isinstance(plan, CompactionReport):
+            return plan
+        digest, made, kind, previous, left, pending, newest = plan
         usage = {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
         rejected = 0
-        newest = beyond[-1].id
         mode, fallback = self.mode, None
         try:
             if self.mode == "extractive":
@@ -290,7 +317,7 @@ class DigestKeeper(BackgroundMemoryJob):
             reason = str(failure)
             if made:
                 log.warning("digest compaction of %s kept the cached digest: %s", scope, reason)
-                record_digest_failure(self.store, scope, reason, retry_after=newest, usage=usage, now=self.clock())
+                await in_db_thread(self.store, self._record_failure, scope, reason, newest, usage)
                 return CompactionReport(scope, "failed", kind, reason=reason, usage=usage)
             # No digest to keep: the agents would get nothing about the older history. The
             # extractive digest (the messages' own sentences, no model) stands in until the
@@ -298,8 +325,30 @@ class DigestKeeper(BackgroundMemoryJob):
             log.warning("digest compaction of %s failed (%s); an extractive digest stands in", scope, reason)
             kind, mode, fallback = "full", "extractive", reason
             lines = await asyncio.to_thread(self._extractive, kind, (), left, pending)
+        saved = await in_db_thread(self.store, self._save, scope, lines, newest, kind, mode, usage, digest, fallback)
+        if saved is None:  # another worker's compaction got there first (its claim ran out meanwhile)
+            return CompactionReport(scope, "busy", kind)
+        log.info("digest of %s: %s compaction (%s), version %d, %d lines", scope, kind, mode, saved.version, len(saved.lines))
+        reason = f"{fallback}: an extractive digest stands in" if fallback else ""
+        return CompactionReport(scope, "compacted", kind, saved.version, len(saved.lines), rejected, reason=reason, usage=usage)
+
+    def _record_failure(self, scope: str, reason: str, newest: int, usage: dict[str, int]) -> None:
+        record_digest_failure(self.store, scope, reason, retry_after=newest, usage=usage, now=self.clock())
+
+    def _save(
+        self,
+        scope: str,
+        lines: Sequence[DigestLine],
+        newest: int,
+        kind: str,
+        mode: str,
+        usage: dict[str, int],
+        digest: Digest | None,
+        fallback: str | None,
+    ) -> Digest | None:
+        """Save the compacted lines (compare-and-set on the version read): None when another worker's got there first."""
         covered = self.store.query("SELECT count(*) FROM messages WHERE scope = ? AND id <= ?", (scope, newest))[0][0]
-        saved = save_digest(
+        return save_digest(
             self.store,
             scope,
             lines,
@@ -312,11 +361,6 @@ class DigestKeeper(BackgroundMemoryJob):
             expect_version=digest.version if digest else 0,
             failure=fallback,
         )
-        if saved is None:  # another worker's compaction got there first (its claim ran out meanwhile)
-            return CompactionReport(scope, "busy", kind)
-        log.info("digest of %s: %s compaction (%s), version %d, %d lines", scope, kind, mode, saved.version, len(saved.lines))
-        reason = f"{fallback}: an extractive digest stands in" if fallback else ""
-        return CompactionReport(scope, "compacted", kind, saved.version, len(saved.lines), rejected, reason=reason, usage=usage)
 
     # -- extractive ----------------------------------------------------------------------------
     def _extractive(
@@ -359,7 +403,7 @@ class DigestKeeper(BackgroundMemoryJob):
             # After a long pause (failures, an import) only the newest pending messages fit the
             # prompt; the older ones are passed over (the digest moves on; search still finds them).
             new = self._newest_within(pending, MODEL_SOURCE_TOKENS)
-            shown = {m.id: m for m in [*self._sources_of(scope, previous), *new]}
+            shown = {m.id: m for m in [*await in_db_thread(self.store, self._sources_of, scope, previous), *new]}
             try:
                 lines, rejected, over = await self._ask(previous, new, shown, rebuild=False, usage=usage)
                 if not over:
@@ -371,7 +415,7 @@ class DigestKeeper(BackgroundMemoryJob):
         if kind == "full":
             sources = self._newest_within(left, MODEL_SOURCE_TOKENS)
         else:
-            merged = {m.id: m for m in [*self._sources_of(scope, previous), *pending]}
+            merged = {m.id: m for m in [*await in_db_thread(self.store, self._sources_of, scope, previous), *pending]}
             sources = self._newest_within([merged[i] for i in sorted(merged)], MODEL_SOURCE_TOKENS)
         lines, more, _ = await self._ask((), sources, {m.id: m for m in sources}, rebuild=True, usage=usage)
         return lines, kind, rejected + more

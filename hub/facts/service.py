@@ -14,6 +14,7 @@ from typing import Any
 
 from scopehub.hub.context.record import text_digest
 from scopehub.hub.context.tokens import Tokenizer
+from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.facts.block import render_block
 from scopehub.hub.facts.commands import subject_of
 from scopehub.hub.facts.extraction import EXTRACTOR_PROMPT, Candidate, parse_extraction
@@ -162,8 +163,10 @@ class FactKeeper:
         words = own_words(message.text)  # a pasted email is someone else's words, not facts the person states
         if not looks_factual(words):
             return []  # the local pre-filter: no model call
-        subject, speaker = subject_of(self.store, scope, message.id)
-        exchange = await self._ask(message, current_facts(self.store, scope), speaker)
+        # The store's part before and after the model's, each in one step off the event loop
+        # where the store waits on the network (scopehub.hub.dbwork).
+        subject, speaker, facts = await in_db_thread(self.store, self._read_for, scope, message.id)
+        exchange = await self._ask(message, facts, speaker)
         if exchange.error is not None:  # learning is best effort; the reply was already sent
             log.warning("fact extraction failed for %s: %s", scope, exchange.error)
         proposed = list(exchange.proposed or ())
@@ -174,19 +177,18 @@ class FactKeeper:
             # the person's own sentence instead, when the local reader knows what it is about.
             candidates = own_sentences(words, subject)
             exchange.own_sentences = bool(candidates)
-        if candidates:
-            # No await from here on: reading current facts and writing the result cannot interleave.
-            exchange.decisions, _ = learn(
-                self.store,
-                scope,
-                candidates,
-                confidence="derived",
-                explicit_message=is_explicit(words),
-                source_message=message.id,
-                subject=subject,
-                now=self.clock(),
-                require_message=True,
-            )
+        return await in_db_thread(self.store, self._keep_and_record, scope, message, exchange, candidates, words, subject)
+
+    def _read_for(self, scope: str, message_id: int) -> tuple[str, str | None, list[Fact]]:
+        """Whom the message is about, who speaks, and the scope's current facts."""
+        subject, speaker = subject_of(self.store, scope, message_id)
+        return subject, speaker, current_facts(self.store, scope)
+
+    def _keep_and_record(
+        self, scope: str, message: Message, exchange: Exchange, candidates: list[Candidate], words: str, subject: str
+    ) -> list[Decision]:
+        """Keep the candidates (:meth:`_keep`) and record the extractor's call."""
+        exchange.decisions = self._keep(scope, message, candidates, words, subject)
         self._record(message, exchange)
         return exchange.decisions
 
@@ -209,7 +211,7 @@ class FactKeeper:
     def _keep(self, scope: str, message: Message, candidates: Sequence[Candidate], words: str, subject: str) -> list[Decision]:
         if not candidates:
             return []
-        # No await from here on: reading current facts and writing the result cannot interleave.
+        # Reads the current facts, then writes what reconciling them gave in one transaction (see learn).
         decisions, _ = learn(
             self.store,
             scope,

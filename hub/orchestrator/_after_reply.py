@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -187,7 +188,10 @@ class AfterReply:
             note = f"{feedback.agent}: learning from the person's feedback"
             # Renewed while the lesson model runs; the pending -> learnt mark is the
             # compare-and-set behind it (AlreadyDone: another worker learnt it first).
-            lease = ClaimLease(store, scope, f"lesson:{feedback.id}", self.holder, note=note, ttl=self.deps.settings.claim_ttl, clock=clock)
+            lease = ClaimLease(
+                store, scope, f"lesson:{feedback.id}", self.holder, note=note, ttl=self.deps.settings.claim_ttl, clock=clock,
+                run=partial(in_db_thread, store),
+            )
             try:
                 async with lease:
                     if not lease.held:

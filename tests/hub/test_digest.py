@@ -26,7 +26,7 @@ from scopehub.memory import (
     get_digest,
     list_knowledge,
 )
-from tests.helpers import registry_of
+from tests.helpers import StoreThreads, registry_of
 
 SCOPE = "group:1"
 ZONE_NAME = "UTC"
@@ -458,6 +458,25 @@ def test_two_workers_compact_a_scope_once(tmp_path):
     assert asyncio.run(main()) == ["compacted", "busy"]
     with Store(db) as store:
         assert get_digest(store, SCOPE).version == 1
+
+
+@pytest.mark.parametrize("kind", ["full", "incremental"])
+def test_a_compaction_reads_and_writes_the_store_off_the_event_loop(tmp_path, monkeypatch, kind):
+    """On a store that waits on the network (PostgreSQL), the compaction's reads (the digest,
+    up to HUB_WINDOW + 2,000 messages, the sources of its lines), its claim and its save run
+    in the database threads: done on the event loop, they held every other chat of the worker."""
+    hub = make_hub(tmp_path, compactor=FunctionModel(good_fold))
+    store, keeper = hub.store, hub.deps.digest
+    fill(store)
+    if kind == "incremental":
+        assert asyncio.run(keeper.compact(SCOPE, hub.holder)).outcome == "compacted"
+        fill(store, HISTORY[:4])
+    threads = StoreThreads(store, monkeypatch)
+    assert asyncio.run(threads.watch(keeper.compact(SCOPE, hub.holder))).outcome == "compacted"
+    assert get_digest(store, SCOPE).version == (2 if kind == "incremental" else 1)
+    # The claim it works under is a transaction; an increment reads its lines' sources.
+    assert {"window", "query", "transaction"} <= set(threads.seen) and (kind == "full" or "get" in threads.seen)
+    assert threads.on_the_loop() == set()
 
 
 def test_housekeeping_claims_are_not_shown_as_team_work(tmp_path):

@@ -19,6 +19,7 @@ from scopehub.hub.facts import (
 )
 from scopehub.hub.models.testing import ScriptedModel
 from scopehub.memory import NewMessage, Store, current_facts, fact_history
+from tests.helpers import StoreThreads
 from tests.hub.facts_helpers import (
     DIET,
     EMAIL_OLD,
@@ -400,3 +401,18 @@ def test_remember_in_a_group_names_the_sender(tmp_path):
     say(hub, "/remember my email is ram@example.com", scope="group:9", sender="Ram")
     [fact] = current_facts(hub.store, "group:9")
     assert (fact.text, fact.key) == ("Ram: my email is ram@example.com", "ram.email")
+
+
+def test_learning_after_the_reply_reads_and_writes_the_store_off_the_event_loop(tmp_path, monkeypatch):
+    """On a store that waits on the network (PostgreSQL), the extraction's reads (the
+    speaker, the current facts) and its writes (the facts, the extractor's call record) run
+    in the database threads: on the event loop they held every other chat of the worker."""
+    with Store(tmp_path / "facts.db") as store:
+        keeper = FactKeeper(store, ScriptedModel([extraction({"text": "User's email is ram@example.com", "key": "user.email"})]))
+        message = store.append(NewMessage(scope=SCOPE, role="user", text="my email is ram@example.com"))
+        threads = StoreThreads(store, monkeypatch)
+        decisions = asyncio.run(threads.watch(keeper.learn_from(SCOPE, message)))
+        assert [d.op.value for d in decisions] == ["add"]
+        assert texts(current_facts(store, SCOPE)) == {"User's email is ram@example.com"}
+        assert {"query", "transaction", "record_call"} <= set(threads.seen)
+        assert threads.on_the_loop() == set()

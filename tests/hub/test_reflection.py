@@ -17,7 +17,7 @@ from scopehub.hub.digest import Reflector
 from scopehub.hub.errors import ModelUnavailable
 from scopehub.hub.models.testing import FunctionModel, ScriptedModel
 from scopehub.memory import NewMessage, Store, add_knowledge, get_reflection, list_knowledge
-from tests.helpers import registry_of
+from tests.helpers import StoreThreads, registry_of
 
 SCOPE = "user:1"
 DAY = 86400.0
@@ -167,6 +167,19 @@ def test_reflect_due_runs_each_scope_once_per_period(tmp_path):
     off = make_hub(tmp_path / "other.db", reflect_every_hours=0)
     fill(off.store)
     assert asyncio.run(off.reflect_due()) == []  # 0: only on demand
+
+
+def test_reflection_reads_and_writes_the_store_off_the_event_loop(tmp_path, monkeypatch):
+    """On a store that waits on the network (PostgreSQL), the due checks of every scope, the
+    episodes, the word statistics and the fragments kept run in the database threads: on the
+    event loop, 10,000 scopes' due checks alone held every other chat of the worker."""
+    hub = make_hub(tmp_path / "hub.db", reflect_every_hours=24)
+    fill(hub.store)
+    threads = StoreThreads(hub.store, monkeypatch, names=("query", "transaction", "window", "messages", "scopes"))
+    reports = asyncio.run(threads.watch(hub.reflect_due()))
+    assert [(r.scope, r.outcome) for r in reports] == [(SCOPE, "reflected")] and reports[0].fragments > 0
+    assert {"scopes", "query", "transaction", "window", "messages"} <= set(threads.seen)
+    assert threads.on_the_loop() == set()
 
 
 def test_a_failing_reflection_never_reaches_a_reply(tmp_path, monkeypatch):

@@ -12,7 +12,14 @@ import pytest
 
 from scopehub.eval.routing import hub_profiles, load_labelled
 from scopehub.hub.routing import AgentProfile, LocalClassifier, route
-from scopehub.hub.routing.lexicon import back_reference, language_of, readable, switch_cue, terms
+from scopehub.hub.routing.lexicon import (
+    back_reference,
+    content_terms,
+    language_of,
+    readable,
+    switch_cue,
+    terms,
+)
 from tests.helpers import msg
 
 MULTILINGUAL = Path(__file__).resolve().parents[2] / "eval" / "data" / "multilingual_routing.jsonl"
@@ -89,6 +96,13 @@ def test_unspaced_scripts_are_cut_into_character_pairs_and_marks_stay_in_words()
     assert terms("タスクを追加") == ["タス", "スク", "クを", "を追", "追加"]
     assert terms("मुझे याद") == ["मुझे", "याद"]
     assert terms("ذكّرني") == terms("ذكرني")  # optional Arabic vowel marks
+
+
+def test_content_terms_are_kept_per_text_but_each_caller_gets_its_own_list():
+    first = content_terms("Booking the hotels for Friday")
+    assert first == ["book", "hotel", "friday"]
+    first.append("mutated")  # a caller that changes its list must not change the next one's
+    assert content_terms("Booking the hotels for Friday") == ["book", "hotel", "friday"]
 
 
 def test_back_references_and_switch_cues_in_other_languages():

@@ -75,6 +75,49 @@ def test_a_message_marked_after_the_holders_last_look_is_answered_by_the_holder(
         assert worked == [first, late]  # looked again after releasing the turn
 
 
+def test_a_message_this_process_marks_just_after_the_holders_last_look_is_answered(tmp_path, monkeypatch):
+    """Another chat task of this process marks a message and asks for the turn right after
+    the holder's last look found the queue empty. The holder has stopped working the scope
+    by then, so that task is not turned away: it takes the turn and answers it."""
+    from scopehub.hub import dbwork
+
+    monkeypatch.setattr(dbwork, "offloads", lambda store: True)  # the store steps in threads, as on PostgreSQL
+    clock = Clock()
+    with Store(tmp_path / "hub.db") as store:
+        first, late = stored(store, 2)
+        worked: list[int] = []
+        tasks: list[asyncio.Task[int] | None] = []
+
+        async def work(scope: str, item: Owed) -> None:
+            worked.append(item.message_id)
+
+        holder = ScopeTurns(store, "worker-a", work, ttl=10, clock=clock)
+        look = holder.owed
+
+        def last_look(scope: str) -> list[Owed]:
+            seen = look(scope)
+            if not tasks:
+                holder.owe(SCOPE, late, "late")  # stored and marked by another chat task, which asks for the turn
+                tasks.append(None)
+                loop.call_soon_threadsafe(lambda: tasks.__setitem__(0, loop.create_task(holder.run(SCOPE))))
+            return seen
+
+        holder.owed = last_look  # type: ignore[method-assign]
+
+        async def main() -> int:
+            holder.owe(SCOPE, first, "first")
+            done = await holder.run(SCOPE)
+            await asyncio.sleep(0)  # the other task is made by now
+            return done + sum(await asyncio.gather(*tasks))
+
+        loop = asyncio.new_event_loop()
+        try:
+            assert loop.run_until_complete(main()) == 2
+        finally:
+            loop.close()
+        assert worked == [first, late] and look(SCOPE) == []
+
+
 def test_a_dead_holders_marks_run_out_and_the_sweep_works_them(tmp_path):
     clock = Clock()
     with Store(tmp_path / "hub.db") as store:
