@@ -90,6 +90,11 @@ def tools_of(agents, name):
             "Recuérdame mañana a las 9 llamar al médico",
             Call("set_reminder", {"when": "tomorrow at 9:00", "text": "llamar al médico"}),
         ),
+        # A moment from now, in four languages: the reminder's time, not the model's guess.
+        ("reminders", "Rappelle-moi dans 15 minutes de sortir le linge", Call("set_reminder", {"when": "in 15 minutes", "text": "sortir le linge"})),
+        ("reminders", "Erinnere mich in 15 Minuten an die Wäsche", Call("set_reminder", {"when": "in 15 minutes", "text": "die Wäsche"})),
+        ("reminders", "Recuérdame en 15 minutos sacar la basura", Call("set_reminder", {"when": "in 15 minutes", "text": "sacar la basura"})),
+        ("reminders", "remind me in 15 minutes to check the oven", Call("set_reminder", {"when": "in 15 minutes", "text": "check the oven"})),
     ],
 )
 def test_arguments_are_read_off_the_message_with_no_model_call(planner, agents, agent, text, call):
