@@ -51,7 +51,14 @@ from scopehub.hub.models.grammar import (
 from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier, lead_in
-from scopehub.hub.routing.lexicon import about_the_bot, language_of, looks_like_email, readable
+from scopehub.hub.routing.lexicon import (
+    about_the_bot,
+    language_of,
+    looks_like_email,
+    opens_addition,
+    readable,
+    without_addition,
+)
 
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
 
@@ -475,11 +482,25 @@ class Planner:
             if known is not None:
                 return Reply(known)  # "where do I live?": every word of it is in a fact
         choice = self.choose(turn.message, tools)
+        if opens_addition(turn.message) and not (choice in offered and _creates(offered[choice])):
+            # "also call the bank tomorrow", "und außerdem die Steuer", "y también comprar pilas":
+            # one more of what the person's last message asked for, when that stored something.
+            choice = self._repeated(turn, tools, offered) or choice
+        if opens_addition(turn.message) and choice in offered and _creates(offered[choice]):
+            turn = dataclasses.replace(turn, message=without_addition(turn.message))  # the item, not the cue
         if turn.steps:
             return self._after_tool(turn, offered, choice)
         if choice == ANSWER:
             return self._answer(turn, offered)
         return self._call(turn, offered, offered[choice])
+
+    def _repeated(self, turn: Turn, tools: Sequence[Mapping[str, Any]], offered: Mapping[str, Mapping[str, Any]]) -> str | None:
+        """The tool the person's previous message asked for, when it stores something new."""
+        earlier = next((item["content"] for item in reversed(turn.history) if item["role"] == "user"), "")
+        if not earlier.strip():
+            return None
+        before = self.choose(earlier, tools)
+        return before if before in offered and _creates(offered[before]) and before != KEEP_EMAIL else None
 
     # -- 2. which item, 3. arguments -------------------------------------------------------
     def _call(

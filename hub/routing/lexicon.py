@@ -15,10 +15,12 @@ __all__ = [
     "deictic_nouns",
     "first_person",
     "language_of",
+    "opens_addition",
     "readable",
     "stem",
     "switch_cue",
     "terms",
+    "without_addition",
 ]
 
 # Letters and the combining marks of scripts that write vowels as marks (Devanagari and the
@@ -310,6 +312,35 @@ def deictic_nouns(text: str) -> list[str]:
     """The words after a demonstrative ("that email", "diese E-Mail") in the message's language."""
     pattern = _pattern(DEICTIC, text)
     return [match.group(1) for match in pattern.finditer(text.lower())] if pattern else []
+
+
+# -- one more of the same, opening the message: "also call the bank", "and also buy a card",
+# "und außerdem die Steuer", "Außerdem den Zahnarzt anrufen", "et aussi appeler le plombier",
+# "y también comprar pilas". Said first, the cue adds to what the conversation is doing; said
+# later ("I also need a taxi") it announces a new errand (:func:`switch_cue`).
+ADDITION_OPENINGS: dict[str, re.Pattern[str]] = {
+    "en": re.compile(r"^\s*(?:(?:and|oh|ok|okay|plus)[,!]?\s+)?(?:also|as\s+well|additionally)\b", re.I),
+    "de": re.compile(r"^\s*(?:und\s+)?(?:außerdem|ausserdem|zusätzlich|auch\s+noch|noch)\b", re.I),
+    "fr": re.compile(r"^\s*(?:et\s+)?(?:aussi|également|en\s+plus|de\s+plus)\b", re.I),
+    "es": re.compile(r"^\s*(?:y\s+)?(?:también|además)\b", re.I),
+}
+
+
+def opens_addition(text: str) -> bool:
+    """Whether the message opens with "also", "und außerdem", "et aussi", "y también": one
+    more of what the conversation is doing (a question is no addition)."""
+    stripped = text.strip()
+    return not stripped.endswith(("?", "？")) and any(pattern.match(stripped) for pattern in ADDITION_OPENINGS.values())
+
+
+def without_addition(text: str) -> str:
+    """``text`` without the "also", "und außerdem", "et aussi", "y también" opening it (and a comma after)."""
+    stripped = text.strip()
+    for pattern in ADDITION_OPENINGS.values():
+        found = pattern.match(stripped)
+        if found and stripped[found.end() :].strip(" ,:"):
+            return stripped[found.end() :].strip(" ,:")
+    return text
 
 
 def switch_cue(text: str) -> bool:

@@ -516,3 +516,24 @@ def test_friendly_words_that_claim_nothing_are_sent(planner, agents):
     step = planner.plan(conversation(("user", "tell me a joke"), system="You are the general agent."), tools_of(agents, "general"))
     for fine in ("Why did the chicken cross the road? To get to the other side!", "Let me know if you need anything else.", "I'll be happy to help."):
         assert step.finish(fine) == Reply(fine)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "text", "call"),
+    [
+        ("need to renew my passport", "also call the bank tomorrow", Call("add_task", {"title": "call the bank", "due": "tomorrow"})),
+        ("add sign the lease to my to-do list", "also email the insurer about contents cover", Call("add_task", {"title": "email the insurer about contents cover"})),
+        ("Ich muss die Winterreifen aufziehen", "und außerdem die Steuerunterlagen sortieren", Call("add_task", {"title": "die Steuerunterlagen sortieren"})),
+        ("Il faut que je rende les livres", "et aussi appeler le plombier", Call("add_task", {"title": "appeler le plombier"})),
+        ("Tengo que llevar el coche al taller", "y también comprar pilas", Call("add_task", {"title": "comprar pilas"})),
+    ],
+)
+def test_also_after_an_addition_adds_one_more_of_the_same(planner, agents, earlier, text, call):
+    # The cue is no part of the item, and the few words after it need not say "add".
+    messages = conversation(("user", earlier), ("assistant", "Added #1"), ("user", text))
+    assert planner.plan(messages, tools_of(agents, "tasks")) == call
+
+
+def test_also_after_a_listing_is_no_addition(planner, agents):
+    messages = conversation(("user", "what's on my list?"), ("assistant", "#1 milk"), ("user", "also thanks"))
+    assert not isinstance(planner.plan(messages, tools_of(agents, "tasks")), Call)

@@ -294,3 +294,20 @@ def test_moving_it_stays_with_the_conversation_and_a_note_for_monday_is_no_move(
     window = [msg(1, "reminders", "remind me on friday to call mum"), msg(2, "reminders", "Reminder set.", role="agent")]
     assert route("move it to saturday", classifier=LocalClassifier(hub_profiles()), window=window).agent == "reminders"
     assert not moves_to_a_day("make a note for monday") and not moves_to_a_day("can we move the plumber to friday?")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["also email the insurer about contents cover", "und außerdem die Steuerunterlagen sortieren", "et aussi appeler le plombier", "y también comprar pilas"],
+)
+def test_one_more_of_the_same_after_an_added_task_stays_with_the_tasks(text):
+    # "email", "Steuer" lean elsewhere; said first, the cue adds to what the conversation is doing.
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_a_clear_request_elsewhere_still_leaves_after_an_opening_also():
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    classifier = LocalClassifier(hub_profiles())
+    assert route("also remind me tomorrow at 9 to call mum", classifier=classifier, window=window).agent == "reminders"
+    assert route("also tell the sales team the price list is out", classifier=classifier, window=window).agent == "general"
