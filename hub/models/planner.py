@@ -57,6 +57,7 @@ from scopehub.hub.routing.lexicon import (
     looks_like_email,
     opens_addition,
     readable,
+    says_done,
     without_addition,
 )
 
@@ -547,6 +548,9 @@ class Planner:
         if _BACK_REFERENCE.search(turn.message) and turn.last_reply:
             texts.append(turn.last_reply)
         picked = references.pick_line(listing, *texts)
+        if picked is None and says_done(turn.message) and len(references.content_words(turn.message)) <= 1:
+            # "done!", "Erledigt", "sent it": no item named, so the one the conversation is about.
+            picked = _only_item(listing, turn.last_reply)
         if picked is None and (number not in required_of(function) or str(function.get("name")).startswith(_TELLING)):
             # An optional reference (the email a draft answers), or one only read ("what did
             # the insurer want?" names no word of the listing): the newest listed one.
@@ -803,6 +807,15 @@ class Planner:
         if turn.facts:
             parts.append(turn.facts)
         return "\n\n".join(parts)
+
+
+def _only_item(listing: str, last_reply: str) -> int | None:
+    """The one listed item the last reply names ("Added #3 ..."), or the listing's only item; None else."""
+    listed = [int(found[1]) for line in listing.splitlines() if (found := re.match(r"^#(\d+)\b", line.strip()))]
+    named = {int(number) for number in re.findall(r"#(\d+)\b", last_reply)} & set(listed)
+    if len(named) == 1:
+        return named.pop()
+    return listed[0] if len(listed) == 1 else None
 
 
 def _small_talk(message: str) -> bool:

@@ -472,9 +472,16 @@ _IRREGULAR_DONE = (
     r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|swept|hung|"
     r"built|caught|fed|read|put|set|cut|left|ran|spoke|told|threw|won|ate|drank|sorted|done"
 )
+# With no subject ("booked the MOT", "sent it", "paid it"), a past form opens the message; one
+# followed by another past form is a name doing something ("Mohammed called", "Fred paid"),
+# and forms that are also requests or states ("put", "set", "read", "tired", "interested") are none.
+_NOT_DONE_ED = r"need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed|red|bed|tired|bored|interested|excited|worried|married|based|used|supposed|scared"
+_PAST_ONLY = r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|caught|spoke|told|won"
+_PAST = rf"(?:(?!(?:{_NOT_DONE_ED})\b)[a-z]+ed|{_PAST_ONLY})"
 _DONE = re.compile(
     r"^\s*(?:(?:ok|okay|so|and|also|oh|right|yes|ja|oui|sí|si)[,!]?\s+)*i(?:['’]ve|\s+have)?\s+(?:just\s+|already\s+|finally\s+|now\s+)?"
-    rf"(?:(?!(?:need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed)\b)[a-z]+ed|{_IRREGULAR_DONE})\b"
+    rf"(?:(?!(?:{_NOT_DONE_ED})\b)[a-z]+ed|{_IRREGULAR_DONE})\b"
+    rf"|^\s*(?:(?:ok|okay|so|right|yes)[,!]?\s+)?(?:just\s+|already\s+|finally\s+)?{_PAST}\b(?!\s+{_PAST}\b)(?=\s+\S|\s*[.!]*$)"
     r"|\b(?:is|are|'s|’s)\s+(?:now\s+|all\s+|already\s+)?(?:done|finished|sorted|completed|taken care of|dealt with|paid|booked|fixed|renewed|handled|over)\b"
     r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
     r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"

@@ -537,3 +537,26 @@ def test_also_after_an_addition_adds_one_more_of_the_same(planner, agents, earli
 def test_also_after_a_listing_is_no_addition(planner, agents):
     messages = conversation(("user", "what's on my list?"), ("assistant", "#1 milk"), ("user", "also thanks"))
     assert not isinstance(planner.plan(messages, tools_of(agents, "tasks")), Call)
+
+
+_LISTED = "Today is Fri 2026-12-04.\n#1 order new glasses\n#2 MOT for the car\n#3 email the insurer about contents cover"
+
+
+@pytest.mark.parametrize(
+    ("added", "text", "task"),
+    [
+        ("Added #2 MOT for the car", "booked the MOT", 2),  # a past form with no subject: done, not a new task
+        ("Added #3 email the insurer about contents cover", "sent it", 3),
+        ("Added #3 email the insurer about contents cover", "Erledigt", 3),  # no item named: the one just added
+    ],
+)
+def test_a_completion_with_no_subject_completes_the_task_it_speaks_of(planner, agents, added, text, task):
+    messages = conversation(("user", "add it to my tasks"), ("assistant", added), ("user", text))
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call("list_tasks", {})
+    assert planner.plan(messages + tool_step("list_tasks", {}, _LISTED), tools_of(agents, "tasks")) == Call("complete_task", {"id": task})
+
+
+def test_a_bare_done_after_a_listing_of_several_asks_which_one(planner, agents):
+    messages = conversation(("user", "what's on my list?"), ("assistant", _LISTED), ("user", "done!"))
+    step = planner.plan(messages + tool_step("list_tasks", {}, _LISTED), tools_of(agents, "tasks"))
+    assert isinstance(step, Reply) and step.text.startswith("Which one")

@@ -252,6 +252,16 @@ def test_something_said_to_be_done_is_no_duty_and_no_question():
     assert not any(says_done(t) for t in ("what have I finished?", "I need to finish the report", "add buy milk", "I live in Hamburg"))
 
 
+def test_a_past_form_with_no_subject_says_done_and_a_name_ending_in_ed_does_not():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("booked the MOT", "sent it", "paid it", "called the bank", "done!", "Erledigt"))
+    # "Mohammed", "Ahmed", "Fred" end in -ed: a name doing something is news, not a completion.
+    assert not any(says_done(t) for t in ("Mohammed called", "Mohammed called, the boiler gets fixed on Monday", "Ahmed sent the file", "Fred paid the bill"))
+    # Requests and states that look like past forms.
+    assert not any(says_done(t) for t in ("put that on my tasks", "set a reminder for 9", "read note 3", "interested in the offer", "need milk"))
+
+
 _PASTED = "From: Brightline Print <billing@brightline.example>\nSubject: Invoice 2291\n\nHello,\nplease pay the invoice by Friday.\nRegards"
 
 
