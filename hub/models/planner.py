@@ -627,7 +627,10 @@ class Planner:
         )
         if earlier and not email and _BACK_REFERENCE.search(message) and turn.last_reply:
             # "put that on my to-do list" after an email was read out: that email's request.
-            email = references.kept_reply_of_read(turn.history, turn.last_reply)
+            email = references.kept_reply_of_read(turn.history, turn.last_reply) or (
+                # "how much is the trip?" answered just after the email was kept: that email's request.
+                references.kept_reply_asked_about(turn.history, answers.is_question) if _creates(function) else ""
+            )
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
             # also says the item itself ("jot this down: ..."), the model copies it from there.

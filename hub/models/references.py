@@ -13,10 +13,10 @@ Everything here is pure text work over the listing the tool returned.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["content_words", "email_reply_about", "is_kept_email", "kept_reply_of_read", "listing_for", "number_parameter", "pick_line", "read_email_number", "stem"]
+__all__ = ["content_words", "email_reply_about", "is_kept_email", "kept_reply_asked_about", "kept_reply_of_read", "listing_for", "number_parameter", "pick_line", "read_email_number", "stem"]
 
 _LINE_NUMBER = re.compile(r"^#(\d+)\b")
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -143,6 +143,19 @@ def kept_reply_of_read(history: Sequence[Mapping[str, str]], reply: str) -> str:
         if item.get("role") == "assistant" and kept.match(item.get("content", "")):
             return item["content"]
     return ""
+
+
+def kept_reply_asked_about(history: Sequence[Mapping[str, str]], is_question: Callable[[str], bool]) -> str:
+    """The "Kept email #N" reply just before the question the last reply answered ("how much
+    is the trip?" right after the school's email was kept); '' when the exchange before the
+    last reply is no question about a kept email."""
+    items = [item for item in history if item.get("role") in ("user", "assistant")]
+    if len(items) < 3 or items[-1].get("role") != "assistant" or items[-2].get("role") != "user":
+        return ""
+    if not is_question(items[-2].get("content", "")):
+        return ""
+    before = items[-3]
+    return before["content"] if before.get("role") == "assistant" and _KEPT_EMAIL.match(before.get("content", "")) else ""
 
 
 def email_reply_about(history: Sequence[Mapping[str, str]], message: str) -> str:

@@ -229,3 +229,18 @@ def test_that_after_an_email_was_read_out_is_the_request_of_that_email(planner, 
     step = planner.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(step, Call) and step.name == "add_task"
     assert "meter reading" in step.arguments["title"] and str(step.arguments.get("due")).casefold() == "friday"
+
+
+def test_that_after_a_question_about_a_kept_email_is_the_request_of_that_email(planner, agents):
+    # The answer to "how much ...?" is the model's own words, no read email: the email kept
+    # just before the question is what "that" points at, not the words "my tasks".
+    kept = "Kept email #1.\nFrom: Dale Motors <service@dalemotors.example>\nSubject: MOT reminder\nAction items:\n- book the MOT before 12 December"
+    messages = conversation(
+        ("user", "From: Dale Motors <service@dalemotors.example>\nSubject: MOT reminder\n\nHello,\nplease book the MOT before 12 December. It costs 54.85 GBP."),
+        ("assistant", kept),
+        ("user", "how much will it cost?"),
+        ("assistant", "It costs 54.85 GBP."),
+        ("user", "put that on my tasks"),
+    )
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Call) and step.name == "add_task" and "MOT" in step.arguments["title"]
