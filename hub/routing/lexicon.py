@@ -9,6 +9,7 @@ __all__ = [
     "FUNCTION_WORDS",
     "STOPWORDS",
     "about_the_bot",
+    "asks_reply",
     "back_reference",
     "content_terms",
     "correction_opening",
@@ -519,6 +520,29 @@ def passes_on(text: str) -> bool:
     """Whether ``text`` asks to pass something on to a team or someone ("pass it on to
     accounting", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Avisa a soporte")."""
     return bool(_PASS_ON.search(text))
+
+
+# -- a reply to someone's email asked for, in English, German, French and Spanish -------------
+# "write back to Dale Motors saying ...", "write Sam back saying ...", "reply to the bank that
+# ...", "Antworte Anna, dass ...", "Schreib Petra zurück", "Réponds à l'agence que ...",
+# "Responde a la gestoría que ...": the verb of answering opens the request, whoever it is
+# to and whatever the conversation was doing (a task list, a note).
+_REPLY = re.compile(
+    r"^\s*(?:(?:please|and|also|ok|so|can\s+you|could\s+you|bitte|und|et|y|por\s+favor|merci\s+de)[,\s]+)*(?:"
+    r"(?:write|send)\s+back\s+to\b(?!\s+(?:me|us)\b)|(?:write|send)\s+(?!(?:it|that|this|them)\b)[\w'’.-]+(?:\s+[\w'’.-]+){0,2}?\s+back\b"
+    r"|(?:write|send|draft)\s+(?:[\w'’.-]+\s+)?(?:a|an)\s+(?:reply|answer)\b|(?:reply|respond|answer)\s+(?:to\s+)?(?!(?:me|it)\b)\S"
+    r"|antworte\w*|schreib\w*\s+(?:[\w'’.-]+\s+){1,3}?zurück\b|schreib\w*\s+(?:[\w'’.-]+\s+)?eine\s+antwort\b"
+    r"|r[ée]pon(?:ds|dez|dre)\s+(?:à|a|au|aux)\b|[ée]cri(?:s|vez)\s+(?:à|au|aux)\s+.+\s+que\b"
+    r"|respond[ea]\s+(?:a|al)\b|contesta\w*\s+(?:a|al)\b|resp[oó]nde(?:le|les)\b"
+    r")",
+    re.I,
+)
+
+
+def asks_reply(text: str) -> bool:
+    """Whether ``text`` asks for a reply to someone ("write back to Dale Motors saying ...",
+    "write Sam back saying ...", "Antworte Anna, dass ...", "Réponds à l'agence que ...")."""
+    return bool(_REPLY.match(text.strip()))
 
 
 # -- something moved to another day, in English, German, French and Spanish -------------------

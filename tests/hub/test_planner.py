@@ -560,3 +560,18 @@ def test_a_bare_done_after_a_listing_of_several_asks_which_one(planner, agents):
     messages = conversation(("user", "what's on my list?"), ("assistant", _LISTED), ("user", "done!"))
     step = planner.plan(messages + tool_step("list_tasks", {}, _LISTED), tools_of(agents, "tasks"))
     assert isinstance(step, Reply) and step.text.startswith("Which one")
+
+
+@pytest.mark.parametrize(
+    ("text", "email", "body"),
+    [
+        ("write back to Dale Motors saying I'll bring the car on Friday morning", 2, "I'll bring the car on Friday morning"),
+        ("write Sam back saying the new rent is fine", 1, "the new rent is fine"),
+    ],
+)
+def test_write_back_saying_drafts_a_reply_to_that_senders_email(planner, agents, text, email, body):
+    listed = "#2 MOT reminder (from Dale Motors <service@dalemotors.example>)\n#1 Lease renewal (from Sam Porter <sam@porterlaw.example>)"
+    messages = conversation(("user", "booked the MOT"), ("assistant", "Done: #1 MOT"), ("user", text))
+    assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})
+    step = planner.plan(messages + tool_step("list_emails", {}, listed), tools_of(agents, "inbox"))
+    assert step == Call("draft_reply", {"email_id": email, "body": body})

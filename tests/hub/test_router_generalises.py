@@ -321,3 +321,26 @@ def test_a_clear_request_elsewhere_still_leaves_after_an_opening_also():
     classifier = LocalClassifier(hub_profiles())
     assert route("also remind me tomorrow at 9 to call mum", classifier=classifier, window=window).agent == "reminders"
     assert route("also tell the sales team the price list is out", classifier=classifier, window=window).agent == "general"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "write back to Dale Motors saying I'll bring the car on Friday morning",
+        "write Sam back saying the new rent is fine",
+        "Schreib Petra zurück, dass Montag passt",
+        "Réponds à l'agence que je paierai la semaine prochaine",
+        "Responde a la inmobiliaria que estoy de acuerdo",
+    ],
+)
+def test_a_reply_asked_for_leaves_the_tasks_for_the_inbox_by_its_shape(text):
+    # After a task, "Friday", "Monday" and a name say a due date to move; the verb of answering says a reply.
+    window = [msg(1, "tasks", "booked the MOT"), msg(2, "tasks", "Done: #1 MOT", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
+
+
+def test_what_asks_for_a_reply_and_what_does_not():
+    from scopehub.hub.routing.lexicon import asks_reply
+
+    assert all(asks_reply(t) for t in ("write Sam back saying fine", "reply to the bank that I'll call", "Antworte Anna, dass ich komme"))
+    assert not any(asks_reply(t) for t in ("write it down", "send it back to me", "write back to me", "what did Sam reply?", "call Sam back", "Schreib das auf"))
