@@ -25,6 +25,7 @@ from scopehub.hub.routing.lexicon import (
     STOPWORDS,
     about_the_bot,
     asks_reply,
+    asks_whats_left,
     content_terms,
     deictic_nouns,
     looks_like_email,
@@ -167,6 +168,10 @@ MOVED_SHAPE = "<moved to a day>"
 # "Réponds à l'agence que ...") is a shape too, learnt from the examples that draft a reply: after
 # a task or a note, its words ("Friday", "the form") otherwise keep it there (a due date to move).
 REPLY_SHAPE = "<a reply asked for>"
+# What is still to do asked for ("what's on my list?", "what's left?", "Was ist noch offen?",
+# "¿Qué me queda?") is a shape too, learnt from the examples that list tasks: after a note was
+# saved, "list" and "left" are words the notes' examples say as well.
+LEFT_SHAPE = "<what is left to do>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -200,6 +205,8 @@ def shape_features(text: str) -> list[str]:
         found.append(MOVED_SHAPE)
     if asks_reply(text):
         found.append(REPLY_SHAPE)
+    if asks_whats_left(text):
+        found.append(LEFT_SHAPE)
     return found
 
 
@@ -629,7 +636,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE) else SHAPE_WEIGHT
+                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

@@ -10,6 +10,7 @@ __all__ = [
     "STOPWORDS",
     "about_the_bot",
     "asks_reply",
+    "asks_whats_left",
     "back_reference",
     "content_terms",
     "correction_opening",
@@ -520,6 +521,29 @@ def passes_on(text: str) -> bool:
     """Whether ``text`` asks to pass something on to a team or someone ("pass it on to
     accounting", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Avisa a soporte")."""
     return bool(_PASS_ON.search(text))
+
+
+# -- what is still to do asked for, in English, German, French and Spanish ---------------------
+# "what's on my list?", "what's left?", "anything left to do?", "Was steht noch an?", "Was ist
+# noch offen?", "Qu'est-ce qui me reste à faire ?", "¿Qué me queda por hacer?": a question about
+# one's own list, whatever agent the conversation was with (a note just saved, a reminder).
+_LEFT = re.compile(
+    r"^\s*(?:(?:and|so|ok|okay|right)[,\s]+)?(?:"
+    r"what(?:['’]s|s|\s+is)\s+(?:still\s+|else\s+)?(?:left|open|outstanding|on\s+my\s+(?:[\w-]+\s+)?(?:list|plate))"
+    r"|what\s+(?:do|have)\s+i\s+(?:still\s+)?(?:got\s+|have\s+)?(?:left\s+)?(?:to\s+do|on\s+my\s+(?:list|plate))"
+    r"|(?:is\s+there\s+)?anything\s+(?:still\s+|else\s+)?(?:left|open|on\s+my\s+(?:list|plate))"
+    r"|was\s+(?:steht|ist|hab\w*\s+ich)\s+(?:bei\s+mir\s+)?(?:noch\s+)?(?:alles\s+)?(?:an\b|offen|auf\s+meiner\s+\w*liste|zu\s+tun)"
+    r"|qu['’]est-ce\s+qu(?:i\s+(?:me\s+)?reste|e\s+j['’]ai\s+(?:encore\s+)?à\s+faire)|que\s+me\s+reste-t-il"
+    r"|¿?\s*qu[ée]\s+(?:me\s+)?(?:queda|falta|tengo\s+(?:que\s+hacer|pendiente))"
+    r")",
+    re.I,
+)
+
+
+def asks_whats_left(text: str) -> bool:
+    """Whether ``text`` asks what is still on one's list ("what's left?", "Was ist noch offen?",
+    "Qu'est-ce qui me reste à faire ?", "¿Qué me queda por hacer?")."""
+    return bool(_LEFT.match(text.strip()))
 
 
 # -- a reply to someone's email asked for, in English, German, French and Spanish -------------

@@ -344,3 +344,19 @@ def test_what_asks_for_a_reply_and_what_does_not():
 
     assert all(asks_reply(t) for t in ("write Sam back saying fine", "reply to the bank that I'll call", "Antworte Anna, dass ich komme"))
     assert not any(asks_reply(t) for t in ("write it down", "send it back to me", "write back to me", "what did Sam reply?", "call Sam back", "Schreib das auf"))
+
+
+@pytest.mark.parametrize(
+    "text", ["what's on my list?", "what's left?", "anything left for me to do?", "Was ist noch offen?", "Qu'est-ce qui me reste à faire ?", "¿Qué me queda por hacer?"]
+)
+def test_what_is_left_to_do_leaves_the_notes_for_the_tasks_by_its_shape(text):
+    # Right after a note was saved, "list" and "left" are words the notes say too.
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_what_asks_what_is_left_and_what_does_not():
+    from scopehub.hub.routing.lexicon import asks_whats_left
+
+    assert all(asks_whats_left(t) for t in ("what's still on my list?", "what do i still have to do", "Was steht bei mir an?", "¿Qué tengo pendiente?"))
+    assert not any(asks_whats_left(t) for t in ("what's the gate code?", "what was left in the fridge note", "what time is it", "leftover pasta recipe"))
