@@ -336,6 +336,10 @@ def arguments_for(
                 source = text = re.sub(
                     r"\bme\b", sender, text
                 )  # "send me the figures" was Lena's "me"
+            subject = _subject(earlier)
+            if subject and not content_words(subject) & content_words(text):
+                # "Book online or give us a call" says nothing of what: the email's subject does.
+                source = text = f"{subject}: {text}"
     for name in dates:
         if name in arguments:
             continue
@@ -377,6 +381,14 @@ def _sender_name(reply: str) -> str:
             return (
                 first if first.isalpha() and "@" not in name and first.lower() != "unknown" else ""
             )
+    return ""
+
+
+def _subject(reply: str) -> str:
+    """A kept email's subject ("Subject: MOT reminder" -> "MOT reminder"); '' when it has none."""
+    for line in reply.splitlines():
+        if line.startswith("Subject:"):
+            return line[len("Subject:") :].strip()
     return ""
 
 

@@ -244,3 +244,9 @@ def test_that_after_a_question_about_a_kept_email_is_the_request_of_that_email(p
     )
     step = planner.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(step, Call) and step.name == "add_task" and "MOT" in step.arguments["title"]
+
+
+def test_a_request_that_says_nothing_of_what_it_is_about_keeps_the_emails_subject(planner, agents):
+    kept = "Kept email #1.\nFrom: Dale Motors <service@dalemotors.example>\nSubject: MOT reminder\nAction items:\n- Book online or give us a call"
+    messages = conversation(("user", "From: Dale Motors ..."), ("assistant", kept), ("user", "how much will it cost?"), ("assistant", "54.85 GBP."), ("user", "put that on my tasks"))
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call("add_task", {"title": "MOT reminder: Book online or give us a call"})
