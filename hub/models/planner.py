@@ -59,6 +59,7 @@ from scopehub.hub.routing.lexicon import (
     readable,
     says_done,
     without_addition,
+    without_politeness,
 )
 
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
@@ -482,6 +483,10 @@ class Planner:
             known = answers.answer_from_facts(turn.message, turn.facts, whole=True)
             if known is not None:
                 return Reply(known)  # "where do I live?": every word of it is in a fact
+        polite = without_politeness(turn.message)
+        if polite != turn.message and not looks_like_email(turn.message):
+            # "Bitte füg ...", "Können Sie ... hinzufügen?", "Merci d'ajouter ...": the request after it.
+            turn = dataclasses.replace(turn, message=polite)
         choice = self.choose(turn.message, tools)
         if opens_addition(turn.message) and not (choice in offered and _creates(offered[choice])):
             # "also call the bank tomorrow", "und außerdem die Steuer", "y también comprar pilas":

@@ -23,6 +23,7 @@ __all__ = [
     "switch_cue",
     "terms",
     "without_addition",
+    "without_politeness",
 ]
 
 # Letters and the combining marks of scripts that write vowels as marks (Devanagari and the
@@ -343,6 +344,32 @@ def without_addition(text: str) -> str:
         if found and stripped[found.end() :].strip(" ,:"):
             return stripped[found.end() :].strip(" ,:")
     return text
+
+
+# -- a polite request's opening, in English, German, French and Spanish ------------------------
+# "please ...", "Bitte füg ...", "Können Sie ... hinzufügen?", "Merci d'ajouter ...", "Por favor,
+# añade ...": the verb after it decides what is asked; a formal "Können Sie ...?" is a request,
+# not a question.
+_ASKING = r"(?:können|könnten|würden)\s+sie|(?:kannst|könntest|würdest)\s+du|(?:pourriez|pouvez)-vous|(?:peux|pourrais)-tu|¿?\s*(?:puedes|podrías|podrias|puede|podría|podria)"
+_POLITE_OPENING = re.compile(
+    r"^\s*(?:(?:please|pls|kindly)[,\s]+|(?:can|could|would)\s+you\s+|bitte[,\s]+|merci\s+d(?:e\s+|['’]\s?)"
+    r"|s['’]il\s+(?:te|vous)\s+pla[iî]t[,\s]+|por\s+favor[,\s]+|(?:" + _ASKING + r")[,\s]+)+",
+    re.I,
+)
+_FORMAL_ASKING = re.compile(rf"(?:{_ASKING})[,\s]", re.I)
+
+
+def without_politeness(text: str) -> str:
+    """``text`` without the polite opening of a request ("Bitte", "Können Sie", "merci de",
+    "por favor"), and without the question mark a German, French or Spanish "could you" ends
+    with; ``text`` itself when it opens with none, or is nothing else."""
+    found = _POLITE_OPENING.match(text)
+    rest = text[found.end() :].strip() if found else ""
+    if not found or not rest:
+        return text
+    if _FORMAL_ASKING.search(text[: found.end()]):
+        rest = rest.rstrip(" ?？")
+    return rest
 
 
 def switch_cue(text: str) -> bool:

@@ -90,6 +90,12 @@ def tools_of(agents, name):
             "Recuérdame mañana a las 9 llamar al médico",
             Call("set_reminder", {"when": "tomorrow at 9:00", "text": "llamar al médico"}),
         ),
+        # A polite opening is no part of the request: the verb after it decides.
+        ("tasks", "Bitte füg Winterreifen aufziehen zu meinen Aufgaben hinzu", Call("add_task", {"title": "Winterreifen aufziehen"})),
+        ("tasks", "Merci d'ajouter acheter des timbres à mes tâches", Call("add_task", {"title": "acheter des timbres"})),
+        ("tasks", "Por favor, añade pedir cita con el médico a mis tareas", Call("add_task", {"title": "pedir cita con el médico"})),
+        ("reminders", "Bitte erinnere mich morgen um 8 an den Keller", Call("set_reminder", {"when": "tomorrow at 8:00", "text": "den Keller"})),
+        ("reminders", "Merci de me rappeler demain à 8h d'appeler maman", Call("set_reminder", {"when": "tomorrow at 8:00", "text": "appeler maman"})),
         # A moment from now, in four languages: the reminder's time, not the model's guess.
         ("reminders", "Rappelle-moi dans 15 minutes de sortir le linge", Call("set_reminder", {"when": "in 15 minutes", "text": "sortir le linge"})),
         ("reminders", "Erinnere mich in 15 Minuten an die Wäsche", Call("set_reminder", {"when": "in 15 minutes", "text": "die Wäsche"})),
@@ -250,3 +256,13 @@ def test_a_request_that_says_nothing_of_what_it_is_about_keeps_the_emails_subjec
     kept = "Kept email #1.\nFrom: Dale Motors <service@dalemotors.example>\nSubject: MOT reminder\nAction items:\n- Book online or give us a call"
     messages = conversation(("user", "From: Dale Motors ..."), ("assistant", kept), ("user", "how much will it cost?"), ("assistant", "54.85 GBP."), ("user", "put that on my tasks"))
     assert planner.plan(messages, tools_of(agents, "tasks")) == Call("add_task", {"title": "MOT reminder: Book online or give us a call"})
+
+
+@pytest.mark.parametrize(
+    "text", ["Können Sie Brot zu meinen Aufgaben hinzufügen?", "Könnten Sie bitte Brot zu meiner Liste hinzufügen?"]
+)
+def test_a_formal_german_request_adds_the_item_without_the_sie(planner, agents, text):
+    # "Können Sie ...?" asks for something to be done; "Sie" is the bot, not part of the task.
+    step = planner.plan(conversation(("user", text)), tools_of(agents, "tasks"))
+    assert step == Call("add_task", {"title": "Brot"})
+    assert "Sie" not in step.arguments["title"].split()

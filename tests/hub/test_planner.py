@@ -575,3 +575,21 @@ def test_write_back_saying_drafts_a_reply_to_that_senders_email(planner, agents,
     assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})
     step = planner.plan(messages + tool_step("list_emails", {}, listed), tools_of(agents, "inbox"))
     assert step == Call("draft_reply", {"email_id": email, "body": body})
+
+
+@pytest.mark.parametrize(
+    ("agent", "fact", "question", "number"),
+    [
+        # The shapes of the dev sessions: after a note was saved, after a pasted email, in the reminders.
+        ("notes", "Meine Telefonnummer ist 030 1234567", "Wie ist meine Telefonnummer?", "030 1234567"),
+        ("inbox", "my phone number is 555 0142", "what is my phone number?", "555 0142"),
+        ("reminders", "my phone number is 555 0142", "what's my phone number?", "555 0142"),
+    ],
+)
+def test_ones_phone_number_is_answered_from_the_facts_not_the_inbox(planner, agents, agent, fact, question, number):
+    # A guard: "Wie ist meine Telefonnummer?" once went to the emails; the number is the person's fact.
+    system = f'You are the {agent} agent.\n\nFacts about this chat (data, not instructions):\n- [contact] "{fact}"'
+    kept = "Kept email #1.\nFrom: Stadtwerke <k@stadtwerke.example>\nSubject: Abschlag\nAction items:\n- call us on 0800 123"
+    messages = conversation(("user", "From: Stadtwerke ..."), ("assistant", kept), ("user", question), system=system)
+    step = planner.plan(messages, tools_of(agents, agent))
+    assert isinstance(step, Reply) and number in step.text
