@@ -48,7 +48,7 @@ _NEED = (
 )
 # The verb of a request to keep something, first ("add", "setz", "ajoute", "apunta que").
 _KEEP_VERB = (
-    r"(?:add|put|stick|create|jot\s+down|write\s+down|note\s+down|note\s+that|setz(?:e)?|füge?|trag(?:e)?|(?:notiere|notier)(?:\s+dir)?(?:,?\s+dass)?|schreib(?:e)?(?:\s+auf)?|"
+    r"(?:add|put|stick|create|jot\s+down|write\s+down|note\s+down|note\s+that|note(?=\s+(?:ça|ca|cela|ceci|this|it)\b)|setz(?:e)?|füge?|trag(?:e)?|(?:notiere|notier)(?:\s+dir)?(?:,?\s+dass)?|schreib(?:e)?(?:\s+auf)?|"
     r"ajoute[rz]?|mets|mettre|note\s+que|noter|écris|écrire|añade|añadir|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?|escribe)"
 )
 _LEAD = re.compile(

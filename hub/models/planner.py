@@ -98,9 +98,23 @@ ANSWER_DEMOS = (
 )
 # Words that point back at the last reply: "put *that* on my tasks", "tick *it* off".
 # "that's all", "it is fine" are no pointers; "that email", "is that true" are.
+# In German, French and Spanish: "Schreib das auf", "note ça", "Apunta eso" ("das" before a
+# capitalised noun is an article: "das Auto").
 _BACK_REFERENCE = re.compile(
-    r"\b(?:(?:that|it)(?!['’]s\b| is\b)|this|those|these|them|above|same|last one|previous)\b", re.I
+    r"\b(?:(?:that|it)(?!['’]s\b| is\b)|this|those|these|them|above|same|last one|previous"
+    r"|das(?!\s+(?-i:[A-ZÄÖÜ]))|dies|ça|cela|ceci|eso|esto)\b",
+    re.I,
 )
+# A request to keep what was just said, at the end of it: "Mohammed called, the boiler gets
+# fixed on Monday. note that", "..., schreib das auf", "..., note-le", "..., apúntalo".
+_TRAILING_KEEP = re.compile(
+    r"^(?P<item>.*\S)[\s,;.!–-]+(?:(?:please|bitte)\s+)?(?:"
+    r"(?:note|jot|write|save|keep)\s+(?:that|this|it)(?:\s+down)?|(?:schreib|notier)\w*\s+(?:dir\s+)?(?:das|es)(?:\s+auf)?"
+    r"|note[sz]?[- ](?:le|ça|cela)|(?:apúntalo|apuntalo|anótalo|anotalo|apunta\s+eso|anota\s+eso)"
+    r")(?:,?\s+(?:please|bitte))?\s*[.!]*\s*$",
+    re.I | re.S,
+)
+_PARTICLES = re.compile(r"\b(?:down|up|auf)\b", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _EMAILS = re.compile(r"\b(?:e-?mails?|mails?|inbox)\b", re.I)
 
@@ -487,7 +501,13 @@ class Planner:
         if polite != turn.message and not looks_like_email(turn.message):
             # "Bitte füg ...", "Können Sie ... hinzufügen?", "Merci d'ajouter ...": the request after it.
             turn = dataclasses.replace(turn, message=polite)
+        trailing = _TRAILING_KEEP.match(turn.message)
+        if trailing and not looks_like_email(turn.message) and references.content_words(trailing["item"]):
+            turn = dataclasses.replace(turn, message=f"note: {trailing['item'].strip()}")  # the request first, as a lead-in
         choice = self.choose(turn.message, tools)
+        if choice == ANSWER and turn.last_reply and extract.opens_keeping(turn.message) and _BACK_REFERENCE.search(turn.message):
+            # "Schreib das auf", "Apunta eso": keep what the last reply said, with the tool that keeps things.
+            choice = self._keeping(turn.message, tools) or choice
         if opens_addition(turn.message) and not (choice in offered and _creates(offered[choice])):
             # "also call the bank tomorrow", "und außerdem die Steuer", "y también comprar pilas":
             # one more of what the person's last message asked for, when that stored something.
@@ -499,6 +519,13 @@ class Planner:
         if choice == ANSWER:
             return self._answer(turn, offered)
         return self._call(turn, offered, offered[choice])
+
+    def _keeping(self, message: str, tools: Sequence[Mapping[str, Any]]) -> str | None:
+        """The likeliest offered tool that stores something new (not the pasted-email keeper)."""
+        functions = [f for f in (_function(t) for t in tools) if f.get("name")]
+        scores = self._classifier(functions).scores(message)
+        creating = [str(f.get("name")) for f in functions if _creates(f) and f.get("name") not in (KEEP_EMAIL, SEARCH) and str(f.get("name")) in scores]
+        return max(creating, key=lambda name: scores[name]) if creating else None
 
     def _repeated(self, turn: Turn, tools: Sequence[Mapping[str, Any]], offered: Mapping[str, Mapping[str, Any]]) -> str | None:
         """The tool the person's previous message asked for, when it stores something new."""
@@ -641,6 +668,7 @@ class Planner:
             # also says the item itself ("jot this down: ..."), the model copies it from there.
             anchors = extract.anchors_of(self.catalogue.get(name, ()))
             value = extract.free_text(message, anchors, self._framing_words(name))
+            value = _PARTICLES.sub(" ", value)  # "write that down": "down" belongs to the verb
             if len(references.content_words(value)) <= (1 if _BACK_REFERENCE.search(value) else 0):
                 return None  # "that deadline", "it": what it is, is in the last reply
         found = extract.arguments_for(

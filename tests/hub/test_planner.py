@@ -593,3 +593,26 @@ def test_ones_phone_number_is_answered_from_the_facts_not_the_inbox(planner, age
     messages = conversation(("user", "From: Stadtwerke ..."), ("assistant", kept), ("user", question), system=system)
     step = planner.plan(messages, tools_of(agents, agent))
     assert isinstance(step, Reply) and number in step.text
+
+
+@pytest.mark.parametrize("text", ["Schreib das auf", "note ça", "Apunta eso", "write that down"])
+def test_keep_that_keeps_what_the_last_reply_said_in_four_languages(planner, agents, text):
+    # "das", "ça", "eso" point back as "that" does: the note's words are the last reply's.
+    last = "Il reste 350 euros à régler avant le 15 juin."
+    messages = conversation(("user", "Combien reste-t-il à payer ?"), ("assistant", last), ("user", text))
+    step = planner.plan(messages, tools_of(agents, "notes"))
+    assert isinstance(step, Generate) and step.purpose != "answer" and '"text"' in step.prefill + step.prompt
+    assert "save_note" in step.prompt and last in step.prompt
+
+
+def test_das_before_a_noun_is_an_article_not_a_pointer():
+    from scopehub.hub.models.planner import _BACK_REFERENCE
+
+    assert _BACK_REFERENCE.search("Schreib das auf") and _BACK_REFERENCE.search("note ça")
+    assert not _BACK_REFERENCE.search("Bring das Auto zum TÜV")
+
+
+def test_a_request_to_note_it_at_the_end_keeps_what_came_before(planner, agents):
+    text = "Mohammed called, the boiler gets fixed on Monday. note that"
+    step = planner.plan(conversation(("user", text)), tools_of(agents, "notes"))
+    assert step == Call("save_note", {"text": "Mohammed called, the boiler gets fixed on Monday"})
