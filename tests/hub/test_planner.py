@@ -582,6 +582,8 @@ def test_write_back_saying_drafts_a_reply_to_that_senders_email(planner, agents,
     [
         # The shapes of the dev sessions: after a note was saved, after a pasted email, in the reminders.
         ("notes", "Meine Telefonnummer ist 030 1234567", "Wie ist meine Telefonnummer?", "030 1234567"),
+        ("inbox", "Meine Telefonnummer ist 030 1234567", "Wie ist meine Telefonnummer?", "030 1234567"),
+        ("tasks", "Mi número de teléfono es 612 345 678", "¿Cuál es mi número de teléfono?", "612 345 678"),
         ("inbox", "my phone number is 555 0142", "what is my phone number?", "555 0142"),
         ("reminders", "my phone number is 555 0142", "what's my phone number?", "555 0142"),
     ],
