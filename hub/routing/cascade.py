@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from scopehub.hub.routing.also_sees import predict_also_sees
 from scopehub.hub.routing.classifier import LocalClassifier
-from scopehub.hub.routing.lexicon import opens_addition, readable, switch_cue
+from scopehub.hub.routing.lexicon import adds_something, opens_addition, readable, switch_cue
 from scopehub.memory import Message
 
 
@@ -125,7 +125,7 @@ def route(
         if agent != current:
             agent, via, confidence = choose(classifier.evidence_for(text, current), current)
         else:
-            other = classifier.agreed_switch(text, current, _cue(text, classifier))
+            other = classifier.agreed_switch(text, current, _cue(text, classifier, window))
             if other is not None and other in allowed:
                 agent, via, confidence = other, "local", _confidence(classifier.evidence(text), other)
         return finish(agent, via, confidence)
@@ -146,7 +146,7 @@ def _choose(
     if not evidence:
         return (current, "sticky", 0.0) if current else (default_agent, "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold_for(text, current) * _cue(text, classifier)
+    margin = classifier.switch_threshold_for(text, current) * _cue(text, classifier, window)
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
         # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
         best = current
@@ -170,12 +170,17 @@ def _choose(
 ADDITION_FACTOR = 2.0
 
 
-def _cue(text: str, classifier: LocalClassifier) -> float:
-    """The factor on the switch margin a cue in ``text`` gives: one more of the same holds the
-    conversation (:data:`ADDITION_FACTOR`); a later "also", "too" announces a new errand."""
-    if opens_addition(text):
+def _cue(text: str, classifier: LocalClassifier, window: Sequence[Message] = ()) -> float:
+    """The factor on the switch margin a cue in ``text`` gives: one more of the same after an
+    addition or a duty holds the conversation (:data:`ADDITION_FACTOR`); otherwise an "also",
+    "too" announces a new errand."""
+    if opens_addition(text) and adds_something(_last_user_text(window)):
         return ADDITION_FACTOR
     return classifier.cue_factor if switch_cue(text) else 1.0
+
+
+def _last_user_text(window: Sequence[Message]) -> str:
+    return next((message.text for message in reversed(window) if message.role == "user"), "")
 
 
 def _confidence(evidence: dict[str, float], agent: str) -> float:

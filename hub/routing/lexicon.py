@@ -9,6 +9,7 @@ __all__ = [
     "FUNCTION_WORDS",
     "STOPWORDS",
     "about_the_bot",
+    "adds_something",
     "asks_reply",
     "asks_whats_left",
     "back_reference",
@@ -334,6 +335,22 @@ def opens_addition(text: str) -> bool:
     more of what the conversation is doing (a question is no addition)."""
     stripped = text.strip()
     return not stripped.endswith(("?", "？")) and any(pattern.match(stripped) for pattern in ADDITION_OPENINGS.values())
+
+
+# A request that adds something to keep, opening the message: "add ...", "put ... on my list",
+# "note ...", "Setz ...", "Füg ... hinzu", "Ajoute ...", "Añade ...", "Apunta ...".
+_ADDS = re.compile(
+    r"^\s*(?:(?:please|pls|bitte|por\s+favor|and|und|et|y)[,\s]+)*(?:(?:can|could)\s+you\s+|kannst\s+du\s+|(?:können|könnten)\s+sie\s+|merci\s+d(?:e\s+|['’]\s?))?"
+    r"(?:add|put|stick|jot|note|new\s+task|remind|(?:need|have|got)\s+to|gotta|must|füg\w*|setz\w*|trag\w*|notier\w*|schreib\w*|erinner\w*|"
+    r"ajout\w*|mets|mettre|not(?:e|er)\b|rappelle|añad\w*|agrega|pon|apunta|anota|recuérdame|recuerdame)\b",
+    re.I,
+)
+
+
+def adds_something(text: str) -> bool:
+    """Whether ``text`` asked for something to be kept ("add ...", "Setz ...", "Ajoute ...") or
+    said a duty ("I have to ..."), or was itself one more of the same: what an "also" adds to."""
+    return bool(text.strip()) and (bool(_ADDS.match(text)) or states_duty(text) or opens_addition(text))
 
 
 def without_addition(text: str) -> str:

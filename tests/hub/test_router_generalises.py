@@ -360,3 +360,17 @@ def test_what_asks_what_is_left_and_what_does_not():
 
     assert all(asks_whats_left(t) for t in ("what's still on my list?", "what do i still have to do", "Was steht bei mir an?", "¿Qué tengo pendiente?"))
     assert not any(asks_whats_left(t) for t in ("what's the gate code?", "what was left in the fridge note", "what time is it", "leftover pasta recipe"))
+
+
+@pytest.mark.parametrize(
+    ("agent", "before", "text"),
+    [
+        ("general", "Sag der Buchhaltung Bescheid, dass die Heizkosten steigen", "Und noch Katzenfutter kaufen"),
+        ("general", "tell the design team the logo files are ready", "also book a table for friday"),
+    ],
+)
+def test_also_after_a_dispatch_or_a_reply_is_no_addition_to_it(agent, before, text):
+    # One more of the same holds only an addition or a duty: after a team was told, or a reply
+    # drafted, an "also" announces a new errand as it always did.
+    window = [msg(1, agent, before), msg(2, agent, "Done.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
