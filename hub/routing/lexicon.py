@@ -521,7 +521,12 @@ _IRREGULAR_DONE = (
 # With no subject ("booked the MOT", "sent it", "paid it"), a past form opens the message; one
 # followed by another past form is a name doing something ("Mohammed called", "Fred paid"),
 # and forms that are also requests or states ("put", "set", "read", "tired", "interested") are none.
-_NOT_DONE_ED = r"need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed|red|bed|tired|bored|interested|excited|worried|married|based|used|supposed|scared"
+# Past forms of wanting, trying and failing say nothing was done ("Wanted to ask about the
+# invoice", "Tried calling the plumber", "I missed the bus").
+_NOT_DONE_ED = (
+    r"need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed|red|bed|tired|bored|interested|excited|worried|married|based|used|supposed|scared"
+    r"|wanted|wished|hoped|tried|started|needed|decided|intended|missed|failed"
+)
 _PAST_ONLY = r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|caught|spoke|told|won"
 _PAST = rf"(?:(?!(?:{_NOT_DONE_ED})\b)[a-z]+ed|{_PAST_ONLY})"
 _DONE = re.compile(

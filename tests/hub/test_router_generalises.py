@@ -260,6 +260,10 @@ def test_a_past_form_with_no_subject_says_done_and_a_name_ending_in_ed_does_not(
     assert not any(says_done(t) for t in ("Mohammed called", "Mohammed called, the boiler gets fixed on Monday", "Ahmed sent the file", "Fred paid the bill"))
     # Requests and states that look like past forms.
     assert not any(says_done(t) for t in ("put that on my tasks", "set a reminder for 9", "read note 3", "interested in the offer", "need milk"))
+    # Wanting, trying, failing: nothing was done.
+    assert not any(
+        says_done(t) for t in ("Wanted to ask about the invoice", "Tried calling the plumber, no answer", "Started the tax return", "I missed the bus", "Failed to book the MOT")
+    )
 
 
 _PASTED = "From: Brightline Print <billing@brightline.example>\nSubject: Invoice 2291\n\nHello,\nplease pay the invoice by Friday.\nRegards"
