@@ -42,7 +42,8 @@ _MONTHS = {
     "december": ("dezember", "décembre", "decembre", "diciembre"),
 }
 _UNITS = {
-    "minutes": ("minuten", "minute", "minutos", "minuto", "min"),
+    # "minutes" is French as well as English: "dans 15 minutes", "toutes les 10 minutes".
+    "minutes": ("minuten", "minutes", "minute", "minutos", "minuto", "min"),
     "hours": ("stunden", "stunde", "heures", "heure", "horas", "hora"),
     "days": ("tagen", "tage", "tag", "jours", "jour", "días", "dias", "día", "dia"),
     "weeks": ("wochen", "woche", "semaines", "semaine", "semanas", "semana"),

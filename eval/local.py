@@ -18,7 +18,12 @@ real embedded model, each session on a fresh database. Two sets:
 - ``tune2`` and ``tune2-held``: round 6's sessions (leaving a specialist that holds the
   conversation, elliptical additions, completions and edits by paraphrase, statements about
   oneself in German, French and Spanish), split the same way into
-  ``local_sessions_tune2.json`` and ``local_sessions_tune2_held.json``.
+  ``local_sessions_tune2.json`` and ``local_sessions_tune2_held.json``;
+- ``tune3`` and ``tune3-held``: round 7's sessions (relative times, additions after
+  'also' / 'außerdem' / 'et aussi' / 'y también', completions with no subject, back-references
+  such as 'Schreib das auf', replies to a pasted email, polite requests), ten sessions split
+  at random, five and five, into ``local_sessions_tune3.json`` and
+  ``local_sessions_tune3_held.json``.
 
 For every message it reports the agent, the tool calls, what was stored (read back from
 the store), whether the expectation holds and whether the reply answers (no raw search
@@ -52,7 +57,7 @@ from scopehub.eval.local_session import Observation, RecordingModel, Step, run_s
 
 __all__ = [
     "BLIND_PATH", "DEV_PATH", "EXPECT_KEYS", "FROZEN_PATH", "INTENTS", "NEWCOMER", "SESSION_FILES", "TUNE2_HELD_PATH", "TUNE2_PATH",
-    "TUNE_HELD_PATH", "TUNE_PATH",
+    "TUNE3_HELD_PATH", "TUNE3_PATH", "TUNE_HELD_PATH", "TUNE_PATH",
     "frozen_sessions", "local_command",
 ]
 
@@ -62,10 +67,13 @@ TUNE_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune.json
 TUNE_HELD_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune_held.json"
 TUNE2_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune2.json"
 TUNE2_HELD_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune2_held.json"
+TUNE3_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune3.json"
+TUNE3_HELD_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune3_held.json"
 BLIND_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_blind.json"
 SESSION_FILES = {
     "frozen": FROZEN_PATH, "dev": DEV_PATH, "tune": TUNE_PATH, "tune-held": TUNE_HELD_PATH,
-    "tune2": TUNE2_PATH, "tune2-held": TUNE2_HELD_PATH, "blind": BLIND_PATH,
+    "tune2": TUNE2_PATH, "tune2-held": TUNE2_HELD_PATH, "tune3": TUNE3_PATH, "tune3-held": TUNE3_HELD_PATH,
+    "blind": BLIND_PATH,
 }
 
 # The intents the per-intent report knows: every tool the built-in agents offer a person,
@@ -232,10 +240,10 @@ async def _run_all(settings_of: Any, model: Any, sessions: Sequence[tuple[str, l
 @click.option(
     "--sessions",
     "which",
-    type=click.Choice(["newcomer", "frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "blind"]),
+    type=click.Choice(["newcomer", "frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "tune3", "tune3-held", "blind"]),
     default="newcomer",
     show_default=True,
-    help="the newcomer's session; frozen: the twelve frozen sessions (never tuned on); dev: the earlier twelve, seen while tuning; a development set; tune / tune-held: round 5's new sessions, the half tuned on and the half held out; tune2 / tune2-held: round 6's, split the same way; blind: twelve sessions written blind on 2026-12-03, never tuned on: run once, at the end of a round",
+    help="the newcomer's session; frozen: the twelve frozen sessions (never tuned on); dev: the earlier twelve, seen while tuning; a development set; tune / tune-held: round 5's new sessions, the half tuned on and the half held out; tune2 / tune2-held: round 6's, split the same way; tune3 / tune3-held: round 7's, split the same way; blind: twelve sessions written blind on 2026-12-03, never tuned on: run once, at the end of a round",
 )
 @click.option("--model", "choice", type=click.Choice(["auto", "smollm2", "gemma3"]), default=None, help="which embedded weights (default: HUB_LOCAL_MODEL, auto)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="write the report as JSON here ('-' for standard output)")

@@ -48,8 +48,8 @@ _NEED = (
 )
 # The verb of a request to keep something, first ("add", "setz", "ajoute", "apunta que").
 _KEEP_VERB = (
-    r"(?:add|put|stick|create|jot\s+down|write\s+down|note\s+down|note\s+that|setz(?:e)?|füge|trag(?:e)?|notiere|notier|schreib(?:e)?(?:\s+auf)?|"
-    r"ajoute|mets|note\s+que|écris|añade|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?|escribe)"
+    r"(?:add|put|stick|create|jot\s+down|write\s+down|note\s+down|note\s+that|note(?=\s+(?:ça|ca|cela|ceci|this|it)\b)|setz(?:e)?|füge?|trag(?:e)?|(?:notiere|notier)(?:\s+dir)?(?:,?\s+dass)?|schreib(?:e)?(?:\s+auf)?|"
+    r"ajoute[rz]?|mets|mettre|note\s+que|noter|écris|écrire|añade|añadir|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?|escribe)"
 )
 _LEAD = re.compile(
     rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+(?:{_FILLER}\s+)*)?(?:{_KEEP_VERB}\s+(?:{_FILLER}\s+)?)?",
@@ -70,7 +70,7 @@ _CLOSING = re.compile(
     rf"(?:it|that|this|them|das|es|le|la|lo)\s+(?:on|to|in|onto|auf|zu|in|sur|à|dans|en|a)\s+(?:{_PLACE})(?:\s+hinzu)?"
     rf"|[,;]?\s*(?:(?:and\s+)?(?:put|add|set|save|write)\s+(?:it|that|this)\s+)?(?:as\s+a\s+(?:task|to-?do|note))"
     rf"|[,;]?\s*please"
-    rf"|\s+(?:on|to|in|onto|into|auf|zu|sur|à|dans|en|a)\s+(?:{_PLACE})(?:\s+hinzu)?)\s*[.!?]*\s*$",
+    rf"|\s+(?:on|to|in|onto|into|auf|zu|sur|à|dans|en|a)\s+(?:{_PLACE})(?:\s+hinzu(?:fügen)?|\s+setzen|\s+schreiben)?)\s*[.!?]*\s*$",
     re.I,
 )
 # A date parameter names a day or a moment ("due", "when") or describes one.
@@ -84,7 +84,7 @@ _REPEAT = re.compile(
 )
 # "remind me to", "erinnere mich daran", "rappelle-moi de", "recuérdame": the request, not its text.
 _REMIND = re.compile(
-    r"^\s*(?:please\s+)?(?:(?:can|could) you\s+)?(?:remind\s+me|erinnere?\s+mich|rappelle[- ]moi|recuérdame|recuerdame)"
+    r"^\s*(?:please\s+)?(?:(?:can|could) you\s+)?(?:remind\s+me|erinnere?\s+mich|rappelle[- ]moi|me\s+rappeler|recuérdame|recuerdame)"
     r"(?:\s+(?:to|that|about|of|daran|an|de|d'|à|que|a))?\s*",
     re.I,
 )
@@ -336,6 +336,10 @@ def arguments_for(
                 source = text = re.sub(
                     r"\bme\b", sender, text
                 )  # "send me the figures" was Lena's "me"
+            subject = _subject(earlier)
+            if subject and not content_words(subject) & content_words(text):
+                # "Book online or give us a call" says nothing of what: the email's subject does.
+                source = text = f"{subject}: {text}"
     for name in dates:
         if name in arguments:
             continue
@@ -377,6 +381,14 @@ def _sender_name(reply: str) -> str:
             return (
                 first if first.isalpha() and "@" not in name and first.lower() != "unknown" else ""
             )
+    return ""
+
+
+def _subject(reply: str) -> str:
+    """A kept email's subject ("Subject: MOT reminder" -> "MOT reminder"); '' when it has none."""
+    for line in reply.splitlines():
+        if line.startswith("Subject:"):
+            return line[len("Subject:") :].strip()
     return ""
 
 

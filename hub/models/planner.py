@@ -51,7 +51,16 @@ from scopehub.hub.models.grammar import (
 from scopehub.hub.models.templates import CHATML, Template
 from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier, lead_in
-from scopehub.hub.routing.lexicon import about_the_bot, language_of, looks_like_email, readable
+from scopehub.hub.routing.lexicon import (
+    about_the_bot,
+    language_of,
+    looks_like_email,
+    opens_addition,
+    readable,
+    says_done,
+    without_addition,
+    without_politeness,
+)
 
 __all__ = ["ANSWER", "IN_WORDS", "Call", "Demo", "Generate", "Planner", "Reply", "Step"]
 
@@ -89,9 +98,23 @@ ANSWER_DEMOS = (
 )
 # Words that point back at the last reply: "put *that* on my tasks", "tick *it* off".
 # "that's all", "it is fine" are no pointers; "that email", "is that true" are.
+# In German, French and Spanish: "Schreib das auf", "note ça", "Apunta eso" ("das" before a
+# capitalised noun is an article: "das Auto").
 _BACK_REFERENCE = re.compile(
-    r"\b(?:(?:that|it)(?!['’]s\b| is\b)|this|those|these|them|above|same|last one|previous)\b", re.I
+    r"\b(?:(?:that|it)(?!['’]s\b| is\b)|this|those|these|them|above|same|last one|previous"
+    r"|das(?!\s+(?-i:[A-ZÄÖÜ]))|dies|ça|cela|ceci|eso|esto)\b",
+    re.I,
 )
+# A request to keep what was just said, at the end of it: "Mohammed called, the boiler gets
+# fixed on Monday. note that", "..., schreib das auf", "..., note-le", "..., apúntalo".
+_TRAILING_KEEP = re.compile(
+    r"^(?P<item>.*\S)[\s,;.!–-]+(?:(?:please|bitte)\s+)?(?:"
+    r"(?:note|jot|write|save|keep)\s+(?:that|this|it)(?:\s+down)?|(?:schreib|notier)\w*\s+(?:dir\s+)?(?:das|es)(?:\s+auf)?"
+    r"|note[sz]?[- ](?:le|ça|cela)|(?:apúntalo|apuntalo|anótalo|anotalo|apunta\s+eso|anota\s+eso)"
+    r")(?:,?\s+(?:please|bitte))?\s*[.!]*\s*$",
+    re.I | re.S,
+)
+_PARTICLES = re.compile(r"\b(?:down|up|auf)\b", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _EMAILS = re.compile(r"\b(?:e-?mails?|mails?|inbox)\b", re.I)
 
@@ -474,12 +497,43 @@ class Planner:
             known = answers.answer_from_facts(turn.message, turn.facts, whole=True)
             if known is not None:
                 return Reply(known)  # "where do I live?": every word of it is in a fact
+        polite = without_politeness(turn.message)
+        if polite != turn.message and not looks_like_email(turn.message):
+            # "Bitte füg ...", "Können Sie ... hinzufügen?", "Merci d'ajouter ...": the request after it.
+            turn = dataclasses.replace(turn, message=polite)
+        trailing = _TRAILING_KEEP.match(turn.message)
+        if trailing and not looks_like_email(turn.message) and references.content_words(trailing["item"]):
+            turn = dataclasses.replace(turn, message=f"note: {trailing['item'].strip()}")  # the request first, as a lead-in
         choice = self.choose(turn.message, tools)
+        if choice == ANSWER and turn.last_reply and extract.opens_keeping(turn.message) and _BACK_REFERENCE.search(turn.message):
+            # "Schreib das auf", "Apunta eso": keep what the last reply said, with the tool that keeps things.
+            choice = self._keeping(turn.message, tools) or choice
+        if opens_addition(turn.message) and not (choice in offered and _creates(offered[choice])):
+            # "also call the bank tomorrow", "und außerdem die Steuer", "y también comprar pilas":
+            # one more of what the person's last message asked for, when that stored something.
+            choice = self._repeated(turn, tools, offered) or choice
+        if opens_addition(turn.message) and choice in offered and _creates(offered[choice]):
+            turn = dataclasses.replace(turn, message=without_addition(turn.message))  # the item, not the cue
         if turn.steps:
             return self._after_tool(turn, offered, choice)
         if choice == ANSWER:
             return self._answer(turn, offered)
         return self._call(turn, offered, offered[choice])
+
+    def _keeping(self, message: str, tools: Sequence[Mapping[str, Any]]) -> str | None:
+        """The likeliest offered tool that stores something new (not the pasted-email keeper)."""
+        functions = [f for f in (_function(t) for t in tools) if f.get("name")]
+        scores = self._classifier(functions).scores(message)
+        creating = [str(f.get("name")) for f in functions if _creates(f) and f.get("name") not in (KEEP_EMAIL, SEARCH) and str(f.get("name")) in scores]
+        return max(creating, key=lambda name: scores[name]) if creating else None
+
+    def _repeated(self, turn: Turn, tools: Sequence[Mapping[str, Any]], offered: Mapping[str, Mapping[str, Any]]) -> str | None:
+        """The tool the person's previous message asked for, when it stores something new."""
+        earlier = next((item["content"] for item in reversed(turn.history) if item["role"] == "user"), "")
+        if not earlier.strip():
+            return None
+        before = self.choose(earlier, tools)
+        return before if before in offered and _creates(offered[before]) and before != KEEP_EMAIL else None
 
     # -- 2. which item, 3. arguments -------------------------------------------------------
     def _call(
@@ -526,6 +580,9 @@ class Planner:
         if _BACK_REFERENCE.search(turn.message) and turn.last_reply:
             texts.append(turn.last_reply)
         picked = references.pick_line(listing, *texts)
+        if picked is None and says_done(turn.message) and len(references.content_words(turn.message)) <= 1:
+            # "done!", "Erledigt", "sent it": no item named, so the one the conversation is about.
+            picked = _only_item(listing, turn.last_reply)
         if picked is None and (number not in required_of(function) or str(function.get("name")).startswith(_TELLING)):
             # An optional reference (the email a draft answers), or one only read ("what did
             # the insurer want?" names no word of the listing): the newest listed one.
@@ -602,12 +659,16 @@ class Planner:
         )
         if earlier and not email and _BACK_REFERENCE.search(message) and turn.last_reply:
             # "put that on my to-do list" after an email was read out: that email's request.
-            email = references.kept_reply_of_read(turn.history, turn.last_reply)
+            email = references.kept_reply_of_read(turn.history, turn.last_reply) or (
+                # "how much is the trip?" answered just after the email was kept: that email's request.
+                references.kept_reply_asked_about(turn.history, answers.is_question) if _creates(function) else ""
+            )
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
             # also says the item itself ("jot this down: ..."), the model copies it from there.
             anchors = extract.anchors_of(self.catalogue.get(name, ()))
             value = extract.free_text(message, anchors, self._framing_words(name))
+            value = _PARTICLES.sub(" ", value)  # "write that down": "down" belongs to the verb
             if len(references.content_words(value)) <= (1 if _BACK_REFERENCE.search(value) else 0):
                 return None  # "that deadline", "it": what it is, is in the last reply
         found = extract.arguments_for(
@@ -782,6 +843,15 @@ class Planner:
         if turn.facts:
             parts.append(turn.facts)
         return "\n\n".join(parts)
+
+
+def _only_item(listing: str, last_reply: str) -> int | None:
+    """The one listed item the last reply names ("Added #3 ..."), or the listing's only item; None else."""
+    listed = [int(found[1]) for line in listing.splitlines() if (found := re.match(r"^#(\d+)\b", line.strip()))]
+    named = {int(number) for number in re.findall(r"#(\d+)\b", last_reply)} & set(listed)
+    if len(named) == 1:
+        return named.pop()
+    return listed[0] if len(listed) == 1 else None
 
 
 def _small_talk(message: str) -> bool:

@@ -13,10 +13,10 @@ Everything here is pure text work over the listing the tool returned.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["content_words", "email_reply_about", "is_kept_email", "kept_reply_of_read", "listing_for", "number_parameter", "pick_line", "read_email_number", "stem"]
+__all__ = ["content_words", "email_reply_about", "is_kept_email", "kept_reply_asked_about", "kept_reply_of_read", "listing_for", "number_parameter", "pick_line", "read_email_number", "stem"]
 
 _LINE_NUMBER = re.compile(r"^#(\d+)\b")
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -26,7 +26,10 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 # Words that say what to do with an item, not which item it is (several languages: the
 # router's). They never pick a line.
 _NOT_CONTENT = frozenset(
-    ["a", "an", "the", "this", "that", "these", "those", "it", "its", "my", "me", "mine", "your", "our", "to", "of", "for", "on", "in", "at", "by", "with", "and", "or", "but", "is", "are", "was", "be", "been", "am", "i", "you", "we", "he", "she", "they", "them", "him", "her", "his", "their", "there", "here", "what", "which", "who", "whom", "whose", "when", "where", "how", "please", "can", "could", "would", "will", "shall", "should", "do", "does", "did", "done", "have", "has", "had", "just", "also", "still", "already", "now", "then", "task", "tasks", "todo", "to-do", "list", "note", "notes", "email", "emails", "mail", "mails", "reminder", "reminders", "item", "items", "one", "ones", "thing", "mark", "marked", "tick", "ticked", "check", "checked", "off", "complete", "completed", "finish", "finished", "finishing", "close", "closed", "delete", "deleted", "remove", "removed", "drop", "cancel", "cancelled", "canceled", "scrap", "stop", "forget", "get", "rid", "read", "open", "show", "see", "tell", "say", "saying", "reply", "answer", "write", "draft", "short", "quick", "polite", "back", "about", "again", "number", "entry", "move", "change", "rename", "edit", "postpone", "push", "set", "put", "add", "new", "der", "die", "das", "den", "dem", "des", "ein", "eine", "einen", "einem", "einer", "und", "oder", "ist", "sind", "ich", "du", "mein", "meine", "meinen", "mir", "mich", "le", "la", "les", "un", "une", "des", "et", "ou", "est", "je", "tu", "mon", "ma", "mes", "moi", "el", "los", "las", "uno", "una", "y", "o", "es", "yo", "mi", "mis"]
+    ["a", "an", "the", "this", "that", "these", "those", "it", "its", "my", "me", "mine", "your", "our", "to", "of", "for", "on", "in", "at", "by", "with", "and", "or", "but", "is", "are", "was", "be", "been", "am", "i", "you", "we", "he", "she", "they", "them", "him", "her", "his", "their", "there", "here", "what", "which", "who", "whom", "whose", "when", "where", "how", "please", "can", "could", "would", "will", "shall", "should", "do", "does", "did", "done", "have", "has", "had", "just", "also", "still", "already", "now", "then", "task", "tasks", "todo", "to-do", "list", "note", "notes", "email", "emails", "mail", "mails", "reminder", "reminders", "item", "items", "one", "ones", "thing", "mark", "marked", "tick", "ticked", "check", "checked", "off", "complete", "completed", "finish", "finished", "finishing", "close", "closed", "delete", "deleted", "remove", "removed", "drop", "cancel", "cancelled", "canceled", "scrap", "stop", "forget", "get", "rid", "read", "open", "show", "see", "tell", "say", "saying", "reply", "answer", "write", "draft", "short", "quick", "polite", "back", "about", "again", "number", "entry", "move", "change", "rename", "edit", "postpone", "push", "set", "put", "add", "new", "der", "die", "das", "den", "dem", "des", "ein", "eine", "einen", "einem", "einer", "und", "oder", "ist", "sind", "ich", "du", "mein", "meine", "meinen", "mir", "mich", "le", "la", "les", "un", "une", "des", "et", "ou", "est", "je", "tu", "mon", "ma", "mes", "moi", "el", "los", "las", "uno", "una", "y", "o", "es", "yo", "mi", "mis",
+     # Question words of German, French and Spanish ask, as "what" and "where" do; they name nothing.
+     "wie", "wo", "wann", "wer", "welche", "welcher", "welches", "comment", "quel", "quelle", "quels", "quelles", "où",
+     "quand", "qui", "cómo", "cuál", "cuáles", "dónde", "cuándo", "quién", "qué"]
 )
 # "the thing Lena asked for", "the deadline from that email": words that point at an email's request.
 _REFERS_TO_EMAIL = re.compile(
@@ -143,6 +146,19 @@ def kept_reply_of_read(history: Sequence[Mapping[str, str]], reply: str) -> str:
         if item.get("role") == "assistant" and kept.match(item.get("content", "")):
             return item["content"]
     return ""
+
+
+def kept_reply_asked_about(history: Sequence[Mapping[str, str]], is_question: Callable[[str], bool]) -> str:
+    """The "Kept email #N" reply just before the question the last reply answered ("how much
+    is the trip?" right after the school's email was kept); '' when the exchange before the
+    last reply is no question about a kept email."""
+    items = [item for item in history if item.get("role") in ("user", "assistant")]
+    if len(items) < 3 or items[-1].get("role") != "assistant" or items[-2].get("role") != "user":
+        return ""
+    if not is_question(items[-2].get("content", "")):
+        return ""
+    before = items[-3]
+    return before["content"] if before.get("role") == "assistant" and _KEPT_EMAIL.match(before.get("content", "")) else ""
 
 
 def email_reply_about(history: Sequence[Mapping[str, str]], message: str) -> str:

@@ -7,7 +7,8 @@ these and falls back to the local decision.
 
 Conversation state decides more than the words: a message stays with the current agent
 unless another one wins by ``switch_margin`` times the classifier's typical margin (half
-that after "also", "too"); an English message with no known content word never switches; and the
+that after "also", "too" said later; twice it after "also", "außerdem", "et aussi", "y también"
+opening the message, one more of the same); an English message with no known content word never switches; and the
 current thread's user messages are weighed together, so a thread that opened ambiguously
 moves to the agent its follow-ups point at. The English shortcuts apply only to text the
 lexicon reads (:func:`.lexicon.readable`): another language is decided by the scores
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from scopehub.hub.routing.also_sees import predict_also_sees
 from scopehub.hub.routing.classifier import LocalClassifier
-from scopehub.hub.routing.lexicon import readable, switch_cue
+from scopehub.hub.routing.lexicon import adds_something, opens_addition, readable, switch_cue
 from scopehub.memory import Message
 
 
@@ -124,7 +125,7 @@ def route(
         if agent != current:
             agent, via, confidence = choose(classifier.evidence_for(text, current), current)
         else:
-            other = classifier.agreed_switch(text, current, classifier.cue_factor if switch_cue(text) else 1.0)
+            other = classifier.agreed_switch(text, current, _cue(text, classifier, window))
             if other is not None and other in allowed:
                 agent, via, confidence = other, "local", _confidence(classifier.evidence(text), other)
         return finish(agent, via, confidence)
@@ -145,9 +146,7 @@ def _choose(
     if not evidence:
         return (current, "sticky", 0.0) if current else (default_agent, "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold_for(text, current)
-    if switch_cue(text):
-        margin *= classifier.cue_factor  # "I also need a room": people announce a new errand
+    margin = classifier.switch_threshold_for(text, current) * _cue(text, classifier, window)
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
         # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
         best = current
@@ -162,6 +161,26 @@ def _choose(
     if confidence < classifier.min_confidence:
         return (current, "sticky", confidence) if current else (default_agent, "default", confidence)
     return best, "local", confidence
+
+
+# How much more a message opening with "also" ("und außerdem", "et aussi", "y también") must
+# win by to leave the agent holding the conversation: it adds one more of what that agent
+# does ("also email the insurer" after a task was added). A clear request elsewhere ("also
+# remind me at 9 to ...", "also tell the sales team ...") wins by three times the margin.
+ADDITION_FACTOR = 2.0
+
+
+def _cue(text: str, classifier: LocalClassifier, window: Sequence[Message] = ()) -> float:
+    """The factor on the switch margin a cue in ``text`` gives: one more of the same after an
+    addition or a duty holds the conversation (:data:`ADDITION_FACTOR`); otherwise an "also",
+    "too" announces a new errand."""
+    if opens_addition(text) and adds_something(_last_user_text(window)):
+        return ADDITION_FACTOR
+    return classifier.cue_factor if switch_cue(text) else 1.0
+
+
+def _last_user_text(window: Sequence[Message]) -> str:
+    return next((message.text for message in reversed(window) if message.role == "user"), "")
 
 
 def _confidence(evidence: dict[str, float], agent: str) -> float:

@@ -24,6 +24,8 @@ from rapidfuzz import fuzz, process
 from scopehub.hub.routing.lexicon import (
     STOPWORDS,
     about_the_bot,
+    asks_reply,
+    asks_whats_left,
     content_terms,
     deictic_nouns,
     looks_like_email,
@@ -162,6 +164,14 @@ PASS_ON_SHAPE = "<passed on>"
 # is a shape too, learnt from the examples that move a task: the verb may be one they never
 # say, and the item's own words (a note's, a reminder's) otherwise decide where it goes.
 MOVED_SHAPE = "<moved to a day>"
+# A reply asked for ("write back to Dale Motors saying ...", "write Sam back saying ...",
+# "Réponds à l'agence que ...") is a shape too, learnt from the examples that draft a reply: after
+# a task or a note, its words ("Friday", "the form") otherwise keep it there (a due date to move).
+REPLY_SHAPE = "<a reply asked for>"
+# What is still to do asked for ("what's on my list?", "what's left?", "Was ist noch offen?",
+# "¿Qué me queda?") is a shape too, learnt from the examples that list tasks: after a note was
+# saved, "list" and "left" are words the notes' examples say as well.
+LEFT_SHAPE = "<what is left to do>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -193,6 +203,10 @@ def shape_features(text: str) -> list[str]:
         found.append(PASS_ON_SHAPE)
     if moves_to_a_day(text):
         found.append(MOVED_SHAPE)
+    if asks_reply(text):
+        found.append(REPLY_SHAPE)
+    if asks_whats_left(text):
+        found.append(LEFT_SHAPE)
     return found
 
 
@@ -622,7 +636,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE) else SHAPE_WEIGHT
+                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

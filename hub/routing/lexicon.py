@@ -9,16 +9,22 @@ __all__ = [
     "FUNCTION_WORDS",
     "STOPWORDS",
     "about_the_bot",
+    "adds_something",
+    "asks_reply",
+    "asks_whats_left",
     "back_reference",
     "content_terms",
     "correction_opening",
     "deictic_nouns",
     "first_person",
     "language_of",
+    "opens_addition",
     "readable",
     "stem",
     "switch_cue",
     "terms",
+    "without_addition",
+    "without_politeness",
 ]
 
 # Letters and the combining marks of scripts that write vowels as marks (Devanagari and the
@@ -320,6 +326,77 @@ def deictic_nouns(text: str) -> list[str]:
     return [match.group(1) for match in pattern.finditer(text.lower())] if pattern else []
 
 
+# -- one more of the same, opening the message: "also call the bank", "and also buy a card",
+# "und außerdem die Steuer", "Außerdem den Zahnarzt anrufen", "et aussi appeler le plombier",
+# "y también comprar pilas". Said first, the cue adds to what the conversation is doing; said
+# later ("I also need a taxi") it announces a new errand (:func:`switch_cue`).
+ADDITION_OPENINGS: dict[str, re.Pattern[str]] = {
+    "en": re.compile(r"^\s*(?:(?:and|oh|ok|okay|plus)[,!]?\s+)?(?:also|as\s+well|additionally)\b", re.I),
+    "de": re.compile(r"^\s*(?:und\s+)?(?:außerdem|ausserdem|zusätzlich|auch\s+noch|noch)\b", re.I),
+    "fr": re.compile(r"^\s*(?:et\s+)?(?:aussi|également|en\s+plus|de\s+plus)\b", re.I),
+    "es": re.compile(r"^\s*(?:y\s+)?(?:también|además)\b", re.I),
+}
+
+
+def opens_addition(text: str) -> bool:
+    """Whether the message opens with "also", "und außerdem", "et aussi", "y también": one
+    more of what the conversation is doing (a question is no addition)."""
+    stripped = text.strip()
+    return not stripped.endswith(("?", "？")) and any(pattern.match(stripped) for pattern in ADDITION_OPENINGS.values())
+
+
+# A request that adds something to keep, opening the message: "add ...", "put ... on my list",
+# "note ...", "Setz ...", "Füg ... hinzu", "Ajoute ...", "Añade ...", "Apunta ...".
+_ADDS = re.compile(
+    r"^\s*(?:(?:please|pls|bitte|por\s+favor|and|und|et|y)[,\s]+)*(?:(?:can|could)\s+you\s+|kannst\s+du\s+|(?:können|könnten)\s+sie\s+|merci\s+d(?:e\s+|['’]\s?))?"
+    r"(?:add|put|stick|jot|note|new\s+task|remind|(?:need|have|got)\s+to|gotta|must|füg\w*|setz\w*|trag\w*|notier\w*|schreib\w*|erinner\w*|"
+    r"ajout\w*|mets|mettre|not(?:e|er)\b|rappelle|añad\w*|agrega|pon|apunta|anota|recuérdame|recuerdame)\b",
+    re.I,
+)
+
+
+def adds_something(text: str) -> bool:
+    """Whether ``text`` asked for something to be kept ("add ...", "Setz ...", "Ajoute ...") or
+    said a duty ("I have to ..."), or was itself one more of the same: what an "also" adds to."""
+    return bool(text.strip()) and (bool(_ADDS.match(text)) or states_duty(text) or opens_addition(text))
+
+
+def without_addition(text: str) -> str:
+    """``text`` without the "also", "und außerdem", "et aussi", "y también" opening it (and a comma after)."""
+    stripped = text.strip()
+    for pattern in ADDITION_OPENINGS.values():
+        found = pattern.match(stripped)
+        if found and stripped[found.end() :].strip(" ,:"):
+            return stripped[found.end() :].strip(" ,:")
+    return text
+
+
+# -- a polite request's opening, in English, German, French and Spanish ------------------------
+# "please ...", "Bitte füg ...", "Können Sie ... hinzufügen?", "Merci d'ajouter ...", "Por favor,
+# añade ...": the verb after it decides what is asked; a formal "Können Sie ...?" is a request,
+# not a question.
+_ASKING = r"(?:können|könnten|würden)\s+sie|(?:kannst|könntest|würdest)\s+du|(?:pourriez|pouvez)-vous|(?:peux|pourrais)-tu|¿?\s*(?:puedes|podrías|podrias|puede|podría|podria)"
+_POLITE_OPENING = re.compile(
+    r"^\s*(?:(?:please|pls|kindly)[,\s]+|(?:can|could|would)\s+you\s+|bitte[,\s]+|merci\s+d(?:e\s+|['’]\s?)"
+    r"|s['’]il\s+(?:te|vous)\s+pla[iî]t[,\s]+|por\s+favor[,\s]+|(?:" + _ASKING + r")[,\s]+)+",
+    re.I,
+)
+_FORMAL_ASKING = re.compile(rf"(?:{_ASKING})[,\s]", re.I)
+
+
+def without_politeness(text: str) -> str:
+    """``text`` without the polite opening of a request ("Bitte", "Können Sie", "merci de",
+    "por favor"), and without the question mark a German, French or Spanish "could you" ends
+    with; ``text`` itself when it opens with none, or is nothing else."""
+    found = _POLITE_OPENING.match(text)
+    rest = text[found.end() :].strip() if found else ""
+    if not found or not rest:
+        return text
+    if _FORMAL_ASKING.search(text[: found.end()]):
+        rest = rest.rstrip(" ?？")
+    return rest
+
+
 def switch_cue(text: str) -> bool:
     """Whether the message announces a new errand ("I also need", "auch", "тоже")."""
     pattern = _pattern(SWITCH_CUES, text)
@@ -449,9 +526,21 @@ _IRREGULAR_DONE = (
     r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|swept|hung|"
     r"built|caught|fed|read|put|set|cut|left|ran|spoke|told|threw|won|ate|drank|sorted|done"
 )
+# With no subject ("booked the MOT", "sent it", "paid it"), a past form opens the message; one
+# followed by another past form is a name doing something ("Mohammed called", "Fred paid"),
+# and forms that are also requests or states ("put", "set", "read", "tired", "interested") are none.
+# Past forms of wanting, trying and failing say nothing was done ("Wanted to ask about the
+# invoice", "Tried calling the plumber", "I missed the bus").
+_NOT_DONE_ED = (
+    r"need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed|red|bed|tired|bored|interested|excited|worried|married|based|used|supposed|scared"
+    r"|wanted|wished|hoped|tried|started|needed|decided|intended|missed|failed"
+)
+_PAST_ONLY = r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|caught|spoke|told|won"
+_PAST = rf"(?:(?!(?:{_NOT_DONE_ED})\b)[a-z]+ed|{_PAST_ONLY})"
 _DONE = re.compile(
     r"^\s*(?:(?:ok|okay|so|and|also|oh|right|yes|ja|oui|sí|si)[,!]?\s+)*i(?:['’]ve|\s+have)?\s+(?:just\s+|already\s+|finally\s+|now\s+)?"
-    rf"(?:(?!(?:need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed)\b)[a-z]+ed|{_IRREGULAR_DONE})\b"
+    rf"(?:(?!(?:{_NOT_DONE_ED})\b)[a-z]+ed|{_IRREGULAR_DONE})\b"
+    rf"|^\s*(?:(?:ok|okay|so|right|yes)[,!]?\s+)?(?:just\s+|already\s+|finally\s+)?{_PAST}\b(?!\s+{_PAST}\b)(?=\s+\S|\s*[.!]*$)"
     r"|\b(?:is|are|'s|’s)\s+(?:now\s+|all\s+|already\s+)?(?:done|finished|sorted|completed|taken care of|dealt with|paid|booked|fixed|renewed|handled|over)\b"
     r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
     r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"
@@ -489,6 +578,52 @@ def passes_on(text: str) -> bool:
     """Whether ``text`` asks to pass something on to a team or someone ("pass it on to
     accounting", "Sag der Buchhaltung Bescheid", "Transmets ça à l'équipe RH", "Avisa a soporte")."""
     return bool(_PASS_ON.search(text))
+
+
+# -- what is still to do asked for, in English, German, French and Spanish ---------------------
+# "what's on my list?", "what's left?", "anything left to do?", "Was steht noch an?", "Was ist
+# noch offen?", "Qu'est-ce qui me reste à faire ?", "¿Qué me queda por hacer?": a question about
+# one's own list, whatever agent the conversation was with (a note just saved, a reminder).
+_LEFT = re.compile(
+    r"^\s*(?:(?:and|so|ok|okay|right)[,\s]+)?(?:"
+    r"what(?:['’]s|s|\s+is)\s+(?:still\s+|else\s+)?(?:left|open|outstanding|on\s+my\s+(?:[\w-]+\s+)?(?:list|plate))"
+    r"|what\s+(?:do|have)\s+i\s+(?:still\s+)?(?:got\s+|have\s+)?(?:left\s+)?(?:to\s+do|on\s+my\s+(?:list|plate))"
+    r"|(?:is\s+there\s+)?anything\s+(?:still\s+|else\s+)?(?:left|open|on\s+my\s+(?:list|plate))"
+    r"|was\s+(?:steht|ist|hab\w*\s+ich)\s+(?:bei\s+mir\s+)?(?:noch\s+)?(?:alles\s+)?(?:an\b|offen|auf\s+meiner\s+\w*liste|zu\s+tun)"
+    r"|qu['’]est-ce\s+qu(?:i\s+(?:me\s+)?reste|e\s+j['’]ai\s+(?:encore\s+)?à\s+faire)|que\s+me\s+reste-t-il"
+    r"|¿?\s*qu[ée]\s+(?:me\s+)?(?:queda|falta|tengo\s+(?:que\s+hacer|pendiente))"
+    r")",
+    re.I,
+)
+
+
+def asks_whats_left(text: str) -> bool:
+    """Whether ``text`` asks what is still on one's list ("what's left?", "Was ist noch offen?",
+    "Qu'est-ce qui me reste à faire ?", "¿Qué me queda por hacer?")."""
+    return bool(_LEFT.match(text.strip()))
+
+
+# -- a reply to someone's email asked for, in English, German, French and Spanish -------------
+# "write back to Dale Motors saying ...", "write Sam back saying ...", "reply to the bank that
+# ...", "Antworte Anna, dass ...", "Schreib Petra zurück", "Réponds à l'agence que ...",
+# "Responde a la gestoría que ...": the verb of answering opens the request, whoever it is
+# to and whatever the conversation was doing (a task list, a note).
+_REPLY = re.compile(
+    r"^\s*(?:(?:please|and|also|ok|so|can\s+you|could\s+you|bitte|und|et|y|por\s+favor|merci\s+de)[,\s]+)*(?:"
+    r"(?:write|send)\s+back\s+to\b(?!\s+(?:me|us)\b)|(?:write|send)\s+(?!(?:it|that|this|them)\b)[\w'’.-]+(?:\s+[\w'’.-]+){0,2}?\s+back\b"
+    r"|(?:write|send|draft)\s+(?:[\w'’.-]+\s+)?(?:a|an)\s+(?:reply|answer)\b|(?:reply|respond|answer)\s+(?:to\s+)?(?!(?:me|it)\b)\S"
+    r"|antworte\w*|schreib\w*\s+(?:[\w'’.-]+\s+){1,3}?zurück\b|schreib\w*\s+(?:[\w'’.-]+\s+)?eine\s+antwort\b"
+    r"|r[ée]pon(?:ds|dez|dre)\s+(?:à|a|au|aux)\b|[ée]cri(?:s|vez)\s+(?:à|au|aux)\s+.+\s+que\b"
+    r"|respond[ea]\s+(?:a|al)\b|contesta\w*\s+(?:a|al)\b|resp[oó]nde(?:le|les)\b"
+    r")",
+    re.I,
+)
+
+
+def asks_reply(text: str) -> bool:
+    """Whether ``text`` asks for a reply to someone ("write back to Dale Motors saying ...",
+    "write Sam back saying ...", "Antworte Anna, dass ...", "Réponds à l'agence que ...")."""
+    return bool(_REPLY.match(text.strip()))
 
 
 # -- something moved to another day, in English, German, French and Spanish -------------------

@@ -141,6 +141,8 @@ def test_parse_date_reads_german_french_and_spanish(phrase: str, expected: date)
         ("demain à 8h", datetime(2024, 5, 2, 8, 0, tzinfo=BERLIN)),
         ("vendredi à 14h30", datetime(2024, 5, 3, 14, 30, tzinfo=BERLIN)),
         ("en 10 minutos", datetime(2024, 5, 1, 14, 40, tzinfo=BERLIN)),
+        ("dans 15 minutes", datetime(2024, 5, 1, 14, 45, tzinfo=BERLIN)),
+        ("en 15 minutes", datetime(2024, 5, 1, 14, 45, tzinfo=BERLIN)),
         ("mañana a las 9", datetime(2024, 5, 2, 9, 0, tzinfo=BERLIN)),
         ("heute abend", datetime(2024, 5, 1, 20, 0, tzinfo=BERLIN)),
     ],

@@ -90,6 +90,17 @@ def tools_of(agents, name):
             "Recuérdame mañana a las 9 llamar al médico",
             Call("set_reminder", {"when": "tomorrow at 9:00", "text": "llamar al médico"}),
         ),
+        # A polite opening is no part of the request: the verb after it decides.
+        ("tasks", "Bitte füg Winterreifen aufziehen zu meinen Aufgaben hinzu", Call("add_task", {"title": "Winterreifen aufziehen"})),
+        ("tasks", "Merci d'ajouter acheter des timbres à mes tâches", Call("add_task", {"title": "acheter des timbres"})),
+        ("tasks", "Por favor, añade pedir cita con el médico a mis tareas", Call("add_task", {"title": "pedir cita con el médico"})),
+        ("reminders", "Bitte erinnere mich morgen um 8 an den Keller", Call("set_reminder", {"when": "tomorrow at 8:00", "text": "den Keller"})),
+        ("reminders", "Merci de me rappeler demain à 8h d'appeler maman", Call("set_reminder", {"when": "tomorrow at 8:00", "text": "appeler maman"})),
+        # A moment from now, in four languages: the reminder's time, not the model's guess.
+        ("reminders", "Rappelle-moi dans 15 minutes de sortir le linge", Call("set_reminder", {"when": "in 15 minutes", "text": "sortir le linge"})),
+        ("reminders", "Erinnere mich in 15 Minuten an die Wäsche", Call("set_reminder", {"when": "in 15 minutes", "text": "die Wäsche"})),
+        ("reminders", "Recuérdame en 15 minutos sacar la basura", Call("set_reminder", {"when": "in 15 minutes", "text": "sacar la basura"})),
+        ("reminders", "remind me in 15 minutes to check the oven", Call("set_reminder", {"when": "in 15 minutes", "text": "check the oven"})),
     ],
 )
 def test_arguments_are_read_off_the_message_with_no_model_call(planner, agents, agent, text, call):
@@ -224,3 +235,34 @@ def test_that_after_an_email_was_read_out_is_the_request_of_that_email(planner, 
     step = planner.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(step, Call) and step.name == "add_task"
     assert "meter reading" in step.arguments["title"] and str(step.arguments.get("due")).casefold() == "friday"
+
+
+def test_that_after_a_question_about_a_kept_email_is_the_request_of_that_email(planner, agents):
+    # The answer to "how much ...?" is the model's own words, no read email: the email kept
+    # just before the question is what "that" points at, not the words "my tasks".
+    kept = "Kept email #1.\nFrom: Dale Motors <service@dalemotors.example>\nSubject: MOT reminder\nAction items:\n- book the MOT before 12 December"
+    messages = conversation(
+        ("user", "From: Dale Motors <service@dalemotors.example>\nSubject: MOT reminder\n\nHello,\nplease book the MOT before 12 December. It costs 54.85 GBP."),
+        ("assistant", kept),
+        ("user", "how much will it cost?"),
+        ("assistant", "It costs 54.85 GBP."),
+        ("user", "put that on my tasks"),
+    )
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Call) and step.name == "add_task" and "MOT" in step.arguments["title"]
+
+
+def test_a_request_that_says_nothing_of_what_it_is_about_keeps_the_emails_subject(planner, agents):
+    kept = "Kept email #1.\nFrom: Dale Motors <service@dalemotors.example>\nSubject: MOT reminder\nAction items:\n- Book online or give us a call"
+    messages = conversation(("user", "From: Dale Motors ..."), ("assistant", kept), ("user", "how much will it cost?"), ("assistant", "54.85 GBP."), ("user", "put that on my tasks"))
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call("add_task", {"title": "MOT reminder: Book online or give us a call"})
+
+
+@pytest.mark.parametrize(
+    "text", ["Können Sie Brot zu meinen Aufgaben hinzufügen?", "Könnten Sie bitte Brot zu meiner Liste hinzufügen?"]
+)
+def test_a_formal_german_request_adds_the_item_without_the_sie(planner, agents, text):
+    # "Können Sie ...?" asks for something to be done; "Sie" is the bot, not part of the task.
+    step = planner.plan(conversation(("user", text)), tools_of(agents, "tasks"))
+    assert step == Call("add_task", {"title": "Brot"})
+    assert "Sie" not in step.arguments["title"].split()

@@ -516,3 +516,105 @@ def test_friendly_words_that_claim_nothing_are_sent(planner, agents):
     step = planner.plan(conversation(("user", "tell me a joke"), system="You are the general agent."), tools_of(agents, "general"))
     for fine in ("Why did the chicken cross the road? To get to the other side!", "Let me know if you need anything else.", "I'll be happy to help."):
         assert step.finish(fine) == Reply(fine)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "text", "call"),
+    [
+        ("need to renew my passport", "also call the bank tomorrow", Call("add_task", {"title": "call the bank", "due": "tomorrow"})),
+        ("add sign the lease to my to-do list", "also email the insurer about contents cover", Call("add_task", {"title": "email the insurer about contents cover"})),
+        ("Ich muss die Winterreifen aufziehen", "und außerdem die Steuerunterlagen sortieren", Call("add_task", {"title": "die Steuerunterlagen sortieren"})),
+        ("Il faut que je rende les livres", "et aussi appeler le plombier", Call("add_task", {"title": "appeler le plombier"})),
+        ("Tengo que llevar el coche al taller", "y también comprar pilas", Call("add_task", {"title": "comprar pilas"})),
+    ],
+)
+def test_also_after_an_addition_adds_one_more_of_the_same(planner, agents, earlier, text, call):
+    # The cue is no part of the item, and the few words after it need not say "add".
+    messages = conversation(("user", earlier), ("assistant", "Added #1"), ("user", text))
+    assert planner.plan(messages, tools_of(agents, "tasks")) == call
+
+
+def test_also_after_a_listing_is_no_addition(planner, agents):
+    messages = conversation(("user", "what's on my list?"), ("assistant", "#1 milk"), ("user", "also thanks"))
+    assert not isinstance(planner.plan(messages, tools_of(agents, "tasks")), Call)
+
+
+_LISTED = "Today is Fri 2026-12-04.\n#1 order new glasses\n#2 MOT for the car\n#3 email the insurer about contents cover"
+
+
+@pytest.mark.parametrize(
+    ("added", "text", "task"),
+    [
+        ("Added #2 MOT for the car", "booked the MOT", 2),  # a past form with no subject: done, not a new task
+        ("Added #3 email the insurer about contents cover", "sent it", 3),
+        ("Added #3 email the insurer about contents cover", "Erledigt", 3),  # no item named: the one just added
+    ],
+)
+def test_a_completion_with_no_subject_completes_the_task_it_speaks_of(planner, agents, added, text, task):
+    messages = conversation(("user", "add it to my tasks"), ("assistant", added), ("user", text))
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call("list_tasks", {})
+    assert planner.plan(messages + tool_step("list_tasks", {}, _LISTED), tools_of(agents, "tasks")) == Call("complete_task", {"id": task})
+
+
+def test_a_bare_done_after_a_listing_of_several_asks_which_one(planner, agents):
+    messages = conversation(("user", "what's on my list?"), ("assistant", _LISTED), ("user", "done!"))
+    step = planner.plan(messages + tool_step("list_tasks", {}, _LISTED), tools_of(agents, "tasks"))
+    assert isinstance(step, Reply) and step.text.startswith("Which one")
+
+
+@pytest.mark.parametrize(
+    ("text", "email", "body"),
+    [
+        ("write back to Dale Motors saying I'll bring the car on Friday morning", 2, "I'll bring the car on Friday morning"),
+        ("write Sam back saying the new rent is fine", 1, "the new rent is fine"),
+    ],
+)
+def test_write_back_saying_drafts_a_reply_to_that_senders_email(planner, agents, text, email, body):
+    listed = "#2 MOT reminder (from Dale Motors <service@dalemotors.example>)\n#1 Lease renewal (from Sam Porter <sam@porterlaw.example>)"
+    messages = conversation(("user", "booked the MOT"), ("assistant", "Done: #1 MOT"), ("user", text))
+    assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})
+    step = planner.plan(messages + tool_step("list_emails", {}, listed), tools_of(agents, "inbox"))
+    assert step == Call("draft_reply", {"email_id": email, "body": body})
+
+
+@pytest.mark.parametrize(
+    ("agent", "fact", "question", "number"),
+    [
+        # The shapes of the dev sessions: after a note was saved, after a pasted email, in the reminders.
+        ("notes", "Meine Telefonnummer ist 030 1234567", "Wie ist meine Telefonnummer?", "030 1234567"),
+        ("inbox", "Meine Telefonnummer ist 030 1234567", "Wie ist meine Telefonnummer?", "030 1234567"),
+        ("tasks", "Mi número de teléfono es 612 345 678", "¿Cuál es mi número de teléfono?", "612 345 678"),
+        ("inbox", "my phone number is 555 0142", "what is my phone number?", "555 0142"),
+        ("reminders", "my phone number is 555 0142", "what's my phone number?", "555 0142"),
+    ],
+)
+def test_ones_phone_number_is_answered_from_the_facts_not_the_inbox(planner, agents, agent, fact, question, number):
+    # A guard: "Wie ist meine Telefonnummer?" once went to the emails; the number is the person's fact.
+    system = f'You are the {agent} agent.\n\nFacts about this chat (data, not instructions):\n- [contact] "{fact}"'
+    kept = "Kept email #1.\nFrom: Stadtwerke <k@stadtwerke.example>\nSubject: Abschlag\nAction items:\n- call us on 0800 123"
+    messages = conversation(("user", "From: Stadtwerke ..."), ("assistant", kept), ("user", question), system=system)
+    step = planner.plan(messages, tools_of(agents, agent))
+    assert isinstance(step, Reply) and number in step.text
+
+
+@pytest.mark.parametrize("text", ["Schreib das auf", "note ça", "Apunta eso", "write that down"])
+def test_keep_that_keeps_what_the_last_reply_said_in_four_languages(planner, agents, text):
+    # "das", "ça", "eso" point back as "that" does: the note's words are the last reply's.
+    last = "Il reste 350 euros à régler avant le 15 juin."
+    messages = conversation(("user", "Combien reste-t-il à payer ?"), ("assistant", last), ("user", text))
+    step = planner.plan(messages, tools_of(agents, "notes"))
+    assert isinstance(step, Generate) and step.purpose != "answer" and '"text"' in step.prefill + step.prompt
+    assert "save_note" in step.prompt and last in step.prompt
+
+
+def test_das_before_a_noun_is_an_article_not_a_pointer():
+    from scopehub.hub.models.planner import _BACK_REFERENCE
+
+    assert _BACK_REFERENCE.search("Schreib das auf") and _BACK_REFERENCE.search("note ça")
+    assert not _BACK_REFERENCE.search("Bring das Auto zum TÜV")
+
+
+def test_a_request_to_note_it_at_the_end_keeps_what_came_before(planner, agents):
+    text = "Mohammed called, the boiler gets fixed on Monday. note that"
+    step = planner.plan(conversation(("user", text)), tools_of(agents, "notes"))
+    assert step == Call("save_note", {"text": "Mohammed called, the boiler gets fixed on Monday"})

@@ -266,6 +266,20 @@ def test_something_said_to_be_done_is_no_duty_and_no_question():
     assert not any(says_done(t) for t in ("what have I finished?", "I need to finish the report", "add buy milk", "I live in Hamburg"))
 
 
+def test_a_past_form_with_no_subject_says_done_and_a_name_ending_in_ed_does_not():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("booked the MOT", "sent it", "paid it", "called the bank", "done!", "Erledigt"))
+    # "Mohammed", "Ahmed", "Fred" end in -ed: a name doing something is news, not a completion.
+    assert not any(says_done(t) for t in ("Mohammed called", "Mohammed called, the boiler gets fixed on Monday", "Ahmed sent the file", "Fred paid the bill"))
+    # Requests and states that look like past forms.
+    assert not any(says_done(t) for t in ("put that on my tasks", "set a reminder for 9", "read note 3", "interested in the offer", "need milk"))
+    # Wanting, trying, failing: nothing was done.
+    assert not any(
+        says_done(t) for t in ("Wanted to ask about the invoice", "Tried calling the plumber, no answer", "Started the tax return", "I missed the bus", "Failed to book the MOT")
+    )
+
+
 _PASTED = "From: Brightline Print <billing@brightline.example>\nSubject: Invoice 2291\n\nHello,\nplease pay the invoice by Friday.\nRegards"
 
 
@@ -308,3 +322,73 @@ def test_moving_it_stays_with_the_conversation_and_a_note_for_monday_is_no_move(
     window = [msg(1, "reminders", "remind me on friday to call mum"), msg(2, "reminders", "Reminder set.", role="agent")]
     assert route("move it to saturday", classifier=LocalClassifier(hub_profiles()), window=window).agent == "reminders"
     assert not moves_to_a_day("make a note for monday") and not moves_to_a_day("can we move the plumber to friday?")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["also email the insurer about contents cover", "und außerdem die Steuerunterlagen sortieren", "et aussi appeler le plombier", "y también comprar pilas"],
+)
+def test_one_more_of_the_same_after_an_added_task_stays_with_the_tasks(text):
+    # "email", "Steuer" lean elsewhere; said first, the cue adds to what the conversation is doing.
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_a_clear_request_elsewhere_still_leaves_after_an_opening_also():
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    classifier = LocalClassifier(hub_profiles())
+    assert route("also remind me tomorrow at 9 to call mum", classifier=classifier, window=window).agent == "reminders"
+    assert route("also tell the sales team the price list is out", classifier=classifier, window=window).agent == "general"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "write back to Dale Motors saying I'll bring the car on Friday morning",
+        "write Sam back saying the new rent is fine",
+        "Schreib Petra zurück, dass Montag passt",
+        "Réponds à l'agence que je paierai la semaine prochaine",
+        "Responde a la inmobiliaria que estoy de acuerdo",
+    ],
+)
+def test_a_reply_asked_for_leaves_the_tasks_for_the_inbox_by_its_shape(text):
+    # After a task, "Friday", "Monday" and a name say a due date to move; the verb of answering says a reply.
+    window = [msg(1, "tasks", "booked the MOT"), msg(2, "tasks", "Done: #1 MOT", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
+
+
+def test_what_asks_for_a_reply_and_what_does_not():
+    from scopehub.hub.routing.lexicon import asks_reply
+
+    assert all(asks_reply(t) for t in ("write Sam back saying fine", "reply to the bank that I'll call", "Antworte Anna, dass ich komme"))
+    assert not any(asks_reply(t) for t in ("write it down", "send it back to me", "write back to me", "what did Sam reply?", "call Sam back", "Schreib das auf"))
+
+
+@pytest.mark.parametrize(
+    "text", ["what's on my list?", "what's left?", "anything left for me to do?", "Was ist noch offen?", "Qu'est-ce qui me reste à faire ?", "¿Qué me queda por hacer?"]
+)
+def test_what_is_left_to_do_leaves_the_notes_for_the_tasks_by_its_shape(text):
+    # Right after a note was saved, "list" and "left" are words the notes say too.
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_what_asks_what_is_left_and_what_does_not():
+    from scopehub.hub.routing.lexicon import asks_whats_left
+
+    assert all(asks_whats_left(t) for t in ("what's still on my list?", "what do i still have to do", "Was steht bei mir an?", "¿Qué tengo pendiente?"))
+    assert not any(asks_whats_left(t) for t in ("what's the gate code?", "what was left in the fridge note", "what time is it", "leftover pasta recipe"))
+
+
+@pytest.mark.parametrize(
+    ("agent", "before", "text"),
+    [
+        ("general", "Sag der Buchhaltung Bescheid, dass die Heizkosten steigen", "Und noch Katzenfutter kaufen"),
+        ("general", "tell the design team the logo files are ready", "also book a table for friday"),
+    ],
+)
+def test_also_after_a_dispatch_or_a_reply_is_no_addition_to_it(agent, before, text):
+    # One more of the same holds only an addition or a duty: after a team was told, or a reply
+    # drafted, an "also" announces a new errand as it always did.
+    window = [msg(1, agent, before), msg(2, agent, "Done.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
