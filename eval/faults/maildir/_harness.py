@@ -110,9 +110,14 @@ class _HubProcess:
         self.proc.wait()
 
     def stop(self) -> int:
-        """SIGTERM and wait: the exit status (0: it shut down cleanly)."""
+        """SIGTERM and wait: the exit status (0: it shut down cleanly).
+
+        A run restarted just before (the last SIGKILL fell after the last file) is first let
+        finish starting: a SIGTERM during its imports, before it listens for one, kills it
+        (exit status -15), which says nothing about the hub's shutdown."""
         assert self.proc is not None
         if self.proc.poll() is None:
+            self.wait_ready(timeout=120.0)
             self.proc.send_signal(signal.SIGTERM)
             try:
                 return self.proc.wait(timeout=60)
