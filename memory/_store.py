@@ -305,19 +305,17 @@ class Store(CallLog, ScopeAdmin):
         rows = self.query(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND ext_id = ?", (scope, ext_id))
         return _row_to_message(rows[0]) if rows else None
 
-    def window(self, scope: str, size: int, *, up_to: int | None = None) -> list[Message]:
-        """The scope's last ``size`` messages in time order (up to and including id ``up_to``)."""
+    def window(self, scope: str, size: int, *, up_to: int | None = None, after: int = 0) -> list[Message]:
+        """The scope's last ``size`` messages in time order (up to and including id ``up_to``;
+        with ``after``, only those of them after that id)."""
         if size <= 0:
             return []
-        if up_to is None:
-            rows = self.query(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? ORDER BY id DESC LIMIT ?", (scope, size)
-            )
-        else:
-            rows = self.query(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id <= ? ORDER BY id DESC LIMIT ?",
-                (scope, up_to, size),
-            )
+        sql, params = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ?", [scope]
+        if up_to is not None:
+            sql, params = sql + " AND id <= ?", [*params, up_to]
+        if after:
+            sql, params = sql + " AND id > ?", [*params, after]
+        rows = self.query(sql + " ORDER BY id DESC LIMIT ?", (*params, size))
         return [_row_to_message(row) for row in reversed(rows)]
 
     def messages(self, scope: str, *, after: int = 0, limit: int | None = None) -> list[Message]:

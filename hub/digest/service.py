@@ -254,10 +254,11 @@ class DigestKeeper(BackgroundMemoryJob):
                 return CompactionReport(scope, "busy")
             return await self._compact(scope, force)
 
-    def _left(self, scope: str) -> list[Message]:
-        """The newest ``STATS_MESSAGES`` messages that have left the window, oldest first."""
+    def _left(self, scope: str, after: int = 0) -> list[Message]:
+        """The newest ``STATS_MESSAGES`` messages that have left the window, oldest first
+        (with ``after``, only those of them after that id)."""
         window = self.settings.window
-        recent = self.store.window(scope, window + STATS_MESSAGES)
+        recent = self.store.window(scope, window + STATS_MESSAGES, after=after)
         return recent[:-window] if len(recent) > window else []
 
     def _lost_sources(self, scope: str, digest: Digest) -> bool:
@@ -277,13 +278,8 @@ class DigestKeeper(BackgroundMemoryJob):
         digest = get_digest(self.store, scope)  # again: another worker may have just finished
         if not force and not self.due(scope, digest):
             return CompactionReport(scope, "not_due")
-        beyond = self._left(scope)
-        left = [m for m in beyond if m.via != "command"]
-        if not left:
-            return CompactionReport(scope, "not_due")
         made = digest is not None and digest.exists  # a broken row is rebuilt like no digest at all
         upto = digest.upto_id if made and digest else 0
-        pending = [m for m in left if m.id > upto]
         if not made or digest is None:
             kind = "full"
         elif (
@@ -295,6 +291,15 @@ class DigestKeeper(BackgroundMemoryJob):
             kind = "full_recompact"
         else:
             kind = "incremental"
+        # The model folds only the messages after the digest into it: the older ones it
+        # would read (up to STATS_MESSAGES, for the extractive digest's word statistics)
+        # play no part, and in a long scope they were most of what a compaction read.
+        folds_only_pending = kind == "incremental" and self.mode != "extractive"
+        beyond = self._left(scope, after=upto if folds_only_pending else 0)
+        left = [m for m in beyond if m.via != "command"]
+        if not left:
+            return CompactionReport(scope, "not_due")
+        pending = [m for m in left if m.id > upto]
         if kind == "incremental" and not pending:
             return CompactionReport(scope, "not_due")
         previous = digest.lines if made and digest else ()

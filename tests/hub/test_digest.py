@@ -479,6 +479,45 @@ def test_a_compaction_reads_and_writes_the_store_off_the_event_loop(tmp_path, mo
     assert threads.on_the_loop() == set()
 
 
+def test_a_model_fold_reads_only_the_messages_after_the_digest_and_keeps_the_same_digest(tmp_path):
+    """An incremental fold by the model needs the messages after the digest, not the 2,000
+    before it that the extractive digest reads for its word statistics: it reads those only,
+    and the model is shown, and the store keeps, exactly what a read of them all gave."""
+
+    def run(db_name: str, read_all: bool) -> tuple[list[Any], Any, list[int]]:
+        prompts: list[Any] = []
+
+        def fold(messages, tools):
+            prompts.append(messages)
+            return good_fold(messages, tools)
+
+        hub = make_hub(tmp_path / db_name, compactor=FunctionModel(fold))
+        keeper, read = hub.deps.digest, []
+        left = keeper._left
+
+        def spied_left(scope: str, after: int = 0) -> list[Any]:
+            got = left(scope, 0 if read_all else after)
+            read.append(len(got))
+            return got
+
+        keeper._left = spied_left  # type: ignore[method-assign]
+        fill(hub.store, HISTORY * 3)
+        assert asyncio.run(keeper.compact(SCOPE, hub.holder)).outcome == "compacted"  # the first: full
+        fill(hub.store, HISTORY[:4])
+        # Planned as a fold; this fold comes back unusable, so it is rebuilt from the
+        # digest's sources and the pending messages: neither reads the older ones either.
+        assert asyncio.run(keeper.compact(SCOPE, hub.holder)).outcome == "compacted"
+        digest = get_digest(hub.store, SCOPE)
+        return prompts, (digest.lines, digest.upto_id, digest.stats.get("covered"), digest.version), read
+
+    (tmp_path / "all").mkdir()
+    (tmp_path / "after").mkdir()
+    prompts_all, digest_all, read_all = run("all", read_all=True)
+    prompts_after, digest_after, read_after = run("after", read_all=False)
+    assert prompts_after == prompts_all and digest_after == digest_all
+    assert read_after[0] == read_all[0] and read_after[1] < read_all[1]  # the fold read only what it folds
+
+
 def test_housekeeping_claims_are_not_shown_as_team_work(tmp_path):
     hub = make_hub(tmp_path)
     acquire_claim(hub.store, SCOPE, "digest", "someone", note="hub: compacting the digest", ttl=60, now=START + 30 * DAY)

@@ -122,6 +122,10 @@ def test_window_is_the_last_n_in_time_order_up_to_an_id(store):
     ids = [say(store, A, f"m{i}") for i in range(10)]
     assert [m.text for m in store.window(A, 3)] == ["m7", "m8", "m9"]
     assert [m.text for m in store.window(A, 3, up_to=ids[4])] == ["m2", "m3", "m4"]
+    # Of the last five, those after m6; of the last five up to m8, those after m5.
+    assert [m.text for m in store.window(A, 5, after=ids[6])] == ["m7", "m8", "m9"]
+    assert [m.text for m in store.window(A, 5, up_to=ids[8], after=ids[5])] == ["m6", "m7", "m8"]
+    assert [m.text for m in store.window(A, 2, after=ids[1])] == ["m8", "m9"]
     assert [m.text for m in store.messages(A, after=ids[7])] == ["m8", "m9"]
     assert store.latest(A).text == "m9"
     assert store.window(A, 0) == []
