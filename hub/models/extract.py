@@ -372,33 +372,36 @@ _POINTERS = re.compile(
 )
 
 
+def _field(reply: str, name: str) -> str | None:
+    """The value of a kept email's reply line ``name: value`` (the first such line); None without one."""
+    prefix = f"{name}:"
+    for line in reply.splitlines():
+        if line.startswith(prefix):
+            return line[len(prefix) :]
+    return None
+
+
 def _sender_name(reply: str) -> str:
     """The first name of a kept email's sender ("From: Lena Fischer <lena@...>" -> "Lena")."""
-    for line in reply.splitlines():
-        if line.startswith("From:"):
-            name = line[len("From:") :].split("<")[0].strip().strip('"')
-            first = name.split()[0] if name.split() else ""
-            return (
-                first if first.isalpha() and "@" not in name and first.lower() != "unknown" else ""
-            )
-    return ""
+    sender = _field(reply, "From")
+    if sender is None:
+        return ""
+    name = sender.split("<")[0].strip().strip('"')
+    first = name.split()[0] if name.split() else ""
+    return first if first.isalpha() and "@" not in name and first.lower() != "unknown" else ""
 
 
 def _subject(reply: str) -> str:
     """A kept email's subject ("Subject: MOT reminder" -> "MOT reminder"); '' when it has none."""
-    for line in reply.splitlines():
-        if line.startswith("Subject:"):
-            return line[len("Subject:") :].strip()
-    return ""
+    return (_field(reply, "Subject") or "").strip()
 
 
 def _email_day(reply: str) -> str | None:
     """The first day a kept email's reply lists ("Dates: Tuesday = Tue 2026-12-08")."""
-    for line in reply.splitlines():
-        if line.startswith("Dates:"):
-            first = line[len("Dates:") :].split(";")[0]
-            return first.split("=")[0].strip() or None
-    return None
+    dates = _field(reply, "Dates")
+    if dates is None:
+        return None
+    return dates.split(";")[0].split("=")[0].strip() or None
 
 
 def _pick_item(items: Sequence[str], message: str) -> str:

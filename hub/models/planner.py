@@ -508,12 +508,13 @@ class Planner:
         if choice == ANSWER and turn.last_reply and extract.opens_keeping(turn.message) and _BACK_REFERENCE.search(turn.message):
             # "Schreib das auf", "Apunta eso": keep what the last reply said, with the tool that keeps things.
             choice = self._keeping(turn.message, tools) or choice
-        if opens_addition(turn.message) and not (choice in offered and _creates(offered[choice])):
-            # "also call the bank tomorrow", "und außerdem die Steuer", "y también comprar pilas":
-            # one more of what the person's last message asked for, when that stored something.
-            choice = self._repeated(turn, tools, offered) or choice
-        if opens_addition(turn.message) and choice in offered and _creates(offered[choice]):
-            turn = dataclasses.replace(turn, message=without_addition(turn.message))  # the item, not the cue
+        if opens_addition(turn.message):
+            if not (choice in offered and _creates(offered[choice])):
+                # "also call the bank tomorrow", "und außerdem die Steuer", "y también comprar pilas":
+                # one more of what the person's last message asked for, when that stored something.
+                choice = self._repeated(turn, tools, offered) or choice
+            if choice in offered and _creates(offered[choice]):
+                turn = dataclasses.replace(turn, message=without_addition(turn.message))  # the item, not the cue
         if turn.steps:
             return self._after_tool(turn, offered, choice)
         if choice == ANSWER:
