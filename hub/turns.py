@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 from scopehub.hub.dbwork import in_db_thread
 from scopehub.memory import (
@@ -81,7 +81,7 @@ class Owed:
 
 
 # What a look at the queue read (see ScopeTurns._next_owed), or the failure that stopped it.
-_Look = "list[Owed] | Exception | None"
+_Look: TypeAlias = "list[Owed] | Exception | None"
 _UNREAD = object()  # no look read yet
 
 

@@ -127,7 +127,7 @@ class _Plan(NamedTuple):
     made: bool  # a digest exists (a broken row is rebuilt like none)
     kind: str  # full | full_recompact | incremental
     previous: Sequence[DigestLine]
-    left: list[Message]  # the messages beyond the window (no commands)
+    left: list[Message]  # the messages beyond the window (no commands; for a model's fold, only those after the digest)
     pending: list[Message]  # those after the digest
     newest: int  # the id the digest will cover up to
 
