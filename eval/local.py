@@ -61,15 +61,16 @@ __all__ = [
     "frozen_sessions", "local_command",
 ]
 
-FROZEN_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_frozen.json"
-DEV_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_dev.json"
-TUNE_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune.json"
-TUNE_HELD_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune_held.json"
-TUNE2_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune2.json"
-TUNE2_HELD_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune2_held.json"
-TUNE3_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune3.json"
-TUNE3_HELD_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_tune3_held.json"
-BLIND_PATH = Path(__file__).resolve().parent / "data" / "local_sessions_blind.json"
+_DATA = Path(__file__).resolve().parent / "data"
+FROZEN_PATH = _DATA / "local_sessions_frozen.json"
+DEV_PATH = _DATA / "local_sessions_dev.json"
+TUNE_PATH = _DATA / "local_sessions_tune.json"
+TUNE_HELD_PATH = _DATA / "local_sessions_tune_held.json"
+TUNE2_PATH = _DATA / "local_sessions_tune2.json"
+TUNE2_HELD_PATH = _DATA / "local_sessions_tune2_held.json"
+TUNE3_PATH = _DATA / "local_sessions_tune3.json"
+TUNE3_HELD_PATH = _DATA / "local_sessions_tune3_held.json"
+BLIND_PATH = _DATA / "local_sessions_blind.json"
 SESSION_FILES = {
     "frozen": FROZEN_PATH, "dev": DEV_PATH, "tune": TUNE_PATH, "tune-held": TUNE_HELD_PATH,
     "tune2": TUNE2_PATH, "tune2-held": TUNE2_HELD_PATH, "tune3": TUNE3_PATH, "tune3-held": TUNE3_HELD_PATH,
