@@ -172,10 +172,9 @@ class Answers:
             thread_id = (stream.thread_id if stream is not None and into is not None else None) or await topics.thread_for(
                 bot, chat_id, scope, reply.agent
             ) or thread_id
+        # A reminder the answer set due before the next sweep was scheduled when the answer
+        # was recorded (TelegramBot's recorded hook: Reminders.answered_in).
         await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into, markup=markup)
-        if reply.kind == "agent":
-            # The answer may have set a reminder of this scope due before the next sweep.
-            await transport.reminders.sweep_scope(scope)
 
     def _owed_state(self, scope: str, item: Owed) -> tuple[Any, Any]:
         """``(the stored message, the reply stored for it)`` of an owed message (any thread);
