@@ -40,7 +40,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,8 +194,11 @@ def _route_side_by_side(bench: HubBench, hub: Any, lexical: Any, scope: str, tex
         bench.routing[name].append(time.thread_time() - started)
 
 
-async def _measure(bench: HubBench, hub: Any, clock: Clock, send: Callable[[int, str, str], Any]) -> None:
-    """Warm up, then send the benched messages one at a time, each drained of its after-reply work."""
+async def _measure(bench: HubBench, hub: Any, clock: Clock, send: Callable[[int, str, str], Awaitable[Callable[[], int | None]]]) -> None:
+    """Warm up, then send the benched messages one at a time, each drained of its after-reply work.
+
+    ``send`` returns how to find the stored message's id, called after the message's clock
+    stops: looking it up is the bench's own work (for its side-by-side routing), not the hub's."""
     from scopehub.hub.orchestrator._timing import StageTimes
     from scopehub.hub.routing import LocalClassifier
 
@@ -215,7 +218,7 @@ async def _measure(bench: HubBench, hub: Any, clock: Clock, send: Callable[[int,
         scope = scopes[index % len(scopes)]
         text = bench.texts[index % len(bench.texts)]
         cpu, wall = clock.cpu(), time.perf_counter()
-        message_id = await send(index, scope, text)
+        stored_id = await send(index, scope, text)
         with times.stage("after_reply"):
             await hub.drain()
         spent = (clock.cpu() - cpu, time.perf_counter() - wall)
@@ -224,7 +227,7 @@ async def _measure(bench: HubBench, hub: Any, clock: Clock, send: Callable[[int,
             bench.totals.append(spent)
             if profiler is not None:
                 profiler.disable()
-            _route_side_by_side(bench, hub, lexical, scope, text, message_id)
+            _route_side_by_side(bench, hub, lexical, scope, text, stored_id())
             if profiler is not None:
                 profiler.enable()
     if profiler is not None:
@@ -243,12 +246,12 @@ async def _run_terminal(bench: HubBench, hub: Any, clock: Clock) -> None:
 
     chats: dict[str, TerminalChat] = {}
 
-    async def send(index: int, scope: str, text: str) -> int | None:
+    async def send(index: int, scope: str, text: str) -> Callable[[], int | None]:
         chat = chats.get(scope) or chats.setdefault(scope, TerminalChat(hub, scope, out=io.StringIO()))
         reply = await chat.send(text)
         if reply is None or reply.kind == "command":
             raise click.ClickException(f"message {index} got no agent reply: {reply!r}")
-        return reply.message_id
+        return lambda: reply.message_id
 
     await _warm(hub)
     await _measure(bench, hub, clock, send)
@@ -288,8 +291,8 @@ async def _run_webhook(bench: HubBench, hub: Any, clock: Clock, bot_api: Any) ->
                 try:
                     response = client.post(f"http://127.0.0.1:{port}/hook", json=update, headers={SECRET_HEADER: BENCH_SECRET})
                     response.raise_for_status()
-                    sent = bot_api.wait_sent(count, chat_id, timeout=60.0)
-                    loop.call_soon_threadsafe(future.set_result, sent[-1])
+                    sent = bot_api.wait_newest(count, chat_id, timeout=60.0)
+                    loop.call_soon_threadsafe(future.set_result, sent)
                 except BaseException as exc:  # handed to the bench, which says what failed
                     loop.call_soon_threadsafe(future.set_exception, exc)
 
@@ -299,7 +302,7 @@ async def _run_webhook(bench: HubBench, hub: Any, clock: Clock, bot_api: Any) ->
     clock.foreign.append(thread)
     counts: dict[int, int] = {}
 
-    async def send(index: int, scope: str, text: str) -> int | None:
+    async def send(index: int, scope: str, text: str) -> Callable[[], int | None]:
         chat_id = int(scope.split(":", 1)[1])
         counts[chat_id] = counts.get(chat_id, 0) + 1
         update = bot_api.make_update(chat_id, text, user_id=chat_id)
@@ -309,8 +312,13 @@ async def _run_webhook(bench: HubBench, hub: Any, clock: Clock, bot_api: Any) ->
             jobs.append((update, chat_id, counts[chat_id], future, loop))
             wake.notify()
         await future
-        stored = await asyncio.to_thread(hub.store.find_ext, scope, f"{chat_id}:{update['message']['message_id']}")
-        return stored.id if stored is not None else None
+        ext_id = f"{chat_id}:{update['message']['message_id']}"
+
+        def stored_id() -> int | None:
+            stored = hub.store.find_ext(scope, ext_id)
+            return stored.id if stored is not None else None
+
+        return stored_id
 
     try:
         await _warm(hub)

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from scopehub.hub.dbwork import in_db_thread
 from scopehub.memory import (
@@ -116,6 +116,10 @@ def is_transient(exc: BaseException) -> bool:
 # What a transport does with one owed message: answer it (or resend a stored reply that
 # never went out) and send the reply. Raising leaves the mark for a later turn.
 Work = Callable[[str, Owed], Awaitable[None]]
+# What a transport reads from the store for an owed message before it works it (in a store
+# session, any thread; never None): read in the store step that found the message, so that
+# working it takes no step of its own (see ScopeTurns.read_ahead).
+ReadAhead = Callable[[str, Owed], Any]
 
 
 def _renew_marks(store, scope: str, items: list[Owed], *, ttl: float, now: float) -> None:
@@ -207,10 +211,14 @@ class Leases:
 class ScopeTurns:
     """The owed marks and the turn loop over one store, for one process."""
 
-    def __init__(self, store, holder: str, work: Work, *, ttl: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store, holder: str, work: Work, *, ttl: float, clock: Callable[[], float] = time.time, read: ReadAhead | None = None
+    ) -> None:
         self.store = store
         self.holder = holder
         self.work = work
+        self.read = read
+        self._read: dict[str, tuple[Owed, Any]] = {}  # per scope: the next item and what read gave for it
         self.ttl = ttl
         self.clock = clock
         self._working: set[str] = set()  # scopes whose turn a task of this process works now
@@ -263,9 +271,22 @@ class ScopeTurns:
 
     def _look(self, scope: str) -> _Look:
         try:
-            return self._next_owed(scope)
+            items = self._next_owed(scope)
         except Exception as exc:
             return exc
+        if items and self.read is not None:
+            # The next item's own read in this step too; its failure is the work's to raise.
+            try:
+                self._read[scope] = (items[0], self.read(scope, items[0]))
+            except Exception as exc:
+                self._read[scope] = (items[0], exc)
+        return items
+
+    def read_ahead(self, scope: str, item: Owed) -> Any:
+        """What ``read`` gave for ``item`` in the step that found it (taken: once), an exception
+        when it failed; None when it was not read there (read it now)."""
+        ahead = self._read.pop(scope, None)
+        return ahead[1] if ahead is not None and ahead[0] == item else None
 
     def _next_owed(self, scope: str) -> list[Owed] | None:
         """The owed messages, their marks and the turn renewed; None when the turn ran out.
@@ -344,6 +365,7 @@ class ScopeTurns:
                     done += worked
                 finally:
                     self._looked.pop(scope, None)
+                    self._read.pop(scope, None)
                     self._turn_until.pop(scope, None)
                     try:
                         await self._db(release_claim, self.store, scope, TURN_KEY, self.holder)

@@ -84,6 +84,15 @@ class StoreThreads:
 
         monkeypatch.setattr(dbwork, "offloads", lambda _store: True)  # this SQLite store as if it were PostgreSQL
         self.seen: dict[str, set[int]] = {}
+        self.steps: list[str] = []  # the store steps (one thread hop each) run while watching, by name
+        in_session = dbwork._in_session
+
+        def counted(store: Any, work: Any, *args: Any) -> Any:
+            if self._watching:
+                self.steps.append(getattr(work, "__name__", None) or getattr(getattr(work, "func", None), "__name__", repr(work)))
+            return in_session(store, work, *args)
+
+        monkeypatch.setattr(dbwork, "_in_session", counted)
         self.loop_thread: int | None = None
         self._watching = False
         for name in names:

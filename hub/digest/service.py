@@ -227,20 +227,24 @@ class DigestKeeper(BackgroundMemoryJob):
             return True  # an unreadable mark: better one attempt too many than a digest stuck for good
         return not retry_after or messages_after(self.store, scope, retry_after) - window >= every
 
-    async def after_reply(self, scope: str, holder: str) -> CompactionReport | None:
-        """Compact when due; never raises (the hub calls this after the reply is sent)."""
+    async def after_reply(self, scope: str, holder: str, *, due: bool | None = None) -> CompactionReport | None:
+        """Compact when due; never raises (the hub calls this after the reply is sent).
+        ``due``: :meth:`due` read already, in the hub's own store step."""
         try:
-            return await self.compact(scope, holder)
+            return await self.compact(scope, holder, due=due)
         except Exception:
             log.exception("digest compaction failed for %s; the cached digest stays", scope)
             return None
 
-    async def compact(self, scope: str, holder: str, *, force: bool = False) -> CompactionReport:
-        """Compact the scope's digest if due (``force``: now, rebuilding an existing one), under its claim."""
+    async def compact(self, scope: str, holder: str, *, force: bool = False, due: bool | None = None) -> CompactionReport:
+        """Compact the scope's digest if due (``force``: now, rebuilding an existing one), under
+        its claim. ``due``: :meth:`due` as the caller read it (else it is read here)."""
         if not self.enabled:
             return CompactionReport(scope, "off")
         # Off the event loop where the store waits on the network (scopehub.hub.dbwork).
-        if not force and not await in_db_thread(self.store, self.due, scope):
+        if due is None and not force:
+            due = await in_db_thread(self.store, self.due, scope)
+        if not force and not due:
             return CompactionReport(scope, "not_due")
         # Renewed while the compaction runs (a slow model outlasts any TTL fixed in advance);
         # the digest's expect_version is the compare-and-set behind it.

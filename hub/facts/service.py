@@ -42,6 +42,7 @@ class Exchange:
     response: ModelResponse | None = None
     error: Exception | None = None
     proposed: list[Candidate] | None = None  # None: no usable answer
+    candidates: list[Candidate] = field(default_factory=list)  # what is kept: in the person's own words
     refused: list[Candidate] = field(default_factory=list)  # not in the person's own words
     own_sentences: bool = False  # the person's own sentences were kept instead
     decisions: list[Decision] = field(default_factory=list)
@@ -62,6 +63,18 @@ class Exchange:
                 for d in self.decisions
             ],
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LearningPlan:
+    """What learning from one message needs from the store, read before the model is asked."""
+
+    scope: str
+    message: Message
+    words: str  # the person's own words (a pasted email left out)
+    subject: str
+    speaker: str | None
+    facts: list[Fact]
 
 
 class FactKeeper:
@@ -158,39 +171,58 @@ class FactKeeper:
 
     async def learn_from(self, scope: str, message: Message) -> list[Decision]:
         """Extract candidate facts from ``message`` and reconcile them; returns the decisions taken."""
-        if self.model is None or message.role != "user" or message.scope != scope:
+        words = self._words_to_learn(scope, message)
+        if words is None:
             return []
-        words = own_words(message.text)  # a pasted email is someone else's words, not facts the person states
-        if not looks_factual(words):
-            return []  # the local pre-filter: no model call
         # The store's part before and after the model's, each in one step off the event loop
         # where the store waits on the network (scopehub.hub.dbwork).
-        subject, speaker, facts = await in_db_thread(self.store, self._read_for, scope, message.id)
-        exchange = await self._ask(message, facts, speaker)
+        plan = await in_db_thread(self.store, self._plan, scope, message, words)
+        exchange = await self.consult(plan)
+        return await in_db_thread(self.store, self.keep_learnt, plan, exchange)
+
+    # learn_from in its three parts, for a caller that runs the store's parts in steps of its
+    # own (the hub after a reply: one thread hop for the reads of all its after-reply work,
+    # one for the writes).
+    def plan_learning(self, scope: str, message: Message) -> LearningPlan | None:
+        """The store's part before the model's (call it in a store session, any thread); None
+        when the message gets no extraction."""
+        words = self._words_to_learn(scope, message)
+        return self._plan(scope, message, words) if words is not None else None
+
+    async def consult(self, plan: LearningPlan) -> Exchange:
+        """The model's part: the extractor's candidates, those in the person's own words kept."""
+        exchange = await self._ask(plan.message, plan.facts, plan.speaker)
         if exchange.error is not None:  # learning is best effort; the reply was already sent
-            log.warning("fact extraction failed for %s: %s", scope, exchange.error)
+            log.warning("fact extraction failed for %s: %s", plan.scope, exchange.error)
         proposed = list(exchange.proposed or ())
-        candidates = [candidate for candidate in proposed if self._in_own_words(candidate, words)]
-        exchange.refused = [candidate for candidate in proposed if candidate not in candidates]
-        if proposed and not candidates:
+        exchange.candidates = [candidate for candidate in proposed if self._in_own_words(candidate, plan.words)]
+        exchange.refused = [candidate for candidate in proposed if candidate not in exchange.candidates]
+        if proposed and not exchange.candidates:
             # The extractor saw something but wrote it in words the person did not use: keep
             # the person's own sentence instead, when the local reader knows what it is about.
-            candidates = own_sentences(words, subject)
-            exchange.own_sentences = bool(candidates)
-        return await in_db_thread(self.store, self._keep_and_record, scope, message, exchange, candidates, words, subject)
+            exchange.candidates = own_sentences(plan.words, plan.subject)
+            exchange.own_sentences = bool(exchange.candidates)
+        return exchange
 
-    def _read_for(self, scope: str, message_id: int) -> tuple[str, str | None, list[Fact]]:
-        """Whom the message is about, who speaks, and the scope's current facts."""
-        subject, speaker = subject_of(self.store, scope, message_id)
-        return subject, speaker, current_facts(self.store, scope)
-
-    def _keep_and_record(
-        self, scope: str, message: Message, exchange: Exchange, candidates: list[Candidate], words: str, subject: str
-    ) -> list[Decision]:
-        """Keep the candidates (:meth:`_keep`) and record the extractor's call."""
-        exchange.decisions = self._keep(scope, message, candidates, words, subject)
-        self._record(message, exchange)
+    def keep_learnt(self, plan: LearningPlan, exchange: Exchange) -> list[Decision]:
+        """The store's part after the model's (in a store session, any thread): the candidates
+        kept and the extractor's call recorded; returns the decisions taken."""
+        exchange.decisions = self._keep(plan.scope, plan.message, exchange.candidates, plan.words, plan.subject)
+        self._record(plan.message, exchange)
         return exchange.decisions
+
+    def _words_to_learn(self, scope: str, message: Message) -> str | None:
+        """The person's own words when the message gets an extraction; None when it gets none
+        (the local pre-filter: no model call, no store read)."""
+        if self.model is None or message.role != "user" or message.scope != scope:
+            return None
+        words = own_words(message.text)  # a pasted email is someone else's words, not facts the person states
+        return words if looks_factual(words) else None
+
+    def _plan(self, scope: str, message: Message, words: str) -> LearningPlan:
+        """Whom the message is about, who speaks, and the scope's current facts."""
+        subject, speaker = subject_of(self.store, scope, message.id)
+        return LearningPlan(scope, message, words, subject, speaker, current_facts(self.store, scope))
 
     def learn_stated(self, scope: str, message: Message) -> list[Decision]:
         """Keep the facts the person states in words the local key reader knows ("my phone

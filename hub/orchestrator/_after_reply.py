@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -34,6 +35,15 @@ from scopehub.memory import (
 __all__ = ["AfterReply"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _AfterRead:
+    """What the first store step after a reply read (see :meth:`AfterReply.after_send`)."""
+
+    pending: list[Feedback] = field(default_factory=list)  # the scope's feedback not learnt yet
+    message: Message | None = None  # the message answered
+    plan: Any = None  # what learning facts from it needs (None: nothing to learn)
 
 
 class AfterReply:
@@ -64,27 +74,70 @@ class AfterReply:
         return self._lessons
 
     async def after_send(self, reply: Reply | None) -> None:
-        """Learning off the request path (lessons from feedback, fact extraction, digest compaction); never raises."""
+        """Learning off the request path (lessons from feedback, fact extraction, digest compaction); never raises.
+
+        The store's part is two steps (two thread hops on PostgreSQL, see
+        :mod:`scopehub.hub.dbwork`): one reads what all of it needs, one writes what the
+        model found, keeps the finding and reads whether the digest is due. Each part fails
+        on its own, as when each took its own steps.
+        """
         if reply is None or not reply.scope:
             return
-        await self.learn_feedback(reply.scope)
-        if reply.kind != "agent" or reply.message_id is None:
-            return
         deps = self.deps
-        message = None  # the message answered: read once, for the facts and for the finding
-        if deps.facts is not None:
+        answered = reply.kind == "agent" and reply.message_id is not None
+        read = await in_db_thread(deps.store, self._read_after, reply, answered)
+        await self._learn_pending(reply.scope, read.pending)
+        if not answered:
+            return
+        exchange = None
+        if read.plan is not None:
             try:
-                message = await in_db_thread(deps.store, deps.store.get, reply.scope, reply.message_id)
-                if message is not None:
-                    await deps.facts.after_reply(message.scope, message)
+                exchange = await deps.facts.consult(read.plan)  # type: ignore[union-attr]
             except Exception:
                 log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
-        await in_db_thread(deps.store, self.keep_finding, reply, message)
-        if deps.digest is not None:
+        due = await in_db_thread(deps.store, self._keep_after, reply, read, exchange)
+        if deps.digest is not None and due is not False:
             try:
-                await deps.digest.after_reply(reply.scope, self.holder)
+                await deps.digest.after_reply(reply.scope, self.holder, due=due)
             except Exception:
                 log.exception("digest compaction failed for %s; the reply was not affected", reply.scope)
+
+    def _read_after(self, reply: Reply, answered: bool) -> _AfterRead:
+        """The first store step after a reply (any thread): the scope's pending feedback, the
+        message answered, and what learning facts from it needs read."""
+        assert reply.scope is not None
+        deps, read = self.deps, _AfterRead()
+        try:
+            read.pending = pending_feedback(deps.store, reply.scope)
+        except Exception:
+            log.exception("pending feedback of %s unreadable; learning later", reply.scope)
+        if not answered or deps.facts is None:
+            return read
+        try:
+            read.message = deps.store.get(reply.scope, reply.message_id)  # type: ignore[arg-type]
+            if read.message is not None:
+                read.plan = deps.facts.plan_learning(read.message.scope, read.message)
+        except Exception:
+            log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
+        return read
+
+    def _keep_after(self, reply: Reply, read: _AfterRead, exchange: Any) -> bool | None:
+        """The second store step (any thread): the facts the model found kept, the finding
+        kept; returns whether the digest is due (None: unknown, read it again)."""
+        deps = self.deps
+        if exchange is not None:
+            try:
+                deps.facts.keep_learnt(read.plan, exchange)  # type: ignore[union-attr]
+            except Exception:
+                log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
+        self.keep_finding(reply, read.message)
+        if deps.digest is None:
+            return None
+        try:
+            return deps.digest.due(reply.scope)  # type: ignore[arg-type]
+        except Exception:
+            log.exception("digest of %s: cannot tell whether it is due; asking again", reply.scope)
+            return None
 
     def keep_finding(self, reply: Reply, question: Message | None = None) -> None:
         """Knowledge extraction: what the request found in the archive, kept as the agent's
@@ -176,14 +229,20 @@ class AfterReply:
 
     async def learn_feedback(self, scope: str) -> list[Lesson]:
         """Turn the scope's pending feedback into lessons, each under a claim; never raises."""
-        store, clock = self.deps.store, self.deps.clock
-        learnt: list[Lesson] = []
-        lessons = self.lessons
         try:
-            pending = await in_db_thread(store, pending_feedback, store, scope)
+            pending = await in_db_thread(self.deps.store, pending_feedback, self.deps.store, scope)
         except Exception:
             log.exception("pending feedback of %s unreadable; learning later", scope)
+            return []
+        return await self._learn_pending(scope, pending)
+
+    async def _learn_pending(self, scope: str, pending: list[Feedback]) -> list[Lesson]:
+        """Lessons from ``pending`` (the scope's feedback read as pending), each under a claim."""
+        store, clock = self.deps.store, self.deps.clock
+        learnt: list[Lesson] = []
+        if not pending:
             return learnt
+        lessons = self.lessons
         for feedback in pending:
             note = f"{feedback.agent}: learning from the person's feedback"
             # Renewed while the lesson model runs; the pending -> learnt mark is the

@@ -106,6 +106,10 @@ class Hub:
         self.commands = dict(commands)
         # Called after /forget all (a transport cancels that scope's scheduled reminders).
         self.erase_hooks: list[Callable[[str], Awaitable[None]]] = []
+        # Called with the scope once an agent's answer is recorded, in the record's own store
+        # step (any thread; no step of its own): a transport schedules the reminders the
+        # answer may have set due soon. A failure is logged; the answer is not affected.
+        self.recorded_hooks: list[Callable[[str], None]] = []
         # Who this process is when it claims work (host, pid, instance, and what tells on this
         # machine that the process is gone): a restarted worker takes over its dead
         # predecessor's claims at once instead of waiting out their TTL.
@@ -371,7 +375,14 @@ class Hub:
         assert turn.call is not None
         try:
             with self._timed("record"):
-                return record_turn(self.deps, self.sent_sections, turn.call, outcome)
+                reply = record_turn(self.deps, self.sent_sections, turn.call, outcome)
+            if reply.kind == "agent" and reply.scope:
+                for hook in self.recorded_hooks:
+                    try:
+                        hook(reply.scope)
+                    except Exception:
+                        log.exception("after recording the answer in %s: %r failed; the answer is not affected", reply.scope, hook)
+            return reply
         finally:
             self._release(turn)
 

@@ -25,6 +25,7 @@ from scopehub.hub.transports.telegram import (
 )
 from scopehub.memory import Store
 from tests.fakes.bot_api import FakeBotAPI, utf16_len
+from tests.helpers import StoreThreads
 from tests.hub.telegram_helpers import FAST, bot_run, echo, make_hub, rows
 
 # -- private chats, groups, commands ----------------------------------------------------------
@@ -358,3 +359,31 @@ def test_missing_token_is_a_clear_one_line_error(tmp_path, capsys):
     with pytest.raises(ConfigError):
         build_application(hub, load_settings())
     hub.store.close()
+
+
+def test_a_plain_message_arrives_and_is_stored_in_one_store_step(tmp_path, monkeypatch):
+    """On PostgreSQL every store step is a thread hop: a plain message's arrival (the
+    redelivery check, paused reminders resumed) and its storing are one step; a reply to an
+    earlier message still has its target traced in between, and a redelivery is still not
+    stored or answered twice."""
+    model = FunctionModel(echo)
+    hub = make_hub(tmp_path / "hub.db", model)
+    threads = StoreThreads(hub.store, monkeypatch)
+
+    async def scenario(hub, tg, bot):
+        async def talk():
+            update = tg.push_message(42, "add buy milk to my tasks")
+            (answer,) = await tg.await_sent(1, chat_id=42)
+            tg.push_update({"message": update["message"]})  # the same message again
+            tg.push_message(42, "make it oat milk", reply_to_message=answer["message_id"])
+            await tg.await_sent(2, chat_id=42)
+            await asyncio.sleep(0.2)
+
+        await threads.watch(talk())
+
+    bot_run(tmp_path, scenario, hub=hub)
+    intake = [step for step in threads.steps if step in ("_arrive_and_store", "_arrived", "reply_target", "_store_owed")]
+    assert intake == ["_arrive_and_store", "_arrive_and_store", "_arrived", "reply_target", "_store_owed"], threads.steps
+    assert len(model.calls) == 2  # the redelivery was not answered again
+    user_rows = [r for r in rows(tmp_path / "hub.db", "user:42") if r[0] == "user"]
+    assert [r[1] for r in user_rows] == ["add buy milk to my tasks", "make it oat milk"]

@@ -9,6 +9,7 @@ from scopehub.hub.models.testing import FunctionModel
 from scopehub.hub.transports.telegram import REMINDER_PREFIX
 from scopehub.memory import Store, add_reminder, get_reminder
 from tests.fakes.bot_api import FakeBotAPI
+from tests.helpers import StoreThreads
 from tests.hub.telegram_helpers import FAST, bot_run, echo, make_hub, rows, running
 
 # -- reminders ------------------------------------------------------------------------------
@@ -44,6 +45,30 @@ def test_reminder_set_during_a_conversation_is_scheduled_at_once(tmp_path):
         assert [m["text"] for m in sent] == ["[general]\nI'll remind you.", REMINDER_PREFIX + "stretch"]
 
     bot_run(tmp_path, scenario, hub=hub, reminder_interval=60.0)
+
+
+def test_a_reminder_set_by_an_answer_is_scheduled_from_the_answers_own_store_step(tmp_path, monkeypatch):
+    """With the store's work in the database threads (PostgreSQL): the reminder an answer set
+    is scheduled at once, by the step that records the answer (no store step of its own),
+    and the job is added on the event loop."""
+
+    def set_reminder(messages, tools):
+        add_reminder(hub.store, "user:42", "stretch", time.time() + 0.5, chat="42")
+        return "I'll remind you."
+
+    hub = make_hub(tmp_path / "hub.db", FunctionModel(set_reminder))
+    threads = StoreThreads(hub.store, monkeypatch)
+
+    async def scenario(hub, tg, bot):
+        async def talk():
+            tg.push_message(42, "remind me to stretch in a moment")
+            return await tg.await_sent(2, chat_id=42, timeout=4)  # not after the 60 s sweep
+
+        sent = await threads.watch(talk())
+        assert [m["text"] for m in sent] == ["[general]\nI'll remind you.", REMINDER_PREFIX + "stretch"]
+
+    bot_run(tmp_path, scenario, hub=hub, reminder_interval=60.0)
+    assert "_record" in threads.steps and not any("due_reminders" in step for step in threads.steps), threads.steps
 
 
 def test_a_reply_telegram_could_not_take_is_sent_later_once_not_dropped(tmp_path):

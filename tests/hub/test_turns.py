@@ -230,3 +230,41 @@ def test_a_worker_whose_event_loop_is_stuck_lets_its_turn_run_out(tmp_path):
     # good) stops renewing, and another worker takes the chat over as from a dead one.
     ttl = 0.5
     assert another_worker_tries_the_turn(tmp_path, ttl=ttl, after=LOOP_STALL_TTLS * ttl + 1.5, loop_blocked=0.0)
+
+
+def test_what_the_work_reads_for_a_message_is_read_in_the_step_that_found_it(tmp_path, monkeypatch):
+    """A transport's read for an owed message (the message, its stored reply) comes with the
+    look that found it, in the database threads: each message's work gets its own item's
+    read, fresh; a failed read is the work's to raise."""
+    from tests.helpers import StoreThreads
+
+    clock = Clock()
+    with Store(tmp_path / "hub.db") as store:
+        ids = stored(store, 3)
+        got: list[tuple[int, str]] = []
+        read_on: set[int] = set()
+
+        def read(scope: str, item: Owed) -> str:
+            read_on.add(threading.get_ident())
+            if item.message_id == ids[2]:
+                raise RuntimeError("the read failed")
+            return store.get(scope, item.message_id).text
+
+        async def work(scope: str, item: Owed) -> None:
+            state = turns.read_ahead(scope, item)
+            assert turns.read_ahead(scope, item) is None  # taken once
+            if isinstance(state, Exception):
+                raise state
+            got.append((item.message_id, state))
+            if item.message_id == ids[0]:
+                store.edit_text(SCOPE, ids[1], "m1 edited")  # read after this: fresh
+
+        turns = ScopeTurns(store, "worker-a", work, ttl=10, clock=clock, read=read)
+        for message_id in ids:
+            turns.owe(SCOPE, message_id, "m")
+        threads = StoreThreads(store, monkeypatch)
+        asyncio.run(threads.watch(turns.run(SCOPE)))
+        assert got == [(ids[0], "m0"), (ids[1], "m1 edited")]
+        assert read_on and threads.loop_thread not in read_on
+        assert turns.owed(SCOPE) == []  # the failed one raised in its work: dropped, as a failing work is
+        assert threads.steps[:1] == ["_take_turn_and_look"] and threads.steps.count("_clear_and_look") == 3, threads.steps

@@ -41,7 +41,9 @@ class Answers:
     def __init__(self, transport: TelegramBot, max_turns: int = 32) -> None:
         self.transport = transport
         hub = transport.hub
-        self.turns = ScopeTurns(hub.store, hub.holder, self.work_owed, ttl=hub.settings.claim_ttl, clock=hub.deps.clock)
+        self.turns = ScopeTurns(
+            hub.store, hub.holder, self.work_owed, ttl=hub.settings.claim_ttl, clock=hub.deps.clock, read=self._owed_state
+        )
         # Forum topics of messages this process accepted (message id -> thread id, bounded):
         # the reply goes to the topic; a message accepted by another worker is answered as a
         # reply to it, which Telegram puts in the same topic.
@@ -112,8 +114,14 @@ class Answers:
         if bot is None:
             raise RuntimeError("the Telegram application is not initialised")
         hub = transport.hub
-        # Both reads in one step, off the event loop where the store waits on the network.
-        message, earlier = await in_db_thread(hub.store, self._owed_state, scope, item)
+        # Both reads in the store step that found the message (ScopeTurns' read ahead), else
+        # in one step of their own: off the event loop where the store waits on the network.
+        state = self.turns.read_ahead(scope, item)
+        if state is None:
+            state = await in_db_thread(hub.store, self._owed_state, scope, item)
+        elif isinstance(state, Exception):
+            raise state
+        message, earlier = state
         if message is None:
             return  # erased (/forget all) or moved with its group
         chat_id = int(message.chat) if message.chat and message.chat.lstrip("-").isdigit() else chat_of(scope)
@@ -172,10 +180,9 @@ class Answers:
             thread_id = (stream.thread_id if stream is not None and into is not None else None) or await topics.thread_for(
                 bot, chat_id, scope, reply.agent
             ) or thread_id
+        # A reminder the answer set due before the next sweep was scheduled when the answer
+        # was recorded (TelegramBot's recorded hook: Reminders.answered_in).
         await self._deliver_owed(scope, bot, chat_id, reply, reply_to=reply_to, thread_id=thread_id, into=into, markup=markup)
-        if reply.kind == "agent":
-            # The answer may have set a reminder of this scope due before the next sweep.
-            await transport.reminders.sweep_scope(scope)
 
     def _owed_state(self, scope: str, item: Owed) -> tuple[Any, Any]:
         """``(the stored message, the reply stored for it)`` of an owed message (any thread);

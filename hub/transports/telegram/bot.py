@@ -132,6 +132,8 @@ class TelegramBot:
         await self.outbox.start_sender(application.bot)
         if self.reminders.cancel_scope not in self.hub.erase_hooks:
             self.hub.erase_hooks.append(self.reminders.cancel_scope)
+        if self.reminders.answered_in not in self.hub.recorded_hooks:
+            self.hub.recorded_hooks.append(self.reminders.answered_in)
         try:
             await call_with_retry(
                 lambda: application.bot.set_my_commands(self.bot_commands()), self.retry, "setMyCommands"

@@ -58,6 +58,11 @@ class GroupGuard:
     def __init__(self, transport: TelegramBot) -> None:
         self.transport = transport
 
+    @staticmethod
+    def may_hold(text: str, private: bool) -> bool:
+        """Whether :meth:`guard` may hold this text back (False: it lets it go on unread)."""
+        return FORGET_ALL_RE.match(text.strip()) is not None or (not private and admin_command(text) is not None)
+
     async def guard(
         self, bot: Bot, chat: Chat, user: User | None, message: Message, text: str
     ) -> tuple[str, InlineKeyboardMarkup | None] | None:

@@ -152,63 +152,75 @@ class Inbox:
         transport.note_conflict_over()
         scope = scope_for(chat.type, chat.id, user_id)
         ext_id = f"{chat.id}:{message.message_id}"
-        # The store's part in one step, off the event loop where its calls wait on the network
-        # (scopehub.hub.dbwork): every other chat's work would wait for these round trips.
-        resumed, handled = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
-        outbox.chat_is_back(chat.id, resumed=resumed)
-        if handled:
-            log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
-            return  # stored but unanswered (a crash in between) goes on: the hub answers it
-        if addressed:
-            held = await transport.groups.guard(bot, chat, user, message, text)
-            if held is not None:  # not an administrator, or not confirmed yet: nothing erased or changed
-                words, buttons = held
-                reply_to = None if private else message.message_id
-                await outbox.send_text(bot, chat.id, words, reply_to=reply_to, thread_id=thread_id, what="admin check", markup=buttons)
-                return
-        saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
-        body = message_body(message, media, text, kept=isinstance(saved_document, tuple))
-        reply_to_ext = None
-        parent = message.reply_to_message
-        if parent is not None:
-            from_bot = parent.from_user is not None and parent.from_user.id == bot.id
-            parent_text = parent.text if parent.text is not None else parent.caption
-            reply_to_ext = await in_db_thread(
-                self.hub.store, self.reply_target, scope, chat.id, parent.message_id, parent_text if from_bot else None
-            )
+        sender = (user.full_name or user.username or str(user.id)) if user else None
+        agent = transport.topics.agent_of_thread(scope, thread_id) if private else None  # written in an agent's topic
         # Media without a caption is stored as its marker and never goes to an agent: what
         # it says is "this came", and the person is told what the bot made of it.
         answerable = bool(addressed) and bool(text)
-        inbound = Inbound(
-            scope=scope,
-            text=body,
-            chat=str(chat.id),
-            sender=(user.full_name or user.username or str(user.id)) if user else None,
-            ext_id=ext_id,
-            reply_to_ext=reply_to_ext,
-            addressed=answerable,
-            agent=transport.topics.agent_of_thread(scope, thread_id) if private else None,  # written in an agent's topic
-        )
+
+        def inbound_of(body: str, reply_to_ext: str | None) -> Inbound:
+            return Inbound(
+                scope=scope, text=body, chat=str(chat.id), sender=sender, ext_id=ext_id,
+                reply_to_ext=reply_to_ext, addressed=answerable, agent=agent,
+            )  # fmt: skip
+
         intake = INTAKE.get()
-        # A voice note (or audio) for us, with transcription on: stored as its marker first,
-        # answered once its transcript is in (the model call comes after the message is kept).
-        spoken = media is not None and media.kind in SPOKEN and bool(addressed) and not text
-        transcribing = spoken and transport.transcriber.enabled
-        try:
-            if transcribing:
-                stored = await in_db_thread(self.hub.store, self.hub.store_inbound, inbound)
-            else:
-                stored = await in_db_thread(self.hub.store, self._store_owed, inbound)
-                if stored is not None and thread_id is not None:
-                    transport.answers.note_thread(stored.id, thread_id)
-        except Exception as exc:
-            if intake is not None:  # webhook: an error status, and Telegram delivers the update again
-                intake.kept = False
-                log.warning("update for %s in %s not stored (%s); Telegram will deliver it again", ext_id, scope, exc)
+        parent = message.reply_to_message
+        # The store's part off the event loop where its calls wait on the network
+        # (scopehub.hub.dbwork): every other chat's work would wait for these round trips.
+        # A plain message (no media, no reply to trace, no command to guard) arrives and is
+        # stored in one step, one thread hop on PostgreSQL; any other in two, with what it
+        # needs in between.
+        transcribing, spoken, saved_document = False, False, None
+        if media is None and parent is None and not (addressed and transport.groups.may_hold(text, private)):
+            try:
+                resumed, handled, stored = await in_db_thread(
+                    self.hub.store, self._arrive_and_store, chat.id, scope, ext_id, inbound_of(message_body(message, None, text), None)
+                )
+            except Exception as exc:
+                self._not_stored(exc, ext_id, scope, bool(addressed), chat.id, thread_id)
                 return
+            outbox.chat_is_back(chat.id, resumed=resumed)
+            if handled:
+                log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
+                return
+        else:
+            resumed, handled = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
+            outbox.chat_is_back(chat.id, resumed=resumed)
+            if handled:
+                log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
+                return  # stored but unanswered (a crash in between) goes on: the hub answers it
             if addressed:
-                raise ReplyOwed(chat.id, thread_id, False) from exc
-            raise
+                held = await transport.groups.guard(bot, chat, user, message, text)
+                if held is not None:  # not an administrator, or not confirmed yet: nothing erased or changed
+                    words, buttons = held
+                    reply_to = None if private else message.message_id
+                    await outbox.send_text(bot, chat.id, words, reply_to=reply_to, thread_id=thread_id, what="admin check", markup=buttons)
+                    return
+            saved_document = await self._keep_document(bot, scope, media) if media is not None and media.is_text_document else None
+            body = message_body(message, media, text, kept=isinstance(saved_document, tuple))
+            reply_to_ext = None
+            if parent is not None:
+                from_bot = parent.from_user is not None and parent.from_user.id == bot.id
+                parent_text = parent.text if parent.text is not None else parent.caption
+                reply_to_ext = await in_db_thread(
+                    self.hub.store, self.reply_target, scope, chat.id, parent.message_id, parent_text if from_bot else None
+                )
+            inbound = inbound_of(body, reply_to_ext)
+            # A voice note (or audio) for us, with transcription on: stored as its marker first,
+            # answered once its transcript is in (the model call comes after the message is kept).
+            spoken = media is not None and media.kind in SPOKEN and bool(addressed) and not text
+            transcribing = spoken and transport.transcriber.enabled
+            try:
+                if transcribing:
+                    stored = await in_db_thread(self.hub.store, self.hub.store_inbound, inbound)
+                else:
+                    stored = await in_db_thread(self.hub.store, self._store_owed, inbound)
+            except Exception as exc:
+                self._not_stored(exc, ext_id, scope, bool(addressed), chat.id, thread_id)
+                return
+        if not transcribing and stored is not None and thread_id is not None:
+            transport.answers.note_thread(stored.id, thread_id)
         reply_to = None if private else message.message_id
         if transcribing and stored is not None:
             assert media is not None
@@ -275,6 +287,25 @@ class Inbox:
         if stored is not None:
             self.transport.answers.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
         return stored
+
+    def _arrive_and_store(self, chat_id: int, scope: str, ext_id: str, inbound: Inbound) -> tuple[int, bool, Any]:
+        """:meth:`_arrived`, then (unless handled already) :meth:`_store_owed`, in one store
+        session (any thread): ``(reminders resumed, handled already, the stored message)``."""
+        resumed, handled = self._arrived(chat_id, scope, ext_id, False)
+        return resumed, handled, (None if handled else self._store_owed(inbound))
+
+    @staticmethod
+    def _not_stored(exc: Exception, ext_id: str, scope: str, addressed: bool, chat_id: int, thread_id: int | None) -> None:
+        """A message the store could not keep: in a webhook, an error status (Telegram delivers
+        the update again); else the person is told it is owed an answer (raises)."""
+        intake = INTAKE.get()
+        if intake is not None:
+            intake.kept = False
+            log.warning("update for %s in %s not stored (%s); Telegram will deliver it again", ext_id, scope, exc)
+            return
+        if addressed:
+            raise ReplyOwed(chat_id, thread_id, False) from exc
+        raise exc
 
     def _arrived(self, chat_id: int, scope: str, ext_id: str, media_only: bool) -> tuple[int, bool]:
         """The store's part of a message's arrival (any thread): ``(reminders resumed, whether

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,6 @@ from telegram.ext import (
 )
 
 from scopehub.agents.reminders import record_delivery
-from scopehub.hub.dbwork import in_db_thread
 from scopehub.hub.reminders import CLAIM_TTL, Fired, Sent, fire_reminder, is_due
 from scopehub.hub.transports.telegram.sender import Record
 from scopehub.memory import (
@@ -59,6 +58,7 @@ class ReminderScheduler:
         self._scheduled: dict[tuple[str, int], Job[Any]] = {}
         self._inflight: set[tuple[str, int]] = set()
         self._job_queue: JobQueue[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the job queue's, for answered_in
 
     @property
     def store(self) -> Store:
@@ -74,6 +74,7 @@ class ReminderScheduler:
     def start(self, job_queue: JobQueue[Any]) -> None:
         """Reschedule what is due soon (after a restart too) and start the periodic sweep."""
         self._job_queue = job_queue
+        self._loop = asyncio.get_running_loop()
         self.sweep()
         job_queue.run_repeating(self._sweep_job, interval=self.interval, first=self.interval, name="reminders:sweep")
 
@@ -93,20 +94,22 @@ class ReminderScheduler:
         horizon = now + self.interval * 1.5
         self._schedule(job_queue, due_reminders(self.store, horizon), now, horizon)
 
-    async def sweep_scope(self, scope: str) -> None:
-        """:meth:`sweep` for one scope (after an answer there, which may have set a reminder due
-        before the next sweep), its query off the event loop where the store waits on the network.
+    def answered_in(self, scope: str) -> None:
+        """:meth:`sweep` for one scope, after an answer there is recorded (a hub
+        ``recorded_hooks`` entry: in the record's store step, any thread): the answer may have
+        set a reminder due before the next sweep. Its jobs are added on the event loop.
 
         The other scopes' reminders are the periodic sweep's: an answer in one scope sets
         reminders of that scope only.
         """
-        job_queue = self._job_queue
-        if job_queue is None:
-            return
+        job_queue, loop = self._job_queue, self._loop
+        if job_queue is None or loop is None or loop.is_closed():
+            return  # not started, or stopped: the next start sweeps
         now = self._now()
         horizon = now + self.interval * 1.5
-        due = await in_db_thread(self.store, functools.partial(due_reminders, self.store, horizon, scope=scope))
-        self._schedule(job_queue, due, now, horizon)
+        due = due_reminders(self.store, horizon, scope=scope)
+        if due:
+            loop.call_soon_threadsafe(self._schedule, job_queue, due, now, horizon)
 
     def _schedule(self, job_queue: JobQueue[Any], due: list[Reminder], now: float, horizon: float) -> None:
         for key, job in list(self._scheduled.items()):

@@ -166,19 +166,28 @@ class FakeBotAPI(UpdateFeeder, BotMethods, LoopbackServer):
         Call it from a thread other than the one running the bot's event loop (in async
         tests: ``await asyncio.to_thread(tg.wait_sent, 1)``), or use `await_sent`.
         """
+        with self._cond:
+            return copy.deepcopy(self._wait_matching(count, chat_id, timeout))
+
+    def wait_newest(self, count: int, chat_id: int | None = None, timeout: float = 5.0) -> dict[str, Any]:
+        """`wait_sent`, returning only the newest of them: a copy of one message, not of the
+        whole history (a benchmark waiting on every reply would copy it again each time)."""
+        with self._cond:
+            return copy.deepcopy(self._wait_matching(count, chat_id, timeout)[-1])
+
+    def _wait_matching(self, count: int, chat_id: int | None, timeout: float) -> list[dict[str, Any]]:
+        """The sent messages (to `chat_id`) once there are `count`; call with `_cond` held."""
 
         def matching() -> list[dict[str, Any]]:
             return [m for m in self._sent if chat_id is None or m["chat_id"] == chat_id]
 
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(matching()) >= count, timeout):
-                got = [(m["chat_id"], m["text"]) for m in self._sent]
-                where = "" if chat_id is None else f" to chat {chat_id}"
-                raise AssertionError(
-                    f"expected {count} sent messages{where} within {timeout} s; "
-                    f"all sent so far: {got!r}"
-                )
-            return copy.deepcopy(matching())
+        if not self._cond.wait_for(lambda: len(matching()) >= count, timeout):
+            got = [(m["chat_id"], m["text"]) for m in self._sent]
+            where = "" if chat_id is None else f" to chat {chat_id}"
+            raise AssertionError(
+                f"expected {count} sent messages{where} within {timeout} s; all sent so far: {got!r}"
+            )
+        return matching()
 
     async def await_sent(
         self, count: int, chat_id: int | None = None, timeout: float = 5.0
