@@ -155,6 +155,9 @@ DUTY_WEIGHT = 6.0
 # Something said to be done ("I've booked the dentist", "Zahnarzt ist erledigt", "c'est fait",
 # "ya llamé al fontanero") is a shape too, learnt from the examples that say one.
 DONE_SHAPE = "<something done>"
+# Weighed more than a duty: after a pasted email the item's own words ("the invoice", "la
+# banque") are the email's, and hold the inbox, which marks nothing done.
+DONE_WEIGHT = 9.0
 # A request to pass something on ("pass it on to accounting", "Sag der Buchhaltung Bescheid",
 # "Transmets ça à l'équipe RH", "Avisa a soporte") is a shape too, learnt from the dispatch
 # examples, and weighed as a duty is: after a pasted email or a note its few words ("it",
@@ -636,7 +639,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE) else SHAPE_WEIGHT
+                factor = DONE_WEIGHT if feature == DONE_SHAPE else DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE, BOT_QUESTION) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

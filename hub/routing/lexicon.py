@@ -10,6 +10,7 @@ __all__ = [
     "STOPWORDS",
     "about_the_bot",
     "adds_something",
+    "announces_question",
     "asks_reply",
     "asks_whats_left",
     "back_reference",
@@ -335,6 +336,13 @@ ADDITION_OPENINGS: dict[str, re.Pattern[str]] = {
     "de": re.compile(r"^\s*(?:und\s+)?(?:außerdem|ausserdem|zusätzlich|auch\s+noch|noch)\b", re.I),
     "fr": re.compile(r"^\s*(?:et\s+)?(?:aussi|également|en\s+plus|de\s+plus)\b", re.I),
     "es": re.compile(r"^\s*(?:y\s+)?(?:también|además)\b", re.I),
+    # A bare "and", "und", "et", "y" opening two words or more ("and the cake", "und den Müll
+    # rausbringen"): one more of the same too, unless it thanks, takes leave or asks.
+    "and": re.compile(
+        r"^\s*(?:oh[,!]?\s+)?(?:and|und|et|y)[,]?\s+(?!(?:thanks?|bye|cheers|ok|okay|danke|tschüss|merci|gracias|adiós|adios"
+        r"|what|how|when|where|why|who|was|wie|wann|wo|warum|que|quoi|comment|quand|où|qué|cómo|cuándo|dónde|you|du|tu|vous|sie|usted)\b)(?=\S+\s+\S)",
+        re.I,
+    ),
 }
 
 
@@ -494,7 +502,10 @@ def looks_like_email(text: str) -> bool:
 # -- a question about the bot itself, in English, German, French and Spanish ---------------------
 _ABOUT_THE_BOT = re.compile(
     r"\b(?:who are you|what can you do|what do you do|how are you|what are you|help me with|how does this work|"
-    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes)\b",
+    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes|"
+    # How the bot is, asked in the four languages: small talk, whatever agent held the conversation.
+    r"how(?:'s|’s| is) it going|how are things|wie geht(?:'s|’s|s| es)(?: dir| ihnen| euch)?|wie läuft(?:'s|’s| es)|"
+    r"comment (?:ça|ca) va|comment vas-tu|comment allez-vous|ça va\s*\?|(?:qué|que) tal(?:\s+(?:estás|estas|está|todo|va))?\s*[?!.]*$|c[óo]mo (?:estás|estas|está usted|te va|va todo))(?!\w)",
     re.I,
 )
 
@@ -503,11 +514,14 @@ _ABOUT_THE_BOT = re.compile(
 # "I have to call the plumber", "Ich muss noch die Steuer machen", "Il faut que je signe ...",
 # "Tengo que llevar el coche al taller": something still to be done, said as one's own duty.
 # Opening the message (after "and", "also", "oh"); "what do I have to do?" asks, it is no duty.
+# An adverb that adds ("außerdem", "además", "de plus", "besides") may open it too, and German puts
+# the verb before "ich" after any opening word ("Außerdem muss ich ...", "Morgen sollte ich ...").
 _DUTY = re.compile(
-    r"^\s*(?:(?:and|also|oh|ok|so|plus|und|et|aussi|alors|y|también|pues)[,!]?\s+)*"
+    r"^\s*(?:(?:and|also|oh|ok|so|plus|besides|und|außerdem|ausserdem|zudem|dann|et|aussi|alors|en\s+plus|de\s+plus|y|también|además|pues)[,!]?\s+)*"
     r"(?:i\s+(?:still\s+|really\s+|also\s+)?(?:need|have|ought|got)\s+to|i\s+must|i(?:'|’)ve\s+got\s+to|i\s+gotta|i\s+should|"
-    r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+que\s+je|il\s+me\s+faut|"
-    r"tengo\s+que|debo|necesito|hay\s+que)\b",
+    r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+(?:aussi\s+|encore\s+)?que\s+je|il\s+me\s+faut|"
+    r"tengo\s+que|debo|necesito|hay\s+que)\b"
+    r"|^\s*(?!(?:was|wann|wo|wie|warum|wieso|welche\w*|wer|wen|wem)\b)[^\W\d_]+,?\s+(?:muss|müsste|sollte|soll)\s+ich\b",
     re.I,
 )
 
@@ -533,7 +547,7 @@ _IRREGULAR_DONE = (
 # invoice", "Tried calling the plumber", "I missed the bus").
 _NOT_DONE_ED = (
     r"need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed|red|bed|tired|bored|interested|excited|worried|married|based|used|supposed|scared"
-    r"|wanted|wished|hoped|tried|started|needed|decided|intended|missed|failed"
+    r"|wanted|wished|hoped|tried|started|needed|decided|intended|missed|failed|moved|retired|graduated|born"
 )
 _PAST_ONLY = r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|caught|spoke|told|won"
 _PAST = rf"(?:(?!(?:{_NOT_DONE_ED})\b)[a-z]+ed|{_PAST_ONLY})"
@@ -545,7 +559,7 @@ _DONE = re.compile(
     r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
     r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"
     r"|\bc['’]est\s+(?:fait|bon|réglé|fini)\b|\b(?:fini|terminé|réglé)\b|^\s*j['’]ai\s+(?:déjà\s+|enfin\s+)?\w+(?:é|i|u|is|it)\b"
-    r"|^\s*ya\s+(?:está|esta|\w+(?:é|í))\b|\b(?:hecho|listo|terminad[oa]|resuelto)\b",
+    r"|(?:^|(?<=\s))ya\s+(?:está|esta|lo\s+\w+(?:é|í)|\w+(?:é|í))(?!\w)|\b(?:hecho|listo|terminad[oa]|resuelto)\b",
     re.I,
 )
 
@@ -588,9 +602,12 @@ _LEFT = re.compile(
     r"^\s*(?:(?:and|so|ok|okay|right)[,\s]+)?(?:"
     r"what(?:['’]s|s|\s+is)\s+(?:still\s+|else\s+)?(?:left|open|outstanding|on\s+my\s+(?:[\w-]+\s+)?(?:list|plate))"
     r"|what\s+(?:do|have)\s+i\s+(?:still\s+)?(?:got\s+|have\s+)?(?:left\s+)?(?:to\s+do|on\s+my\s+(?:list|plate))"
-    r"|(?:is\s+there\s+)?anything\s+(?:still\s+|else\s+)?(?:left|open|on\s+my\s+(?:list|plate))"
+    r"|(?:is\s+there\s+)?anything\s+(?:still\s+|else\s+)*(?:left|open|on\s+my\s+(?:list|plate)|to\s+do\b|(?:that\s+)?i\s+(?:still\s+)?(?:need|have|got)\s+to\s+do\b)"
+    # "what else do I need to do", "what do I still need to do", "what have I got on": one's own list
+    r"|what\s+(?:else\s+)?(?:do|have)\s+i\s+(?:still\s+)?(?:got\s+|need\s+|have\s+)?(?:left\s+)?(?:to\s+do|on\b)"
     r"|was\s+(?:steht|ist|hab\w*\s+ich)\s+(?:bei\s+mir\s+)?(?:noch\s+)?(?:alles\s+)?(?:an\b|offen|auf\s+meiner\s+\w*liste|zu\s+tun)"
-    r"|qu['’]est-ce\s+qu(?:i\s+(?:me\s+)?reste|e\s+j['’]ai\s+(?:encore\s+)?à\s+faire)|que\s+me\s+reste-t-il"
+    r"|was\s+(?:muss|sollte|soll)\s+ich\s+(?:heute\s+|noch\s+|alles\s+)*(?:tun|machen|erledigen)\b"
+    r"|qu['’]est-ce\s+qu(?:i\s+(?:me\s+)?reste|['’]il\s+(?:me\s+)?reste|e\s+j['’]ai\s+(?:encore\s+)?à\s+faire|e\s+je\s+dois\s+(?:encore\s+)?faire)|que\s+me\s+reste-t-il"
     r"|¿?\s*qu[ée]\s+(?:me\s+)?(?:queda|falta|tengo\s+(?:que\s+hacer|pendiente))"
     r")",
     re.I,
@@ -660,11 +677,43 @@ def moves_to_a_day(text: str) -> bool:
     return bool(_MOVED.search(stripped)) and not stripped.endswith(("?", "？"))
 
 
+# A request to note something opens what it keeps: "note that the invoice is paid" keeps a note.
+_NOTING = re.compile(
+    r"^\s*(?:please\s+)?(?:note|jot|write\s+down|save|remember|keep\s+in\s+mind|notiz|notier\w*|merk\s+dir|note[sz]?|apunta|anota)\b", re.I
+)
+
+
 def says_done(text: str) -> bool:
     """Whether ``text`` says something of the speaker's is done ("I've booked the dentist",
-    "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question."""
+    "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question,
+    nor a request to note it."""
     stripped = text.strip()
-    return bool(_DONE.search(stripped)) and not stripped.endswith(("?", "？")) and not states_duty(stripped)
+    return (
+        bool(_DONE.search(stripped)) and not stripped.endswith(("?", "？")) and not states_duty(stripped) and not _NOTING.match(stripped)
+    )
+
+
+# -- a question announced, not yet asked, in English, German, French and Spanish -------------
+# "Just wanted to ask about the invoice", "I was wondering about the bins", "quick question",
+# "Ich wollte mal fragen, ...", "Je voulais te demander ...", "Quería preguntarte ...": what
+# follows is a question to come; nothing is asked to be kept or done ("... if you could add
+# milk" is a request, and stays one).
+_ANNOUNCED = re.compile(
+    r"^\s*(?:(?:hi|hey|hello|so|oh|ok|um|hallo|salut|hola)[,!]?\s+)*(?:"
+    r"(?:i\s+)?(?:just\s+)?(?:wanted|meant)\s+to\s+(?:ask|check|know|say|mention|tell\s+you|talk)|i\s+was\s+(?:just\s+)?wondering|i\s+have\s+a\s+question"
+    r"|quick\s+question|(?:ich\s+)?(?:wollte|möchte)\s+(?:dich\s+|sie\s+)?(?:mal\s+|noch\s+|kurz\s+)*(?:fragen|nachfragen|wissen)|kurze\s+frage"
+    r"|je\s+(?:voulais|voudrais)\s+(?:te\s+|vous\s+)?(?:demander|savoir|vérifier)|petite\s+question|une\s+question"
+    r"|(?:quería|quisiera)\s+(?:preguntar(?:te|le)?|saber|consultar(?:te|le)?)|una\s+pregunta"
+    r")\b(?!\s+(?:what|where|when|which|who|how|was|wo|wann|wie|welche\w*|ce|où|quand|comment|qu[ée]|d[óo]nde|cu[áa]ndo|c[óo]mo)\b)"
+    r"(?!.*\b(?:if|whether|ob|si)\s+(?:you|du|sie|tu|vous|usted|puedes|podrías)\b)",
+    re.I,
+)
+
+
+def announces_question(text: str) -> bool:
+    """Whether ``text`` announces a question without asking for anything yet ("Just wanted to
+    ask about the invoice", "Ich wollte mal fragen ...", "Quería preguntarte por la factura")."""
+    return bool(_ANNOUNCED.match(text))
 
 
 def about_the_bot(text: str) -> bool:

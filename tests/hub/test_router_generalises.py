@@ -392,3 +392,71 @@ def test_also_after_a_dispatch_or_a_reply_is_no_addition_to_it(agent, before, te
     # drafted, an "also" announces a new errand as it always did.
     window = [msg(1, agent, before), msg(2, agent, "Done.", role="agent")]
     assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+# --------------------------------------------------------------------------- round 8: shapes, not sentences
+
+
+def test_a_duty_opened_by_an_adverb_or_with_the_german_verb_before_ich_is_a_duty():
+    from scopehub.hub.routing.lexicon import states_duty
+
+    duties = ("Außerdem muss ich die Garage aufräumen", "Morgen sollte ich den Vermieter anrufen", "Además tengo que renovar el DNI",
+              "Il faut aussi que je paie le loyer", "besides I have to water the plants", "De plus je dois rendre les clés")  # fmt: skip
+    assert all(states_duty(t) for t in duties)
+    assert not any(states_duty(t) for t in ("Was muss ich noch tun?", "Wann muss ich los", "Muss ich das machen"))
+
+
+@pytest.mark.parametrize("text", ["Außerdem muss ich die Garage aufräumen", "Dann sollte ich noch den Keller ausmisten", "Además tengo que renovar el DNI"])
+def test_a_duty_after_a_note_leaves_the_notes_for_the_tasks(text):
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_something_said_done_anywhere_in_spanish_and_not_a_move_or_a_note():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("Lo del banco ya está", "El recibo ya lo pagué", "the garage is sorted"))
+    assert not any(says_done(t) for t in ("¿ya está?", "ya que estás, añade pan", "note that the invoice is paid", "I moved to Berlin", "moved the dentist to friday"))
+
+
+@pytest.mark.parametrize("text", ["the invoice is paid", "La facture, c'est fait", "Lo de la factura ya está", "that's paid now"])
+def test_something_done_after_a_pasted_email_leaves_the_inbox_for_the_tasks(text):
+    # The item's words are the email's and hold the inbox, which marks nothing done.
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_what_is_left_asked_in_more_words():
+    from scopehub.hub.routing.lexicon import asks_whats_left
+
+    asked = ("is there anything else I still need to do?", "anything else to do today?", "what else do I need to do?",
+             "what have I got on today?", "Was muss ich heute noch erledigen?", "Qu'est-ce qu'il me reste ?", "Qu'est-ce que je dois encore faire ?")  # fmt: skip
+    assert all(asks_whats_left(t) for t in asked)
+    assert not any(asks_whats_left(t) for t in ("what have I got in my notes?", "what do I need to bring?", "anything in the fridge note?"))
+
+
+@pytest.mark.parametrize("text", ["Wie geht's dir?", "comment ça va ?", "¿Qué tal?", "¿Cómo estás?"])
+def test_how_are_you_in_four_languages_reaches_general_from_any_agent(text):
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "general"
+
+
+def test_how_are_you_is_no_suggestion_or_future():
+    from scopehub.hub.routing.lexicon import about_the_bot
+
+    assert not about_the_bot("qué tal si compramos pan") and not about_the_bot("ça va être cher")
+
+
+def test_a_bare_and_after_an_addition_is_one_more_of_the_same_but_thanks_and_questions_are_not():
+    from scopehub.hub.routing.lexicon import opens_addition, without_addition
+
+    assert opens_addition("and sort out the cake") and opens_addition("und den Keller aufräumen") and opens_addition("y comprar pilas")
+    assert not any(opens_addition(t) for t in ("and thanks a lot", "and what about Friday", "and bye", "and milk"))
+    assert without_addition("und den Keller aufräumen") == "den Keller aufräumen"
+
+
+def test_a_question_announced_is_told_from_a_request():
+    from scopehub.hub.routing.lexicon import announces_question
+
+    assert all(announces_question(t) for t in ("Just wanted to ask about the invoice", "Kurze Frage zur Miete", "Je voulais te demander pour la cantine"))
+    assert not any(announces_question(t) for t in ("I was wondering if you could add milk", "just wanted to check what's on my list", "I want to add milk"))
