@@ -128,10 +128,28 @@ def tidy(text: str, sentences: int = 2) -> str:
     return " ".join(parts[:sentences]).strip()
 
 
-def usable(answer: str, earlier: Iterable[str], tool_names: Iterable[str] = ()) -> bool:
+# A reply to thanks ("you're welcome", "glad you found my help helpful", "I'm glad you enjoyed
+# ...") fits only a message that thanks; after "hi there" or "c'est fait" it answers nothing said.
+_WELCOMING = re.compile(
+    r"\b(?:you(?:'re|’re| are)\s+(?:very\s+|most\s+|so\s+)?welcome|glad\s+(?:you|i\s+could)"
+    r"|my\s+pleasure|gern\s+geschehen|keine\s+ursache|de\s+rien|avec\s+plaisir|de\s+nada|no\s+hay\s+de\s+qu[ée])\b",
+    re.I,
+)
+_THANKS = re.compile(r"\b(?:thanks?|thank\s+you|thx|ty|cheers|ta|danke\w*|merci|gracias|grazie|obrigad[oa])\b", re.I)
+
+
+def answers_thanks_not_given(answer: str, message: str) -> bool:
+    """Whether ``answer`` replies to thanks that ``message`` does not give."""
+    return bool(_WELCOMING.search(answer)) and not _THANKS.search(message)
+
+
+def usable(answer: str, earlier: Iterable[str], tool_names: Iterable[str] = (), message: str | None = None) -> bool:
     """Whether the model's words may be sent: not empty, no apology or refusal, no claim of
-    an action (no tool ran), no internal tool name, no copy of an earlier message."""
+    an action (no tool ran), no internal tool name, no copy of an earlier message, and (given
+    the ``message`` it answers) no reply to thanks nobody gave."""
     if not answer or _NON_ANSWER.search(answer) or _CLAIMED_ACTION.search(answer):
+        return False
+    if message is not None and answers_thanks_not_given(answer, message):
         return False
     names = set(tool_names)
     if any(word in names for word in _INTERNAL_NAME.findall(answer)):
@@ -257,7 +275,72 @@ _ASKS_WHEN = re.compile(
     r"cuándo|cuando|a qué hora|plazo|vence|vencimiento)\b",
     re.I,
 )
-_ASKS_AMOUNT = re.compile(r"\b(?:how much|how many|cost|costs|price|wie ?viel|combien|cuánto|cuánta|cuanto|precio)\b", re.I)
+_ASKS_AMOUNT = re.compile(
+    r"\b(?:how much|how many|cost|costs|price|wie ?viel|kostet|kosten|combien|coûte|coute|cuánto|cuánta|cuanto|cuesta|precio)\b", re.I
+)
+
+
+def asks_amount_or_moment(question: str) -> bool:
+    """Whether ``question`` asks for an amount ("how much do I owe them?", "Was kostet das?",
+    "C'est combien ?") or a moment ("when is it?", "Wann ist der Termin?")."""
+    return bool(_ASKS_AMOUNT.search(question) or _ASKS_WHEN.search(question))
+
+
+# Small talk, by kind, and its plain answer per language: what is said when the model's own
+# words do not answer (a greeting answered "you're welcome", a goodbye with a refusal).
+_SMALL_TALK = (
+    (
+        re.compile(r"\b(?:how are you|how(?:'s|’s| is) it going|how are things|wie geht|comment (?:ça|ca) va|comment vas-tu|comment allez-vous|ça va\s*\?|qu[ée] tal|c[óo]mo est[áa]s?)", re.I),
+        {"en": "I'm fine, thanks! How can I help?", "de": "Mir geht's gut, danke! Wie kann ich helfen?",
+         "fr": "Ça va bien, merci ! Comment puis-je aider ?", "es": "¡Bien, gracias! ¿En qué puedo ayudar?"},
+    ),
+    (
+        _THANKS,
+        {"en": "You're welcome!", "de": "Gern geschehen!", "fr": "Avec plaisir !", "es": "¡De nada!"},
+    ),
+    (
+        re.compile(r"\b(?:bye|goodbye|see you|good night|tschüss|tschüs|ciao|bis bald|gute nacht|au revoir|à bientôt|bonne (?:soirée|nuit)|adiós|adios|hasta (?:luego|pronto|mañana))\b", re.I),
+        {"en": "Bye, see you soon!", "de": "Tschüss, bis bald!", "fr": "Au revoir, à bientôt !", "es": "¡Adiós, hasta pronto!"},
+    ),
+    (
+        re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|yo|morning|evening|good\s+(?:morning|afternoon|evening)|hallo|moin|servus|grüß\s+dich|guten\s+(?:morgen|tag|abend)"
+                   r"|salut|bonjour|bonsoir|coucou|hola|buenos\s+días|buenas(?:\s+tardes|\s+noches)?)\b", re.I),
+        {"en": "Hello! How can I help you today?", "de": "Hallo! Wie kann ich helfen?",
+         "fr": "Bonjour ! Comment puis-je vous aider ?", "es": "¡Hola! ¿En qué puedo ayudarte?"},
+    ),
+)  # fmt: skip
+
+
+def small_talk_reply(message: str) -> str | None:
+    """The plain answer to a greeting, a thanks, a goodbye or a "how are you" in the message's
+    language (English where it is none of German, French, Spanish); None for anything else."""
+    from scopehub.hub.routing.lexicon import language_of
+
+    language = language_of(message)
+    if language not in ("de", "fr", "es"):
+        # A word or two ("Moin", "Salut !", "¡Hola!") is too short to tell the language by; its greeting tells it.
+        said = {stem(word) for word in re.findall(r"[^\W\d_]+", message.lower())}
+        language = next((lang for lang, words in _GREETING_LANGUAGE.items() if said & words), language)
+    for pattern, replies in _SMALL_TALK:
+        if pattern.search(message):
+            return replies.get(language, replies["en"])
+    return None
+
+
+SMALL_TALK_WORDS = 3  # at most this many words: "hi there", "Buenas tardes", "thanks, bye", "Merci, bonne soirée"
+
+
+def is_small_talk(message: str) -> bool:
+    """Whether the whole message is a greeting, a thanks, a goodbye or a "how are you" (a few
+    words, one of those kinds): nothing to store, list or search for."""
+    return len(message.split()) <= SMALL_TALK_WORDS and small_talk_reply(message) is not None
+
+
+_GREETING_LANGUAGE = {
+    "de": {stem(w) for w in ("hallo", "moin", "servus", "guten", "danke", "tschüss", "tschüs", "geht")},
+    "fr": {stem(w) for w in ("salut", "bonjour", "bonsoir", "coucou", "merci", "revoir", "ça")},
+    "es": {stem(w) for w in ("hola", "buenos", "buenas", "gracias", "adiós", "hasta", "qué", "tal")},
+}
 _ASKS_REQUEST = re.compile(
     r"\b(?:want|wants|wanted|ask|asks|asked|need|needs|needed|request|wollte|will|möchte|braucht|verlangt|demande|demandé|veut|voulait|"
     r"quería|quiere|pide|pidió|necesita)\b",

@@ -269,6 +269,20 @@ def item_nouns(message: str) -> set[str] | None:
     return nouns
 
 
+# German puts the verb last: "... auf meine Liste setzen", "'Fenster putzen' hinzufügen", "... notieren".
+_ENDS_KEEPING = re.compile(
+    r"\b(?:(?:auf|in|zu)\s+(?:meine[rn]?|die|der)\s+\w*(?:liste|aufgaben)\s+(?:setzen|schreiben|packen|tun|nehmen|aufnehmen|eintragen)"
+    r"|hinzufügen|hinzuzufügen|aufschreiben|notieren|eintragen|aufnehmen)\s*[?.!]*\s*$",
+    re.I,
+)
+
+
+def ends_keeping(message: str) -> bool:
+    """Whether the message ends with a German verb of keeping ("... auf meine Liste setzen",
+    "... hinzufügen", "... notieren"): the verb-last form of "add" and "note"."""
+    return _ENDS_KEEPING.search(message) is not None
+
+
 def opens_keeping(message: str) -> bool:
     """Whether the message opens with a verb of keeping something ("add", "put", "jot down",
     "note that", "setz", "ajoute", "apunta que"), after "please", "can you", "I need to"."""

