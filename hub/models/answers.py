@@ -364,7 +364,9 @@ def _answering_sentence(question: str, result: str) -> str | None:
     body = "\n".join(line for line in rest if not is_header_line(line))
     naming = content_words(" ".join([head, *header]))  # the words that say which email it is
     best = _best_sentence(question, body, naming)
-    return None if best is None else f"{head}\n{best}"
+    if best is None:
+        return None
+    return f"{head}\n{best}"
 
 
 def _best_sentence(question: str, body: str, naming: set[str]) -> str | None:

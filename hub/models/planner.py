@@ -80,6 +80,7 @@ SEMANTIC_WEIGHT = 0.3
 # Nearest examples averaged per tool (the router averages 3 per agent). Same folds, 317
 # phrasings: 1 -> 0.791, 2 -> 0.829, 3 -> 0.851, 5 -> 0.858, 8 -> 0.861, 12 -> 0.851.
 NEAREST_EXAMPLES = 8
+ASKED_WORDS = 3  # content words of an amount or a moment asked of the email itself ("¿Cuánto voy a pagar?")
 TOOL_ODDS = 2.0  # how much likelier than a reply in words a tool must be to be called
 ANSWER_TOKENS = 40
 # Utterances of the "reply in words" class: greetings, thanks, questions about the bot, and
@@ -104,7 +105,9 @@ ANSWER_DEMOS = (
 # capitalised noun is an article: "das Auto").
 _BACK_REFERENCE = re.compile(
     r"\b(?:(?:that|it)(?!['’]s\b| is\b)|this|those|these|them|above|same|last one|previous"
-    r"|das(?!\s+(?-i:[A-ZÄÖÜ]))|dies|ça|cela|ceci|eso|esto)\b",
+    r"|das(?!\s+(?-i:[A-ZÄÖÜ]))|dies|ça|cela|ceci|eso|esto)\b"
+    # A Spanish imperative carries its pointer: "apúntalo", "añádelo", "ponlo", "guárdamelo".
+    r"|\b[^\W\d_]*[áéíóú][^\W\d_]*?[aei](?:me|te|se|nos)?(?:lo|la|los|las)\b|\bpon(?:me)?(?:lo|la|los|las)\b",
     re.I,
 )
 # A request to keep what was just said, at the end of it: "Mohammed called, the boiler gets
@@ -488,10 +491,16 @@ class Planner:
                 ]
                 if readers:
                     return readers[0]
-            if answers.asks_amount_or_moment(message) and not any(extract.items_said(message)):
+            if (
+                answers.asks_amount_or_moment(message)
+                and not any(extract.items_said(message))
+                and (_BACK_REFERENCE.search(message) or len(references.content_words(message)) <= ASKED_WORDS)
+            ):
                 # "how much do I owe them?", "Was kostet das?", "C'est combien ?", "¿Cuánto voy a
-                # pagar?": an amount or a moment asked where an email reader is offered is read
-                # from the email (the newest), not searched for in the person's words.
+                # pagar?": an amount or a moment asked of the email (pointing at it, or in a few
+                # words no email need say) where an email reader is offered is read from the
+                # email (the newest), not searched for in the person's words. A longer question
+                # ("Combien il faut donner pour la sortie ?") names what the search finds.
                 readers = [
                     str(f.get("name")) for f in functions
                     if str(f.get("name")).startswith(_TELLING) and references.number_parameter(f) is not None and _EMAILS.search(str(f.get("name")).replace("_", " "))
@@ -697,6 +706,9 @@ class Planner:
             email = references.kept_reply_of_read(turn.history, turn.last_reply) or (
                 # "how much is the trip?" answered just after the email was kept: that email's request.
                 references.kept_reply_asked_about(turn.history, answers.is_question) if _creates(function) else ""
+            ) or (
+                # "keep that as a task", "Apúntalo como tarea" right after the email was kept: its request.
+                turn.last_reply if _creates(function) and references.is_kept_email(turn.last_reply) else ""
             )
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
@@ -819,7 +831,7 @@ class Planner:
             known = answers.answer_from_facts(message, turn.facts)
             if known is not None:
                 return Reply(known)
-            if not _small_talk(message) and not _BACK_REFERENCE.search(message):
+            if not _small_talk(message) and (not _BACK_REFERENCE.search(message) or answers.asks_amount_or_moment(message)):
                 # The hub runs search_memory also where it was not offered: a question about
                 # something kept gets the item, not the model's guess.
                 return Call(SEARCH, {"query": message})

@@ -689,8 +689,24 @@ def says_done(text: str) -> bool:
     nor a request to note it."""
     stripped = text.strip()
     return (
-        bool(_DONE.search(stripped)) and not stripped.endswith(("?", "？")) and not states_duty(stripped) and not _NOTING.match(stripped)
+        bool(_DONE.search(stripped))
+        and not stripped.endswith(("?", "？"))
+        and not _ASKING_WORD.match(stripped)
+        and not states_duty(stripped)
+        and not _NOTING.match(stripped)
+        # "Responde a Carlos que ya pagué la factura", "tell the finance team the invoice is paid":
+        # what is done is the news passed on, not the request.
+        and not asks_reply(stripped)
+        and not passes_on(stripped)
     )
+
+
+# A question word opening the message: "what do I need to get done" asks, even without a "?".
+_ASKING_WORD = re.compile(
+    r"^\s*(?:(?:what|which|when|where|who|how|why|was|welche\w*|wann|wo|wie|warum|que|quoi|quand|comment|qu[ée]|cu[áa]ndo|c[óo]mo|d[óo]nde|qui[ée]n)\b"
+    r"|qu['’]|¿|où(?!\w))",
+    re.I,
+)
 
 
 # -- a question announced, not yet asked, in English, German, French and Spanish -------------

@@ -708,3 +708,29 @@ def test_what_is_no_small_talk_still_gets_the_honest_cannot(planner, agents):
     step = planner.plan(conversation(("user", "tell me a joke"), system="You are the general agent."), tools_of(agents, "general"))
     bad = "I'm sorry, as an AI I cannot help."
     assert step.finish(bad).finish(bad) == Reply("I can't do that yet; try /help to see what I can do.")
+
+
+_KEPT_ES = (
+    "Kept email #1.\nFrom: Academia Sol <info@academiasol.example>\nSubject: Matrícula\nDates: lunes = Mon 2026-12-07\n"
+    "Action items:\n- Por favor, envíe el formulario antes del lunes."
+)
+
+
+@pytest.mark.parametrize("text", ["Apúntalo como tarea", "keep that as a task", "Añádelo a mis tareas", "Mets ça dans mes tâches"])
+def test_a_pointer_right_after_a_kept_email_adds_that_emails_request(planner, agents, text):
+    # Spanish carries the pointer in the verb ("Apúntalo"); "ça", "that" point back as well.
+    messages = conversation(("user", "From: Academia Sol ..."), ("assistant", _KEPT_ES), ("user", text))
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Call) and step.name == "add_task" and "formulario" in step.arguments["title"]
+
+
+def test_a_spanish_noun_ending_like_a_pointer_is_no_pointer():
+    from scopehub.hub.models.planner import _BACK_REFERENCE
+
+    assert _BACK_REFERENCE.search("anótamelo") and _BACK_REFERENCE.search("guárdalo")
+    assert not any(_BACK_REFERENCE.search(t) for t in ("la película del sábado", "el título del libro", "Mi hermana se llama Lucía"))
+
+
+def test_a_longer_amount_question_names_what_the_search_finds(planner, agents):
+    messages = conversation(("user", "Combien il faut donner pour la sortie ?"), system="You are the inbox agent.")
+    assert planner.plan(messages, tools_of(agents, "inbox")) != Call("list_emails", {})

@@ -460,3 +460,10 @@ def test_a_question_announced_is_told_from_a_request():
 
     assert all(announces_question(t) for t in ("Just wanted to ask about the invoice", "Kurze Frage zur Miete", "Je voulais te demander pour la cantine"))
     assert not any(announces_question(t) for t in ("I was wondering if you could add milk", "just wanted to check what's on my list", "I want to add milk"))
+
+
+def test_news_passed_on_and_a_question_are_no_completion():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert not any(says_done(t) for t in ("Responde a Carlos que ya pagué la factura", "tell the finance team the invoice is paid", "what do I need to get done"))
+    assert says_done("Quedó hecho") and says_done("Lo del banco ya está")
