@@ -379,9 +379,9 @@ def arguments_for(
     return arguments
 
 
-# Words that only point back, in the four languages ("Ajoute ça à mes tâches", "Apunta eso"):
-# no item of the message's own.
-_POINTING = re.compile(r"(?<!\w)(?:that|this|it|them|das|es|dies|ça|ca|cela|ceci|eso|esto|lo|la)(?!\w)", re.I)
+# Words that only point back, in the four languages ("Ajoute ça à mes tâches", "Apunta eso"),
+# and the particles of their verbs ("write that down", "Schreib das auf"): no item of the message's own.
+_POINTING = re.compile(r"(?<!\w)(?:that|this|it|them|das|es|dies|ça|ca|cela|ceci|eso|esto|lo|la|down|up|auf)(?!\w)", re.I)
 # Words that point at an email's request rather than name an item.
 _POINTERS = re.compile(
     r"\b(?:the\s+(?:thing|stuff|task|request)\s+|what\s+)(?:[\w'’]+\s+){0,2}?(?:asked|asks|wants?|wanted|needs?|needed|requested)"

@@ -18,6 +18,7 @@ __all__ = [
     "correction_opening",
     "deictic_nouns",
     "first_person",
+    "keeps_what_was_said",
     "language_of",
     "opens_addition",
     "readable",
@@ -730,6 +731,25 @@ def announces_question(text: str) -> bool:
     """Whether ``text`` announces a question without asking for anything yet ("Just wanted to
     ask about the invoice", "Ich wollte mal fragen ...", "Quería preguntarte por la factura")."""
     return bool(_ANNOUNCED.match(text))
+
+
+# -- what was just said, asked to be kept, in English, German, French and Spanish --------------
+# "write that down", "Schreib das auf", "Notier dir das", "note ça", "Apunta eso", "Apúntalo",
+# "save this: ...": a verb of keeping and a bare pointer, no place named ("put that on my list"
+# names one). After a pasted email it asks for a note, not a reply.
+_KEPT_BACK = re.compile(
+    r"^\s*(?:(?:please|pls|bitte|por\s+favor|and|und|et|y|ok|okay)[,\s]+)*"
+    r"(?:(?:note|jot|write|save|keep|remember|schreib\w*|notier\w*|merk|note[sz]?|écri[st]|garde|apunta|anota|guarda|escribe)"
+    r"\s+(?:dir\s+|te\s+|me\s+|moi\s+)?(?:that|this|it|das|dies|es|ça|ca|cela|ceci|eso|esto)(?:\s+(?:down|auf|for\s+me))?"
+    r"|(?:apúnta|anóta|guárda|escríbe)(?:me|te)?(?:lo|la))(?:\s*[:.!]|\s*$)",
+    re.I,
+)
+
+
+def keeps_what_was_said(text: str) -> bool:
+    """Whether ``text`` asks to keep what was just said ("write that down", "Schreib das auf",
+    "note ça", "Apunta eso", "save this: ..."), naming no place to keep it."""
+    return bool(_KEPT_BACK.match(text))
 
 
 def about_the_bot(text: str) -> bool:

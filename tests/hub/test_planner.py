@@ -734,3 +734,17 @@ def test_a_spanish_noun_ending_like_a_pointer_is_no_pointer():
 def test_a_longer_amount_question_names_what_the_search_finds(planner, agents):
     messages = conversation(("user", "Combien il faut donner pour la sortie ?"), system="You are the inbox agent.")
     assert planner.plan(messages, tools_of(agents, "inbox")) != Call("list_emails", {})
+
+
+
+_KEPT_DE = (
+    "Kept email #1.\nFrom: Hausverwaltung Kern <info@hv-kern.example>\nSubject: Wasserablesung\n"
+    "Action items:\n- Bitte sorgen Sie dafür, dass der Keller offen ist."
+)
+
+
+@pytest.mark.parametrize("text", ["Schreib das auf", "write that down"])
+def test_what_was_just_said_kept_after_an_email_keeps_its_request_not_the_verbs_particle(planner, agents, text):
+    messages = conversation(("user", "From: Hausverwaltung Kern ..."), ("assistant", _KEPT_DE), ("user", text))
+    step = planner.plan(messages, tools_of(agents, "notes"))
+    assert isinstance(step, Call) and step.name == "save_note" and "Keller" in step.arguments["text"]

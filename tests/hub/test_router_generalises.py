@@ -467,3 +467,17 @@ def test_news_passed_on_and_a_question_are_no_completion():
 
     assert not any(says_done(t) for t in ("Responde a Carlos que ya pagué la factura", "tell the finance team the invoice is paid", "what do I need to get done"))
     assert says_done("Quedó hecho") and says_done("Lo del banco ya está")
+
+
+@pytest.mark.parametrize("text", ["Schreib das auf", "Notier dir das", "Apúntalo", "Apunta eso", "note ça"])
+def test_what_was_just_said_kept_leaves_the_inbox_for_the_notes(text):
+    # The inbox has nothing to keep it with: it drafted a reply of "das auf".
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "notes"
+
+
+def test_what_keeps_what_was_said_and_what_names_a_place():
+    from scopehub.hub.routing.lexicon import keeps_what_was_said
+
+    assert all(keeps_what_was_said(t) for t in ("write that down", "save this: level 3", "Schreib das auf", "Apúntalo", "note ça"))
+    assert not any(keeps_what_was_said(t) for t in ("put that on my list", "keep that as a task", "write down the recipe", "Schreib Petra zurück"))
