@@ -184,9 +184,24 @@ def _facts(block: str) -> list[str]:
     return [match["text"] for line in block.splitlines() if (match := _FACT_LINE.match(line.strip()))]
 
 
+# Forms of "to be" in German, French and Spanish ("Wie war meine Nummer?"): they ask nothing of a fact.
+_COPULAS = frozenset({"ist", "war", "sind", "waren", "wäre", "est", "était", "sont", "étaient", "era", "eran", "fue", "son", "está", "estaba"})
+COMPOUND_PART = 4  # letters of a word a German compound may end with ("Nummer" in "Telefonnummer")
+
+
 def _asked_words(question: str) -> dict[str, set[str]]:
     """Each content word of the question with the words a fact may say it in."""
-    return {word: {word, *(stem(item) for item in _ASKED_BY_STEM.get(word, ()))} for word in content_words(question)}
+    return {
+        word: {word, *(stem(item) for item in _ASKED_BY_STEM.get(word, ()))}
+        for word in content_words(question)
+        if word not in _COPULAS
+    }
+
+
+def _says(forms: set[str], have: set[str]) -> bool:
+    """Whether a fact's words ``have`` say one of ``forms``: the word itself, or a compound
+    ending with it ("Telefonnummer" says "Nummer", "Handynummer" too)."""
+    return bool(forms & have) or any(len(form) >= COMPOUND_PART and word.endswith(form) for form in forms for word in have)
 
 
 def _second_person(fact: str) -> str:
@@ -210,7 +225,7 @@ def answer_from_facts(question: str, facts_block: str, *, whole: bool = False) -
     best, best_score = None, 0
     for fact in _facts(facts_block):
         have = content_words(fact)
-        score = sum(1 for forms in wanted.values() if forms & have)
+        score = sum(1 for forms in wanted.values() if _says(forms, have))
         if score > best_score:
             best, best_score = fact, score
     if best is None or (whole and best_score < len(wanted)):

@@ -748,3 +748,11 @@ def test_what_was_just_said_kept_after_an_email_keeps_its_request_not_the_verbs_
     messages = conversation(("user", "From: Hausverwaltung Kern ..."), ("assistant", _KEPT_DE), ("user", text))
     step = planner.plan(messages, tools_of(agents, "notes"))
     assert isinstance(step, Call) and step.name == "save_note" and "Keller" in step.arguments["text"]
+
+
+def test_a_fact_said_in_a_german_compound_answers_a_question_naming_its_last_part():
+    from scopehub.hub.models.answers import answer_from_facts
+
+    facts = '- [fact] "Meine Handynummer ist 0160 998877"\n- [fact] "Mein Sohn heißt Ben"'
+    assert answer_from_facts("Wie war meine Nummer?", facts, whole=True) == "Meine Handynummer ist 0160 998877."
+    assert answer_from_facts("Wie ist meine Adresse?", facts, whole=True) is None
