@@ -196,6 +196,13 @@ _LOOK_UP = re.compile(
 )
 # Tools whose names say they remove something (the built-in agents' convention).
 _REMOVING = ("delete_", "cancel_", "remove_", "drop_")
+# A new name given ("rename the slides task to ...", "benenne ... um in ...", "renomme ... en ...",
+# "cambia el nombre de ... a ..."): what follows is the item's new title.
+_RENAMED = re.compile(
+    r"\b(?:rename|retitle)\b.*?\s(?:to|as)\s+(?P<new>.+)$|\b(?:benenn\w*)\b.*?\s(?:um\s+)?in\s+(?P<new_de>.+?)(?:\s+um)?$"
+    r"|\brenomm\w*\b.*?\s(?:en)\s+(?P<new_fr>.+)$|\bcambia\s+el\s+nombre\b.*?\s(?:a|por)\s+(?P<new_es>.+)$",
+    re.I,
+)
 # Tools whose names say they mark something done (the built-in agents' convention).
 _COMPLETING = ("complete_", "finish_", "done_", "tick_")
 # What is no longer wanted, in English, German, French and Spanish.
@@ -647,9 +654,16 @@ class Planner:
                 for key, schema in properties.items()
                 if isinstance(schema, Mapping) and extract.is_date_parameter(key, schema)
             ]
-            return Call(
-                name, {number: picked, dated[0]: day} if day and dated else {number: picked}
-            )
+            arguments: dict[str, Any] = {number: picked}
+            if day and dated:
+                arguments[dated[0]] = day
+            renamed = _RENAMED.search(turn.message)
+            new_name = next((group for group in renamed.groups() if group), "") if renamed else ""
+            titled = [key for key, schema in properties.items() if isinstance(schema, Mapping) and key in ("title", "text", "name")]
+            if titled and references.content_words(new_name):
+                # "rename the slides task to prepare slides and handout": the new name is the change.
+                arguments[titled[0]] = new_name.strip(" .!")
+            return Call(name, arguments)
         step = self._arguments(turn, rest)
         return _adding(step, {number: picked})
 

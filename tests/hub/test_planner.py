@@ -756,3 +756,29 @@ def test_a_fact_said_in_a_german_compound_answers_a_question_naming_its_last_par
     facts = '- [fact] "Meine Handynummer ist 0160 998877"\n- [fact] "Mein Sohn heißt Ben"'
     assert answer_from_facts("Wie war meine Nummer?", facts, whole=True) == "Meine Handynummer ist 0160 998877."
     assert answer_from_facts("Wie ist meine Adresse?", facts, whole=True) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "task", "title"),
+    [
+        ("rename the slides task to prepare slides and handout", 1, "prepare slides and handout"),
+        ("rename the bank one as call the bank about the card", 2, "call the bank about the card"),
+    ],
+)
+def test_an_item_renamed_by_what_it_is_gets_the_new_name(planner, agents, text, task, title):
+    listing = "Today is Fri 2026-12-04.\n#1 prepare the slides for the meeting\n#2 call the bank"
+    messages = conversation(("user", text)) + tool_step("list_tasks", {}, listing)
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call("edit_task", {"id": task, "title": title})
+
+
+def test_a_new_name_is_read_in_four_languages():
+    from scopehub.hub.models.planner import _RENAMED
+
+    said = {
+        "Benenne die Folien um in Folien und Handout vorbereiten": "Folien und Handout vorbereiten",
+        "Renomme les diapos en préparer le support": "préparer le support",
+        "Cambia el nombre de lo del banco a llamar al banco": "llamar al banco",
+    }
+    for text, new in said.items():
+        assert next(group for group in _RENAMED.search(text).groups() if group) == new
+    assert _RENAMED.search("move the dentist to friday") is None
