@@ -301,6 +301,11 @@ def asks_amount_or_moment(question: str) -> bool:
     return bool(_ASKS_AMOUNT.search(question) or _ASKS_WHEN.search(question))
 
 
+def without_asking(question: str) -> str:
+    """``question`` without the words that ask for an amount or a moment ("how much", "wann")."""
+    return _ASKS_WHEN.sub(" ", _ASKS_AMOUNT.sub(" ", question))
+
+
 # Small talk, by kind, and its plain answer per language: what is said when the model's own
 # words do not answer (a greeting answered "you're welcome", a goodbye with a refusal).
 _SMALL_TALK = (

@@ -57,6 +57,7 @@ from scopehub.hub.routing.lexicon import (
     announces_question,
     language_of,
     looks_like_email,
+    moves_to_a_day,
     opens_addition,
     readable,
     says_done,
@@ -80,7 +81,7 @@ SEMANTIC_WEIGHT = 0.3
 # Nearest examples averaged per tool (the router averages 3 per agent). Same folds, 317
 # phrasings: 1 -> 0.791, 2 -> 0.829, 3 -> 0.851, 5 -> 0.858, 8 -> 0.861, 12 -> 0.851.
 NEAREST_EXAMPLES = 8
-ASKED_WORDS = 3  # content words of an amount or a moment asked of the email itself ("¿Cuánto voy a pagar?")
+ASKED_WORDS = 2  # words of an amount or a moment asked of the email itself ("¿Cuánto hay que pagar?": "pagar")
 TOOL_ODDS = 2.0  # how much likelier than a reply in words a tool must be to be called
 ANSWER_TOKENS = 40
 # Utterances of the "reply in words" class: greetings, thanks, questions about the bot, and
@@ -203,6 +204,8 @@ _RENAMED = re.compile(
     r"|\brenomm\w*\b.*?\s(?:en)\s+(?P<new_fr>.+)$|\bcambia\s+el\s+nombre\b.*?\s(?:a|por)\s+(?P<new_es>.+)$",
     re.I,
 )
+# Tools whose names say they change an item (the built-in agents' convention).
+_EDITING = ("edit_", "update_", "move_", "reschedule_")
 # Tools whose names say they mark something done (the built-in agents' convention).
 _COMPLETING = ("complete_", "finish_", "done_", "tick_")
 # What is no longer wanted, in English, German, French and Spanish.
@@ -467,6 +470,12 @@ class Planner:
                     # read, never changed: of the rest, only the readers.
                     readers = {str(f.get("name")) for f in functions if reads(f)}
                     scores = {name: score for name, score in scores.items() if name in readers or name == ANSWER} or scores
+        if moves_to_a_day(message):
+            # "mets les livres à samedi", "pon lo del pan el sábado", "Setz den Zahnarzt auf Montag":
+            # a verb that also keeps, before a day, moves an item when a tool of this agent edits one.
+            editing = {name: score for name, score in scores.items() if name.startswith(_EDITING)}
+            if editing:
+                return max(editing, key=lambda name: editing[name])
         if extract.ends_keeping(message) and not extract.opens_keeping(message):
             # "(Kannst du) 'Winterreifen montieren' auf meine Liste setzen?": German's verb last
             # keeps something new, asked as a question or not; it lists nothing.
@@ -501,7 +510,7 @@ class Planner:
             if (
                 answers.asks_amount_or_moment(message)
                 and not any(extract.items_said(message))
-                and (_BACK_REFERENCE.search(message) or len(references.content_words(message)) <= ASKED_WORDS)
+                and (_BACK_REFERENCE.search(message) or len(_own_words_asked(message)) <= ASKED_WORDS)
             ):
                 # "how much do I owe them?", "Was kostet das?", "C'est combien ?", "¿Cuánto voy a
                 # pagar?": an amount or a moment asked of the email (pointing at it, or in a few
@@ -721,8 +730,9 @@ class Planner:
                 # "how much is the trip?" answered just after the email was kept: that email's request.
                 references.kept_reply_asked_about(turn.history, answers.is_question) if _creates(function) else ""
             ) or (
-                # "keep that as a task", "Apúntalo como tarea" right after the email was kept: its request.
-                turn.last_reply if _creates(function) and references.is_kept_email(turn.last_reply) else ""
+                # "keep that as a task", "Apúntalo como tarea" right after the email was kept, or a
+                # turn or two later ("Añade eso a mis tareas" after it was passed on): its request.
+                _recent_kept_email(turn.history) if _creates(function) else ""
             )
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
@@ -909,6 +919,17 @@ class Planner:
         return "\n\n".join(parts)
 
 
+RECENT_TURNS = 6  # messages back (three exchanges) a pointer may still mean the email kept there
+
+
+def _recent_kept_email(history: Sequence[Mapping[str, Any]]) -> str:
+    """The newest "Kept email #N" reply among the last :data:`RECENT_TURNS` messages; '' without one."""
+    for item in reversed(list(history)[-RECENT_TURNS:]):
+        if item.get("role") == "assistant" and references.is_kept_email(str(item.get("content") or "")):
+            return str(item["content"])
+    return ""
+
+
 def _only_item(listing: str, last_reply: str) -> int | None:
     """The one listed item the last reply names ("Added #3 ..."), or the listing's only item; None else."""
     listed = [int(found[1]) for line in listing.splitlines() if (found := re.match(r"^#(\d+)\b", line.strip()))]
@@ -916,6 +937,12 @@ def _only_item(listing: str, last_reply: str) -> int | None:
     if len(named) == 1:
         return named.pop()
     return listed[0] if len(listed) == 1 else None
+
+
+def _own_words_asked(question: str) -> set[str]:
+    """The question's content words of four letters or more, less the words that ask for an
+    amount or a moment ("combien", "cuánto", "wann"): what it names besides asking."""
+    return {word for word in references.content_words(answers.without_asking(question)) if len(word) > 3}
 
 
 def _small_talk(message: str) -> bool:

@@ -560,7 +560,12 @@ _DONE = re.compile(
     r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
     r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"
     r"|\bc['’]est\s+(?:fait|bon|réglé|fini)\b|\b(?:fini|terminé|réglé)\b|^\s*j['’]ai\s+(?:déjà\s+|enfin\s+)?\w+(?:é|i|u|is|it)\b"
-    r"|(?:^|(?<=\s))ya\s+(?:está|esta|lo\s+\w+(?:é|í)|\w+(?:é|í))(?!\w)|\b(?:hecho|listo|terminad[oa]|resuelto)\b",
+    r"|(?:^|(?<=\s))ya\s+(?:está|esta|lo\s+\w+(?:é|í)|\w+(?:é|í))(?!\w)|\b(?:hecho|listo|terminad[oa]|resuelto)\b"
+    # A state that says it is done: "Müll ist draußen", "die Miete ist überwiesen", "le loyer est payé",
+    # "el recibo está pagado" (not "ist geplant für Montag": a plan for a day)
+    r"|\b(?:ist|sind)\s+(?:jetzt\s+|schon\s+|nun\s+|endlich\s+)?(?:ge[a-zäöüß]+(?:t|en)|weg|raus|draußen|überwiesen|abgeschickt|verschickt|bestellt|bezahlt)\b(?!\s+(?:für|am|um|bis|ab|seit)\b)"
+    r"|\b(?:est|sont)\s+(?:déjà\s+|enfin\s+)?(?:payée?s?|réglée?s?|envoyée?s?|réservée?s?|faite?s?|terminée?s?|rendue?s?)\b"
+    r"|\b(?:está|están)\s+(?:ya\s+)?(?:pagad[oa]s?|hech[oa]s?|reservad[oa]s?|enviad[oa]s?|terminad[oa]s?|devuelt[oa]s?)\b",
     re.I,
 )
 

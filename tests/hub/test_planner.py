@@ -782,3 +782,26 @@ def test_a_new_name_is_read_in_four_languages():
     for text, new in said.items():
         assert next(group for group in _RENAMED.search(text).groups() if group) == new
     assert _RENAMED.search("move the dentist to friday") is None
+
+
+@pytest.mark.parametrize("text", ["mets les livres à samedi", "pon lo del pan el sábado", "Setz den Zahnarzt auf Montag"])
+def test_a_verb_that_also_keeps_before_a_day_moves_the_item(planner, agents, text):
+    # "mets", "pon", "setz" add things too; before a day they move one ("add milk for saturday" still adds).
+    assert planner.choose(text, tools_of(agents, "tasks")) == "edit_task"
+    assert planner.choose("add milk to my list for saturday", tools_of(agents, "tasks")) == "add_task"
+
+
+def test_a_pointer_a_few_turns_after_a_kept_email_still_keeps_its_request(planner, agents):
+    messages = conversation(
+        ("user", "From: Academia Sol ..."), ("assistant", _KEPT_ES),
+        ("user", "Pásaselo al equipo de administración"), ("assistant", "Dispatched to administración: matricula.md"),
+        ("user", "Añade eso a mis tareas"),
+    )  # fmt: skip
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Call) and step.name == "add_task" and "formulario" in step.arguments["title"]
+
+
+@pytest.mark.parametrize("question", ["¿Cuánto hay que pagar?", "how much do I owe them?"])
+def test_an_amount_asked_in_a_few_words_is_read_from_the_email(planner, agents, question):
+    messages = conversation(("user", question), system="You are the inbox agent.")
+    assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})

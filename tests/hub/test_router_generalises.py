@@ -481,3 +481,10 @@ def test_what_keeps_what_was_said_and_what_names_a_place():
 
     assert all(keeps_what_was_said(t) for t in ("write that down", "save this: level 3", "Schreib das auf", "Apúntalo", "note ça"))
     assert not any(keeps_what_was_said(t) for t in ("put that on my list", "keep that as a task", "write down the recipe", "Schreib Petra zurück"))
+
+
+def test_a_state_that_says_it_is_done_in_german_french_and_spanish():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("Die Miete ist überwiesen", "Altpapier ist draußen", "le loyer est payé", "el recibo está pagado"))
+    assert not any(says_done(t) for t in ("Das Meeting ist geplant für Montag", "Mein Bruder ist verheiratet", "Mein Sohn ist geboren am 3. Mai"))
