@@ -61,6 +61,7 @@ from scopehub.hub.routing.lexicon import (
     opens_addition,
     readable,
     says_done,
+    states_duty,
     without_addition,
     without_politeness,
 )
@@ -204,6 +205,8 @@ _RENAMED = re.compile(
     r"|\brenomm\w*\b.*?\s(?:en)\s+(?P<new_fr>.+)$|\bcambia\s+el\s+nombre\b.*?\s(?:a|por)\s+(?P<new_es>.+)$",
     re.I,
 )
+# Tools whose names say they answer someone (the built-in agents' convention).
+_REPLYING = ("draft_", "reply_", "answer_")
 # Tools whose names say they change an item (the built-in agents' convention).
 _EDITING = ("edit_", "update_", "move_", "reschedule_")
 # Tools whose names say they mark something done (the built-in agents' convention).
@@ -440,6 +443,10 @@ class Planner:
             completing = {name: score for name, score in scores.items() if name.startswith(_COMPLETING)}
             if completing:
                 return max(completing, key=lambda name: completing[name])
+        if states_duty(message):
+            # "Tengo que enviar la copia del DNI", "I have to call the bank": a duty of one's own
+            # asks no reply to anyone, whatever email the conversation is about.
+            scores = {name: score for name, score in scores.items() if not name.startswith(_REPLYING)} or scores
         if _NO_LONGER_WANTED.search(message):
             # "I don't need the oven reminder anymore", "no need to remind me about the bins":
             # what is no longer wanted is removed, when a tool of this agent removes things.

@@ -156,8 +156,9 @@ DUTY_WEIGHT = 6.0
 # Something said to be done ("I've booked the dentist", "Zahnarzt ist erledigt", "c'est fait",
 # "ya llamé al fontanero") is a shape too, learnt from the examples that say one.
 DONE_SHAPE = "<something done>"
-# Weighed more than a duty: after a pasted email the item's own words ("the invoice", "la
-# banque") are the email's, and hold the inbox, which marks nothing done.
+# Weighed more than the other shapes, and a duty as much: after a pasted email the item's own
+# words ("the invoice", "la banque", "pay the invoice by Friday") are the email's, and hold the
+# inbox, which marks nothing done and keeps no task.
 DONE_WEIGHT = 9.0
 # A request to pass something on ("pass it on to accounting", "Sag der Buchhaltung Bescheid",
 # "Transmets ça à l'équipe RH", "Avisa a soporte") is a shape too, learnt from the dispatch
@@ -648,7 +649,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DONE_WEIGHT if feature in (DONE_SHAPE, KEPT_SHAPE) else DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE, BOT_QUESTION) else SHAPE_WEIGHT
+                factor = DONE_WEIGHT if feature in (DONE_SHAPE, KEPT_SHAPE, DUTY_SHAPE) else DUTY_WEIGHT if feature in (PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE, BOT_QUESTION) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

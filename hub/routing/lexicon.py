@@ -520,6 +520,8 @@ _ABOUT_THE_BOT = re.compile(
 _DUTY = re.compile(
     r"^\s*(?:(?:and|also|oh|ok|so|plus|besides|und|außerdem|ausserdem|zudem|dann|et|aussi|alors|en\s+plus|de\s+plus|y|también|además|pues)[,!]?\s+)*"
     r"(?:i\s+(?:still\s+|really\s+|also\s+)?(?:need|have|ought|got)\s+to|i\s+must|i(?:'|’)ve\s+got\s+to|i\s+gotta|i\s+should|"
+    # with no subject, as people type: "gotta call Rick", "need to renew the passport", "still have to pay the rent"
+    r"gotta|(?:still\s+|really\s+)?(?:need|have|got)\s+to(?!\s+(?:know|see|ask|check)\b)|must|"
     r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+(?:aussi\s+|encore\s+)?que\s+je|il\s+me\s+faut|"
     r"tengo\s+que|debo|necesito|hay\s+que)\b"
     r"|^\s*(?!(?:was|wann|wo|wie|warum|wieso|welche\w*|wer|wen|wem)\b)[^\W\d_]+,?\s+(?:muss|müsste|sollte|soll)\s+ich\b",

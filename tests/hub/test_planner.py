@@ -805,3 +805,8 @@ def test_a_pointer_a_few_turns_after_a_kept_email_still_keeps_its_request(planne
 def test_an_amount_asked_in_a_few_words_is_read_from_the_email(planner, agents, question):
     messages = conversation(("user", question), system="You are the inbox agent.")
     assert planner.plan(messages, tools_of(agents, "inbox")) == Call("list_emails", {})
+
+
+@pytest.mark.parametrize("text", ["Tengo que enviar la copia del DNI antes del viernes", "I have to send them the signed form"])
+def test_a_duty_of_ones_own_drafts_no_reply_in_the_inbox(planner, agents, text):
+    assert planner.choose(text, tools_of(agents, "inbox")) != "draft_reply"

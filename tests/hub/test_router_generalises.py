@@ -488,3 +488,18 @@ def test_a_state_that_says_it_is_done_in_german_french_and_spanish():
 
     assert all(says_done(t) for t in ("Die Miete ist überwiesen", "Altpapier ist draußen", "le loyer est payé", "el recibo está pagado"))
     assert not any(says_done(t) for t in ("Das Meeting ist geplant für Montag", "Mein Bruder ist verheiratet", "Mein Sohn ist geboren am 3. Mai"))
+
+
+@pytest.mark.parametrize("text", ["gotta call Rick about the gutters", "still have to renew the car tax", "must book the vet"])
+def test_a_duty_said_without_its_subject_reaches_the_tasks_after_a_greeting(text):
+    from scopehub.hub.routing.lexicon import states_duty
+
+    window = [msg(1, "general", "hey"), msg(2, "general", "Hello! How can I help you today?", role="agent")]
+    assert states_duty(text) and route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+    assert not states_duty("need to know what's on my list") and not states_duty("have to do what?")
+
+
+@pytest.mark.parametrize("text", ["I have to pay the invoice by Friday", "must pay the invoice on Friday"])
+def test_a_duty_after_a_pasted_email_leaves_the_inbox_though_its_words_are_the_emails(text):
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
