@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scopehub.hub.facts.grounding import own_words
-from scopehub.hub.facts.keys import looks_factual
+from scopehub.hub.facts.keys import looks_factual, own_key_i18n
 from scopehub.hub.models import answers, extract, references
 from scopehub.hub.models.grammar import (
     arguments_grammar,
@@ -531,11 +531,12 @@ class Planner:
                 if readers:
                     return readers[0]
         elif _about_oneself(message, self._actions(functions)) and (
-            readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER
+            readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER or own_key_i18n(own_words(message)) is not None
         ):
             # "my phone number is 555 0142" tells; it asks for no tool. The key reader reads
             # English only, and takes any "mein", "mes", "mi" elsewhere for a statement about
-            # oneself ("Zeig mir meine Notizen"): there, the classifier must agree.
+            # oneself ("Zeig mir meine Notizen"): there, the classifier must agree, unless the
+            # statement has the shape of one ("Mi número de teléfono es ...", "Mein Mann heißt ...").
             return ANSWER
         elif not _LOOK_UP.search(message):
             # A request that is no question ("jot down the recipe", "I did the laundry") asks

@@ -810,3 +810,10 @@ def test_an_amount_asked_in_a_few_words_is_read_from_the_email(planner, agents, 
 @pytest.mark.parametrize("text", ["Tengo que enviar la copia del DNI antes del viernes", "I have to send them the signed form"])
 def test_a_duty_of_ones_own_drafts_no_reply_in_the_inbox(planner, agents, text):
     assert planner.choose(text, tools_of(agents, "inbox")) != "draft_reply"
+
+
+@pytest.mark.parametrize("text", ["Mi número de teléfono es 612 345 678", "Mon numéro de téléphone est le 06 12 34 56 78"])
+def test_a_statement_about_oneself_in_another_language_calls_no_tool_in_any_agent(planner, agents, text):
+    # Its digits look like a time to the reminders; its shape says it tells about oneself.
+    for agent in ("reminders", "tasks", "notes"):
+        assert planner.choose(text, tools_of(agents, agent)) == "(answer)"
