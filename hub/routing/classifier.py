@@ -649,7 +649,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DONE_WEIGHT if feature in (DONE_SHAPE, KEPT_SHAPE, DUTY_SHAPE) else DUTY_WEIGHT if feature in (PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE, BOT_QUESTION) else SHAPE_WEIGHT
+                factor = DONE_WEIGHT if feature in (DONE_SHAPE, KEPT_SHAPE, DUTY_SHAPE) else DUTY_WEIGHT if feature in (PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE, BOT_QUESTION, EMAIL_SHAPE) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

@@ -486,6 +486,26 @@ _CLOSED = re.compile(rf"(?<!\w){_CLOSING}[,!.]?\s*$")
 _LETTER_WORDS = 8  # a letter has a body: "hi, thanks" and "thanks, Mark" alone are no email
 
 
+# An email the person introduces in their own words before pasting it: "this is the email
+# from my landlord: ...", "got this from the school: ...", "Email from my boss: ...", "Sam
+# wrote: ...", "here's what the garage sent me - ...", "Mail von der Hausverwaltung: ...",
+# "Mail de l'école : ...", "Correo del banco: ...". What follows is someone else's words.
+_INTRODUCED = re.compile(
+    r"^\s*(?:(?:so|ok|okay|hi|hey|and)[,!]?\s+)?(?:"
+    r"(?:this|here)(?:['’]s|\s+is)\s+(?:an?\s+|the\s+)?(?:e-?mail|mail|message|letter|text)\b[^:\n]{0,40}?"
+    r"|(?:i\s+)?(?:just\s+)?got\s+(?:this|an?\s+(?:e-?mail|mail|message|letter))\b[^:\n]{0,40}?"
+    r"|(?:an?\s+|the\s+)?(?:e-?mail|mail|message|letter)\s+from\s+[^:\n]{1,40}?"
+    r"|here(?:['’]s|\s+is)\s+what\s+[^:\n]{1,40}?\s+(?:sent|wrote|emailed)(?:\s+me)?"
+    r"|(?-i:[A-ZÀ-Þ][\w.'’-]*)(?:\s+(?-i:[A-ZÀ-Þ][\w.'’-]*))?\s+(?:wrote|writes|sent\s+me|emailed(?:\s+me)?|schreibt|schrieb|a\s+écrit|écrit|escribió|escribe)"
+    r"|(?:e-?mail|mail|nachricht|brief)\s+(?:von|vom)\s+[^:\n]{1,40}?"
+    r"|(?:e-?mail|mail|message|courriel|lettre)\s+(?:de|du|des)\s+[^:\n]{1,40}?"
+    r"|(?:correo|e-?mail|mensaje|carta)\s+(?:de|del)\s+[^:\n]{1,40}?"
+    r")\s*[:–—-]\s+",
+    re.I,
+)
+_INTRODUCED_WORDS = 4  # words after the introduction, at least: "Mail de l'école : la sortie est annulée."
+
+
 def looks_like_email(text: str) -> bool:
     """Whether ``text`` has the shape of an email: header fields (two, or one opening the
     message; in English, German, French and Spanish), a forward marker, or a letter's body
@@ -495,6 +515,9 @@ def looks_like_email(text: str) -> bool:
     if len(_HEADER_FIELD.findall(text)) >= 2 or _FIRST_FIELD.match(text) or _FORWARD.search(text):
         return True
     stripped = text.strip()
+    introduced = _INTRODUCED.match(stripped)
+    if introduced and len(stripped[introduced.end() :].split()) >= _INTRODUCED_WORDS:
+        return True
     if len(stripped.split()) < _LETTER_WORDS:
         return False
     return bool(_SIGNED.search(stripped) or (_ADDRESSED.match(stripped) and _CLOSED.search(stripped)))

@@ -817,3 +817,8 @@ def test_a_statement_about_oneself_in_another_language_calls_no_tool_in_any_agen
     # Its digits look like a time to the reminders; its shape says it tells about oneself.
     for agent in ("reminders", "tasks", "notes"):
         assert planner.choose(text, tools_of(agents, agent)) == "(answer)"
+
+
+@pytest.mark.parametrize("text", ["Email from my boss: please send me the Q3 figures by Monday", "Correo del banco: su tarjeta caduca en enero."])
+def test_an_email_introduced_in_ones_own_words_is_kept(planner, agents, text):
+    assert planner.choose(text, tools_of(agents, "inbox")) == "keep_email"

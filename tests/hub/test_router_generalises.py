@@ -503,3 +503,28 @@ def test_a_duty_said_without_its_subject_reaches_the_tasks_after_a_greeting(text
 def test_a_duty_after_a_pasted_email_leaves_the_inbox_though_its_words_are_the_emails(text):
     window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
     assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "this is the email from my landlord: the rent goes up to 950 from January, please confirm by the 20th",
+        "Email from my boss: please send me the Q3 figures by Monday",
+        "Jo wrote: could you drop the spare keys at my place by Thursday?",
+        "Mail von der Hausverwaltung: Am Mittwoch wird das Wasser abgestellt.",
+        "Mail de l'école : la sortie est annulée.",
+        "Correo del banco: su tarjeta caduca en enero.",
+    ],
+)
+def test_an_email_introduced_in_ones_own_words_is_an_email_and_is_kept(text):
+    from scopehub.hub.routing.lexicon import looks_like_email
+
+    assert looks_like_email(text)
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
+
+
+def test_a_lead_in_that_asks_is_no_introduced_email():
+    from scopehub.hub.routing.lexicon import looks_like_email
+
+    assert not any(looks_like_email(t) for t in ("reply to Sam: sounds good", "message the sales team: the price list is out", "tell Sam: I can't make it tomorrow, sorry", "new task: write the email to Sam"))
