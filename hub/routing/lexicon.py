@@ -636,6 +636,13 @@ _LEFT = re.compile(
     r"|(?:is\s+there\s+)?anything\s+(?:still\s+|else\s+)*(?:left|open|on\s+my\s+(?:list|plate)|to\s+do\b|(?:that\s+)?i\s+(?:still\s+)?(?:need|have|got)\s+to\s+do\b)"
     # "what else do I need to do", "what do I still need to do", "what have I got on": one's own list
     r"|what\s+(?:else\s+)?(?:do|have)\s+i\s+(?:still\s+)?(?:got\s+|need\s+|have\s+)?(?:left\s+)?(?:to\s+do|on\b)"
+    # "what's on today?", "what do I have tomorrow?", "what's pending?", "what's still to do?", "show me my to-dos"
+    r"|what(?:['’]s|s|\s+is)\s+(?:on\s+(?:for\s+)?(?:today|tomorrow|this\s+week|the\s+agenda)|(?:still\s+)?(?:pending|due|to\s+do)(?:\s+(?:today|tomorrow|this\s+week))?\s*[?!.]*$|planned\s+for\s+(?:today|tomorrow))"
+    r"|what\s+do\s+i\s+have\s+(?:on\s+|planned\s+|to\s+do\s+)?(?:today|tomorrow|this\s+week)"
+    r"|(?:show|give|tell)\s+me\s+(?:all\s+)?my\s+(?:to-?dos?|tasks|to-?do\s+list)|any\s+tasks\s+(?:left|open|due)"
+    r"|was\s+(?:liegt|gibt(?:['’]s|\s+es))\s+(?:heute\s+|noch\s+|morgen\s+)*(?:an\b|zu\s+tun)"
+    r"|j['’]ai\s+quoi\s+à\s+faire|qu['’]est-ce\s+que\s+j['’]ai\s+(?:de\s+prévu|à\s+faire)"
+    r"|¿?\s*qu[ée]\s+hay\s+(?:pendiente|para\s+hoy|que\s+hacer)"
     r"|was\s+(?:steht|ist|hab\w*\s+ich)\s+(?:bei\s+mir\s+)?(?:noch\s+)?(?:alles\s+)?(?:an\b|offen|auf\s+meiner\s+\w*liste|zu\s+tun)"
     r"|was\s+(?:muss|sollte|soll)\s+ich\s+(?:heute\s+|noch\s+|alles\s+)*(?:tun|machen|erledigen)\b"
     r"|qu['’]est-ce\s+qu(?:i\s+(?:me\s+)?reste|['’]il\s+(?:me\s+)?reste|e\s+j['’]ai\s+(?:encore\s+)?à\s+faire|e\s+je\s+dois\s+(?:encore\s+)?faire)|que\s+me\s+reste-t-il"

@@ -528,3 +528,12 @@ def test_a_lead_in_that_asks_is_no_introduced_email():
     from scopehub.hub.routing.lexicon import looks_like_email
 
     assert not any(looks_like_email(t) for t in ("reply to Sam: sounds good", "message the sales team: the price list is out", "tell Sam: I can't make it tomorrow, sorry", "new task: write the email to Sam"))
+
+
+@pytest.mark.parametrize("text", ["what's on today?", "what do I have tomorrow?", "show me my to-dos", "what's still to do?", "Was liegt noch an?", "J'ai quoi à faire ?", "¿Qué hay pendiente?"])
+def test_ones_list_asked_for_the_day_or_in_short_reaches_the_tasks_after_a_note(text):
+    from scopehub.hub.routing.lexicon import asks_whats_left
+
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert asks_whats_left(text) and route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+    assert not asks_whats_left("what's due on the invoice?") and not asks_whats_left("what's on the note?")
