@@ -205,6 +205,13 @@ _RENAMED = re.compile(
     r"|\brenomm\w*\b.*?\s(?:en)\s+(?P<new_fr>.+)$|\bcambia\s+el\s+nombre\b.*?\s(?:a|por)\s+(?P<new_es>.+)$",
     re.I,
 )
+# Something changed into something else, not to a day ("change the milk to oat milk",
+# "ändere die Milch in Hafermilch", "change le pain en baguette", "cambia el pan por pan integral").
+_CHANGED_TO = re.compile(
+    r"\b(?:change|switch|turn)\b.*?\s(?:to|into)\s+(?P<new>.+)$|\b(?:ändere|änder|mach)\b.*?\s(?:in|zu)\s+(?P<new_de>.+)$"
+    r"|\bchange\b.*?\s(?:en|par)\s+(?P<new_fr>.+)$|\bcambia\b.*?\s(?:por)\s+(?P<new_es>.+)$",
+    re.I,
+)
 # Tools whose names say they answer someone (the built-in agents' convention).
 _REPLYING = ("draft_", "reply_", "answer_")
 # Tools whose names say they change an item (the built-in agents' convention).
@@ -676,6 +683,10 @@ class Planner:
                 arguments[dated[0]] = day
             renamed = _RENAMED.search(turn.message)
             new_name = next((group for group in renamed.groups() if group), "") if renamed else ""
+            changed = _CHANGED_TO.search(turn.message)
+            if not new_name and changed and not day and extract.date_of(changed["new"])[0] is None:
+                # "change the milk to oat milk", "ändere die Milch in Hafermilch": no day, so a new name.
+                new_name = next((group for group in changed.groups() if group), "")
             titled = [key for key, schema in properties.items() if isinstance(schema, Mapping) and key in ("title", "text", "name")]
             if titled and references.content_words(new_name):
                 # "rename the slides task to prepare slides and handout": the new name is the change.

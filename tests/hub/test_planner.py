@@ -822,3 +822,12 @@ def test_a_statement_about_oneself_in_another_language_calls_no_tool_in_any_agen
 @pytest.mark.parametrize("text", ["Email from my boss: please send me the Q3 figures by Monday", "Correo del banco: su tarjeta caduca en enero."])
 def test_an_email_introduced_in_ones_own_words_is_kept(planner, agents, text):
     assert planner.choose(text, tools_of(agents, "inbox")) == "keep_email"
+
+
+def test_an_item_changed_into_something_else_gets_the_new_name_and_a_day_stays_a_move(planner, agents):
+    listing = "Today is Fri 2026-12-04.\n#1 buy milk\n#2 call the bank"
+    messages = conversation(("user", "change the milk to oat milk")) + tool_step("list_tasks", {}, listing)
+    assert planner.plan(messages, tools_of(agents, "tasks")) == Call("edit_task", {"id": 1, "title": "oat milk"})
+    messages = conversation(("user", "change the bank one to friday")) + tool_step("list_tasks", {}, listing)
+    step = planner.plan(messages, tools_of(agents, "tasks"))
+    assert isinstance(step, Call) and step.name == "edit_task" and "title" not in step.arguments
