@@ -831,3 +831,11 @@ def test_an_item_changed_into_something_else_gets_the_new_name_and_a_day_stays_a
     messages = conversation(("user", "change the bank one to friday")) + tool_step("list_tasks", {}, listing)
     step = planner.plan(messages, tools_of(agents, "tasks"))
     assert isinstance(step, Call) and step.name == "edit_task" and "title" not in step.arguments
+
+
+@pytest.mark.parametrize(("text", "task"), [("Cambia lo del taller al viernes", 1), ("Lo del dentista ya está hecho", 2), ("Verschieb das zum Zahnarzt auf Montag", 2)])
+def test_articles_fused_with_a_preposition_pick_no_item(text, task):
+    from scopehub.hub.models import references
+
+    listing = "Today is Sun 2026-12-06.\n#1 llevar el coche al taller\n#2 lo del dentista, zum Zahnarzt"
+    assert references.pick_line(listing, text) == task
