@@ -233,6 +233,11 @@ _REQUEST_START = re.compile(
 )
 
 
+_KEEPING_LEAD = re.compile(
+    r"\b(?:note|notes|save|jot|remember|keep|write|todo|to-do|task|reminder|notiz|notiere|notier|aufgabe|nota|apunta|anota|tarea|prends|tâche)\b", re.I
+)
+
+
 def _changes(function: Mapping[str, Any]) -> bool:
     """Whether a tool stores or changes something: it takes the person's words (a required
     string), or acts on a numbered item and its name does not say it only tells."""
@@ -256,9 +261,12 @@ def _about_oneself(message: str, actions: Iterable[str] = ()) -> bool:
     "let the sales team know ..."), and not a pasted email (whose addresses are someone
     else's words)."""
     words = own_words(message)
+    lead = lead_in(words)
     return (
         bool(words)
         and looks_factual(words)
+        # "take a note: Anna's party is at 8", "Notiz: mein Zählerstand ist ...": a lead-in of keeping asks to keep it
+        and not (lead is not None and _KEEPING_LEAD.search(lead))
         and not _REQUEST_START.match(words)
         and not _opens_with(words, actions)
         and not answers.is_question(words)

@@ -839,3 +839,8 @@ def test_articles_fused_with_a_preposition_pick_no_item(text, task):
 
     listing = "Today is Sun 2026-12-06.\n#1 llevar el coche al taller\n#2 lo del dentista, zum Zahnarzt"
     assert references.pick_line(listing, text) == task
+
+
+@pytest.mark.parametrize("text", ["take a note: Anna's birthday party is at 8pm at Luigi's", "Notiz: mein Zählerstand ist 48213"])
+def test_a_lead_in_of_keeping_keeps_a_statement_it_introduces(planner, agents, text):
+    assert planner.choose(text, tools_of(agents, "notes")) == "save_note"
