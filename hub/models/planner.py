@@ -659,10 +659,12 @@ class Planner:
     def _pick(turn: Turn, function: Mapping[str, Any], number: str, listing: str) -> int | None:
         """The listed item the message speaks of; an optional reference (the email a draft
         answers) falls back to the newest listed one."""
-        texts = [turn.message]
-        if _BACK_REFERENCE.search(turn.message) and turn.last_reply:
-            texts.append(turn.last_reply)
-        picked = references.pick_line(listing, *texts)
+        # The item the message names itself comes first ("draft a reply to Jana saying I'll
+        # return it" right after another email was read: "it" is the form, Jana's email is meant);
+        # only a message that names none is read with the last reply it points back at.
+        picked = references.pick_line(listing, turn.message)
+        if picked is None and _BACK_REFERENCE.search(turn.message) and turn.last_reply:
+            picked = references.pick_line(listing, turn.message, turn.last_reply)
         if picked is None and says_done(turn.message) and len(references.content_words(turn.message)) <= 1:
             # "done!", "Erledigt", "sent it": no item named, so the one the conversation is about.
             picked = _only_item(listing, turn.last_reply)

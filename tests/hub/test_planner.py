@@ -844,3 +844,11 @@ def test_articles_fused_with_a_preposition_pick_no_item(text, task):
 @pytest.mark.parametrize("text", ["take a note: Anna's birthday party is at 8pm at Luigi's", "Notiz: mein Zählerstand ist 48213"])
 def test_a_lead_in_of_keeping_keeps_a_statement_it_introduces(planner, agents, text):
     assert planner.choose(text, tools_of(agents, "notes")) == "save_note"
+
+
+def test_the_item_a_message_names_comes_before_the_one_the_last_reply_showed(planner, agents):
+    read = "Email #1: Appointment confirmation\nFrom: Reed Clinic <reception@reedclinic.example>\nYour appointment is on Tuesday."
+    messages = conversation(("user", "open email number 1"), ("assistant", read), ("user", "draft a reply to Jana saying I'll return it on Tuesday"), system="You are the inbox agent.")
+    listing = "#2 2026-12-06 Jana Novak <jana@school.example>: School trip form\n#1 2026-12-06 Reed Clinic <reception@reedclinic.example>: Appointment confirmation"
+    step = planner.plan(messages + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
+    assert step == Call("draft_reply", {"body": "I'll return it on Tuesday", "email_id": 2})
