@@ -63,7 +63,8 @@ _IMPERATIVE_VERBS = frozenset(
 _DEADLINE_BEFORE_RE = re.compile(
     r"\b(?:by|before|until|till|due|deadline|no later than|latest)\b[^.!?\n]{0,20}$", re.IGNORECASE
 )
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+# Not at a German ordinal date: "am Dienstag, 9. Dezember, kommt ..." is one sentence.
+_SENTENCE_RE = re.compile(r"(?<=[.!?])(?<!\b\d\.)(?<!\b\d\d\.)\s+(?=[A-Z])")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•·]|\d+[.)])\s+")
 
 

@@ -283,7 +283,8 @@ def result_reply(name: str, result: str, question: str = "") -> str:
     return _without_tool_hints(result)
 
 
-_PARTS = re.compile(r"(?<=[.!?])\s+|\n+")
+# Sentences end at ".", "!", "?" (or a line), but not at a German ordinal ("am Dienstag, 9. Dezember, kommt ...").
+_PARTS = re.compile(r"(?<=[.!?])(?<!\b\d\.)(?<!\b\d\d\.)\s+|\n+")
 # What a question asks for besides its words: a moment, an amount, or what someone asked.
 _ASKS_WHEN = re.compile(
     r"\b(?:when|what time|deadline|due|by when|until when|wann|bis wann|welche[nm]? tag|quand|quelle heure|date limite|"

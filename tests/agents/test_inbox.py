@@ -136,3 +136,9 @@ def test_a_request_in_german_french_or_spanish_is_an_action_item() -> None:
     assert _actions("Guten Tag,\nbitte überweisen Sie den Betrag bis Freitag.") == ["bitte überweisen Sie den Betrag bis Freitag."]
     assert _actions("Bonjour,\nle devis s'élève à 2400 euros. Merci de nous confirmer avant le 20 décembre.") == ["Merci de nous confirmer avant le 20 décembre."]
     assert _actions("Hola,\nel curso empieza en enero.") == []
+
+
+def test_a_german_ordinal_date_does_not_cut_an_action_item() -> None:
+    from scopehub.agents.inbox import _actions
+
+    assert _actions("Bitte zahlen Sie bis Freitag, 12. Dezember, die Miete.") == ["Bitte zahlen Sie bis Freitag, 12. Dezember, die Miete."]

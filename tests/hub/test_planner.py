@@ -852,3 +852,10 @@ def test_the_item_a_message_names_comes_before_the_one_the_last_reply_showed(pla
     listing = "#2 2026-12-06 Jana Novak <jana@school.example>: School trip form\n#1 2026-12-06 Reed Clinic <reception@reedclinic.example>: Appointment confirmation"
     step = planner.plan(messages + tool_step("list_emails", {}, listing), tools_of(agents, "inbox"))
     assert step == Call("draft_reply", {"body": "I'll return it on Tuesday", "email_id": 2})
+
+
+def test_a_german_ordinal_date_does_not_end_the_sentence_that_answers():
+    from scopehub.hub.models.answers import _answering_sentence
+
+    read = "Email #1: Ablesung\nFrom: Hausverwaltung <info@hv.example>\nam Montag, 8. Dezember, kommt der Techniker. Bitte seien Sie da."
+    assert _answering_sentence("Wann kommt der Techniker?", read) == "Email #1: Ablesung\nam Montag, 8. Dezember, kommt der Techniker."
