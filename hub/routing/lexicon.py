@@ -607,14 +607,14 @@ TELL_ES = r"avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?"
 _PASS_ON = re.compile(
     r"\b(?:pass|forward|send|hand|give)\s+(?:it|this|that|these|them|this\s+one)\s+(?:on\s+|over\s+|along\s+)?to\b(?!\s+(?:me|us|myself)\b)"
     r"|\b(?:pass|hand)\s+(?:it\s+|this\s+|that\s+)?(?:on|over|along)\s+to\b(?!\s+(?:me|us|myself)\b)|^\s*dispatch\b"
-    r"|\blet\s+(?!(?:me|us|it|him|her|them)\b)(?:the\s+)?[\w-]+(?:\s+team)?\s+know\b"
+    r"|\blet\s+(?!(?:me|us|it|him|her|them)\b)(?!(?-i:[A-ZÀ-Þ])[\w-]+\s+know\b)(?:the\s+)?[\w-]+(?:\s+team)?\s+know\b|\blet\s+(?:the\s+)?[\w-]+\s+team\s+know\b"
     r"|\b(?:tell|notify|ping|inform|ask|warn|send|message|email)\s+(?:the\s+)?[\w-]+\s+team\b"
     r"|\b(?:leite|leit|schick|schicke|reich|reiche|gib|gebe)\s+(?:das|es|dies|sie|ihn|ihm|ihr)\s+(?:bitte\s+)?(?:weiter\s+)?an\s+(?:die|den|das|dem)\b"
     r"|\bweiterleiten\b|\b(?:sag|sage|gib)\s+(?:bitte\s+)?(?:dem|der|den)\s+[\w-]+(?:\s+[\w-]+)?\s+bescheid\b|\b(?:sag|sage)\s+(?:bitte\s+)?(?:dem|der)\s+[\w-]*team\b"
     r"|\b(?:transmets|transmettez|transférer|transfère|fais\s+suivre|faites\s+suivre|passe|envoie)\s+(?:ça|ca|cela|le|la|les|l['’]\s?\w+)\s+(?:à|a|au|aux)\b"
     r"|\b(?:préviens|prévenez|informe|informez|dis|dites)\s+(?:à\s+)?l['’]\s?équipe\b"
     rf"|\b(?:{PASS_ON_ES})\b"
-    rf"|^\s*(?:{TELL_ES})\s+(?:a|al)\s+(?!m[ií]\b)",
+    rf"|^\s*(?:{TELL_ES})\s+(?:a|al)\s+(?!m[ií]\b)(?!(?-i:[A-ZÁÉÍÓÚÑ])[\w'’.-]*\s+que\b)",
     re.I,
 )
 
@@ -669,6 +669,11 @@ _REPLY = re.compile(
     r"|(?:write|send|draft)\s+(?:[\w'’.-]+\s+)?(?:a|an)\s+(?:reply|answer)\b|(?:reply|respond|answer)\s+(?:to\s+)?(?!(?:me|it)\b)\S"
     r"|antworte\w*|schreib\w*\s+(?:[\w'’.-]+\s+){1,3}?zurück\b|schreib\w*\s+(?:[\w'’.-]+\s+)?eine\s+antwort\b"
     r"|r[ée]pon(?:ds|dez|dre)\s+(?:à|a|au|aux)\b|[ée]cri(?:s|vez)\s+(?:à|au|aux)\s+.+\s+que\b"
+    # A person told something, by name: "tell Sam I can't make it", "let Leo know I'll look at
+    # them", "Sag Petra, dass ...", "Dis à Marc que ...", "Dis-leur que ...", "Dile a Sam que ..."
+    r"|(?:tell|let)\s+(?-i:[A-ZÀ-Þ][\w'’.-]*)(?:\s+(?-i:[A-ZÀ-Þ][\w'’.-]*))?(?!\s+team\b)\s+(?:know\b|that\b|i\b|i['’]|we\b|it['’]?s?\b|the\b|they\b|my\b)"
+    r"|sag\w*\s+(?-i:[A-ZÄÖÜ][\w'’.-]*)[,\s]+(?:dass|ich|wir|es)\b|dis\s+(?:à|a)\s+(?-i:[A-ZÀ-Þ][\w'’.-]*)\s+qu|dis-(?:lui|leur)\s+qu"
+    r"|d[ií]le(?:s)?\s+(?:a\s+(?-i:[A-ZÁÉÍÓÚÑ][\w'’.-]*)\s+)?que\b"
     r"|respond[ea]\s+(?:a|al)\b|contesta\w*\s+(?:a|al)\b|resp[oó]nde(?:le|les)\b"
     r")",
     re.I,

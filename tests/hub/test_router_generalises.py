@@ -537,3 +537,14 @@ def test_ones_list_asked_for_the_day_or_in_short_reaches_the_tasks_after_a_note(
     window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
     assert asks_whats_left(text) and route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
     assert not asks_whats_left("what's due on the invoice?") and not asks_whats_left("what's on the note?")
+
+
+@pytest.mark.parametrize("text", ["let Leo know I'll look at them tomorrow", "tell Sam I can't make it", "Sag Leo, dass ich morgen komme", "Dile a Leo que sí"])
+def test_a_person_told_something_by_name_is_a_reply_not_a_dispatch(text):
+    from scopehub.hub.routing.lexicon import asks_reply, passes_on
+
+    assert asks_reply(text) and not passes_on(text)
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
+    assert passes_on("let the sales team know the price list is out") and passes_on("Avisa a soporte de que el portátil no enciende")
+    assert not asks_reply("Tell me a joke") and not asks_reply("tell the design team the logo is ready")
