@@ -298,7 +298,7 @@ _ASKS_AMOUNT = re.compile(
 
 def asks_amount_or_moment(question: str) -> bool:
     """Whether ``question`` asks for an amount ("how much do I owe them?", "Was kostet das?",
-    "C'est combien ?") or a moment ("when is it?", "Wann ist der Termin?")."""
+    "C'est combien ?") or a moment ("when is it?", "Wann ist die Ablesung?")."""
     return bool(_ASKS_AMOUNT.search(question) or _ASKS_WHEN.search(question))
 
 

@@ -50,7 +50,7 @@ _NEED = (
 _KEEP_VERB = (
     r"(?:add|put|stick|create|jot\s+down|write\s+down|note\s+down|note\s+that|note(?=\s+(?:ça|ca|cela|ceci|this|it)\b)|setz(?:e)?|füge?|trag(?:e)?|(?:notiere|notier)(?:\s+dir)?(?:,?\s+dass)?|schreib(?:e)?(?:\s+auf)?|"
     r"ajoute[rz]?|mets|mettre|note\s+que|noter|écris|écrire|añade|añadir|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?|escribe|"
-    # "keep that as a task"; Spanish imperatives carry their pointer: "apúntalo", "añádelo", "ponlo", "anótamelo"
+    # "keep this as a task"; Spanish imperatives carry their pointer: "apúntalo", "añádelo", "ponlo", "anótamelo"
     r"keep(?=\s+(?:that|this|it)\b)|(?:apúnta|anóta|añáde|agréga|guárda|escríbe)(?:me)?(?:lo|la|los|las)|pon(?:me)?(?:lo|la|los|las))"
 )
 _LEAD = re.compile(

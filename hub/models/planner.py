@@ -453,7 +453,7 @@ class Planner:
             # announced, not yet asked; nothing is to be stored, listed or searched for yet.
             return ANSWER
         if says_done(message) and lead_in(message) is None and not extract.opens_keeping(message):
-            # "sent it", "the table is booked", "La banque, c'est fait": something said to be
+            # "sent it", "the car is booked", "La banque, c'est fait": something said to be
             # done is marked done, when a tool of this agent marks things done.
             completing = {name: score for name, score in scores.items() if name.startswith(_COMPLETING)}
             if completing:
@@ -759,7 +759,7 @@ class Planner:
                 # "how much is the trip?" answered just after the email was kept: that email's request.
                 references.kept_reply_asked_about(turn.history, answers.is_question) if _creates(function) else ""
             ) or (
-                # "keep that as a task", "Apúntalo como tarea" right after the email was kept, or a
+                # "keep this as a task", "Apúntalo como tarea" right after the email was kept, or a
                 # turn or two later ("Añade eso a mis tareas" after it was passed on): its request.
                 _recent_kept_email(turn.history) if _creates(function) else ""
             )

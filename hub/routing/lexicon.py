@@ -669,8 +669,8 @@ _REPLY = re.compile(
     r"|(?:write|send|draft)\s+(?:[\w'’.-]+\s+)?(?:a|an)\s+(?:reply|answer)\b|(?:reply|respond|answer)\s+(?:to\s+)?(?!(?:me|it)\b)\S"
     r"|antworte\w*|schreib\w*\s+(?:[\w'’.-]+\s+){1,3}?zurück\b|schreib\w*\s+(?:[\w'’.-]+\s+)?eine\s+antwort\b"
     r"|r[ée]pon(?:ds|dez|dre)\s+(?:à|a|au|aux)\b|[ée]cri(?:s|vez)\s+(?:à|au|aux)\s+.+\s+que\b"
-    # A person told something, by name: "tell Sam I can't make it", "let Leo know I'll look at
-    # them", "Sag Petra, dass ...", "Dis à Marc que ...", "Dis-leur que ...", "Dile a Sam que ..."
+    # A person told something, by name: "tell Sam I can't come on Friday", "let Priya know I'll call
+    # her", "Sag Petra, dass ...", "Dis à Marc que ...", "Dis-leur que ...", "Dile a Sam que ..."
     r"|(?:tell|let)\s+(?-i:[A-ZÀ-Þ][\w'’.-]*)(?:\s+(?-i:[A-ZÀ-Þ][\w'’.-]*))?(?!\s+team\b)\s+(?:know\b|that\b|i\b|i['’]|we\b|it['’]?s?\b|the\b|they\b|my\b)"
     r"|sag\w*\s+(?-i:[A-ZÄÖÜ][\w'’.-]*)[,\s]+(?:dass|ich|wir|es)\b|dis\s+(?:à|a)\s+(?-i:[A-ZÀ-Þ][\w'’.-]*)\s+qu|dis-(?:lui|leur)\s+qu"
     r"|d[ií]le(?:s)?\s+(?:a\s+(?-i:[A-ZÁÉÍÓÚÑ][\w'’.-]*)\s+)?que\b"
