@@ -36,10 +36,20 @@ _SIGN_OFF_RE = re.compile(
 )
 _REQUEST_RE = re.compile(
     r"\b(?:please|pls|kindly|could you|can you|would you|will you|make sure|don't forget|do not forget|remember to|"
-    r"need you to|needs? to be|action required|deadline|no later than|asap|let me know|rsvp)\b",
+    r"need you to|needs? to be|action required|deadline|no later than|asap|let me know|rsvp|"
+    # The same asking in German, French and Spanish: "Bitte ...", "Merci de ...", "Veuillez ...", "Por favor, envíe ...".
+    r"bitte|(?:könnten|können|würden) sie|kannst du|denken sie (?:bitte )?daran|merci de|veuillez|pourriez-vous|pouvez-vous|"
+    r"n'oubliez pas|por favor|podría|podrías|no olvide|le rogamos|confirme)\b",
     re.IGNORECASE,
 )
-_BY_DATE_RE = re.compile(r"\b(?:by|before|until|due)\s+(?:the\s+)?(?:end of|eod|eow|\w+day\b|\d|tomorrow|tonight|today|next|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.IGNORECASE)
+_BY_DATE_RE = re.compile(
+    r"\b(?:by|before|until|due)\s+(?:the\s+)?(?:end of|eod|eow|\w+day\b|\d|tomorrow|tonight|today|next|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+    # "bis Freitag", "bis zum 15.", "avant le 20 décembre", "avant vendredi", "antes del lunes", "antes del 5"
+    r"|\b(?:bis|vor)\s+(?:zum\s+|spätestens\s+|ende\s+)?(?:\w+tag\b|mittwoch|\d|morgen|nächste)"
+    r"|\b(?:avant|d'ici)\s+(?:le\s+|la\s+fin\s+)?(?:lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche|\d|demain)"
+    r"|\b(?:antes\s+del?|hasta\s+el|para\s+el)\s+(?:lunes|martes|miércoles|jueves|viernes|sábado|domingo|\d|día)",
+    re.IGNORECASE,
+)
 # Lines that start with one of these verbs read as instructions ("Send the slides", "Sign here").
 _IMPERATIVE_VERBS = frozenset(
     {
@@ -53,7 +63,8 @@ _IMPERATIVE_VERBS = frozenset(
 _DEADLINE_BEFORE_RE = re.compile(
     r"\b(?:by|before|until|till|due|deadline|no later than|latest)\b[^.!?\n]{0,20}$", re.IGNORECASE
 )
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+# Not at a German ordinal date: "am Dienstag, 9. Dezember, kommt ..." is one sentence.
+_SENTENCE_RE = re.compile(r"(?<=[.!?])(?<!\b\d\.)(?<!\b\d\d\.)\s+(?=[A-Z])")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•·]|\d+[.)])\s+")
 
 

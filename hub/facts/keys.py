@@ -127,8 +127,9 @@ _OWN_I18N: tuple[tuple[re.Pattern[str], str | None], ...] = (
                 rf"|\b(?:yo\s+)?(?:vivo|resido)\b(?:\s+{_W}){{0,4}}?\s+en\b", re.I), "home"),
     (re.compile(r"\b(?:ich\s+)?arbeite\s+(?:bei|für)\b|\bje\s+travaille\s+(?:chez|pour)\b|\b(?:yo\s+)?trabajo\s+(?:para|con)\b", re.I), "employer"),
     (re.compile(r"\b(?:ich\s+)?arbeite\s+(?:in|im|am)\b|\bje\s+travaille\s+(?:à|a|en|au|dans)\b|\b(?:yo\s+)?trabajo\s+en\b", re.I), "office"),
-    (re.compile(rf"\b(?:mein|meine)\s+(?P<attr>{_W})\s+(?:heißt|ist)\s+\S|\b(?:mon|ma)\s+(?P<attr2>{_W})\s+(?:s'appelle|est)\s+\S"
-                rf"|\bmi\s+(?P<attr3>{_W})\s+(?:se\s+llama|es)\s+\S", re.I), None),
+    # "mon numéro de téléphone est ...", "mi número de teléfono es ...": the thing named may take a "de ..."
+    (re.compile(rf"\b(?:mein|meine)\s+(?P<attr>{_W})\s+(?:heißt|ist)\s+\S|\b(?:mon|ma)\s+(?P<attr2>{_W})(?:\s+d[e']\s*{_W})?\s+(?:s'appelle|est)\s+\S"
+                rf"|\bmi\s+(?P<attr3>{_W})(?:\s+de\s+{_W})?\s+(?:se\s+llama|es)\s+\S", re.I), None),
 )
 
 

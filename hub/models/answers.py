@@ -128,10 +128,28 @@ def tidy(text: str, sentences: int = 2) -> str:
     return " ".join(parts[:sentences]).strip()
 
 
-def usable(answer: str, earlier: Iterable[str], tool_names: Iterable[str] = ()) -> bool:
+# A reply to thanks ("you're welcome", "glad you found my help helpful", "I'm glad you enjoyed
+# ...") fits only a message that thanks; after "hi there" or "c'est fait" it answers nothing said.
+_WELCOMING = re.compile(
+    r"\b(?:you(?:'re|’re| are)\s+(?:very\s+|most\s+|so\s+)?welcome|glad\s+(?:you|i\s+could)"
+    r"|my\s+pleasure|gern\s+geschehen|keine\s+ursache|de\s+rien|avec\s+plaisir|de\s+nada|no\s+hay\s+de\s+qu[ée])\b",
+    re.I,
+)
+_THANKS = re.compile(r"\b(?:thanks?|thank\s+you|thx|ty|cheers|ta|danke\w*|merci|gracias|grazie|obrigad[oa])\b", re.I)
+
+
+def answers_thanks_not_given(answer: str, message: str) -> bool:
+    """Whether ``answer`` replies to thanks that ``message`` does not give."""
+    return bool(_WELCOMING.search(answer)) and not _THANKS.search(message)
+
+
+def usable(answer: str, earlier: Iterable[str], tool_names: Iterable[str] = (), message: str | None = None) -> bool:
     """Whether the model's words may be sent: not empty, no apology or refusal, no claim of
-    an action (no tool ran), no internal tool name, no copy of an earlier message."""
+    an action (no tool ran), no internal tool name, no copy of an earlier message, and (given
+    the ``message`` it answers) no reply to thanks nobody gave."""
     if not answer or _NON_ANSWER.search(answer) or _CLAIMED_ACTION.search(answer):
+        return False
+    if message is not None and answers_thanks_not_given(answer, message):
         return False
     names = set(tool_names)
     if any(word in names for word in _INTERNAL_NAME.findall(answer)):
@@ -166,9 +184,24 @@ def _facts(block: str) -> list[str]:
     return [match["text"] for line in block.splitlines() if (match := _FACT_LINE.match(line.strip()))]
 
 
+# Forms of "to be" in German, French and Spanish ("Wie war meine Nummer?"): they ask nothing of a fact.
+_COPULAS = frozenset({"ist", "war", "sind", "waren", "wäre", "est", "était", "sont", "étaient", "era", "eran", "fue", "son", "está", "estaba"})
+COMPOUND_PART = 4  # letters of a word a German compound may end with ("Nummer" in "Telefonnummer")
+
+
 def _asked_words(question: str) -> dict[str, set[str]]:
     """Each content word of the question with the words a fact may say it in."""
-    return {word: {word, *(stem(item) for item in _ASKED_BY_STEM.get(word, ()))} for word in content_words(question)}
+    return {
+        word: {word, *(stem(item) for item in _ASKED_BY_STEM.get(word, ()))}
+        for word in content_words(question)
+        if word not in _COPULAS
+    }
+
+
+def _says(forms: set[str], have: set[str]) -> bool:
+    """Whether a fact's words ``have`` say one of ``forms``: the word itself, or a compound
+    ending with it ("Telefonnummer" says "Nummer", "Handynummer" too)."""
+    return bool(forms & have) or any(len(form) >= COMPOUND_PART and word.endswith(form) for form in forms for word in have)
 
 
 def _second_person(fact: str) -> str:
@@ -192,7 +225,7 @@ def answer_from_facts(question: str, facts_block: str, *, whole: bool = False) -
     best, best_score = None, 0
     for fact in _facts(facts_block):
         have = content_words(fact)
-        score = sum(1 for forms in wanted.values() if forms & have)
+        score = sum(1 for forms in wanted.values() if _says(forms, have))
         if score > best_score:
             best, best_score = fact, score
     if best is None or (whole and best_score < len(wanted)):
@@ -250,14 +283,85 @@ def result_reply(name: str, result: str, question: str = "") -> str:
     return _without_tool_hints(result)
 
 
-_PARTS = re.compile(r"(?<=[.!?])\s+|\n+")
+# Sentences end at ".", "!", "?" (or a line), but not at a German ordinal ("am Dienstag, 9. Dezember, kommt ...").
+_PARTS = re.compile(r"(?<=[.!?])(?<!\b\d\.)(?<!\b\d\d\.)\s+|\n+")
 # What a question asks for besides its words: a moment, an amount, or what someone asked.
 _ASKS_WHEN = re.compile(
     r"\b(?:when|what time|deadline|due|by when|until when|wann|bis wann|welche[nm]? tag|quand|quelle heure|date limite|"
     r"cuándo|cuando|a qué hora|plazo|vence|vencimiento)\b",
     re.I,
 )
-_ASKS_AMOUNT = re.compile(r"\b(?:how much|how many|cost|costs|price|wie ?viel|combien|cuánto|cuánta|cuanto|precio)\b", re.I)
+_ASKS_AMOUNT = re.compile(
+    r"\b(?:how much|how many|cost|costs|price|wie ?viel|kostet|kosten|combien|coûte|coute|cuánto|cuánta|cuanto|cuesta|precio)\b", re.I
+)
+
+
+def asks_amount_or_moment(question: str) -> bool:
+    """Whether ``question`` asks for an amount ("how much do I owe them?", "Was kostet das?",
+    "C'est combien ?") or a moment ("when is it?", "Wann ist die Ablesung?")."""
+    return bool(_ASKS_AMOUNT.search(question) or _ASKS_WHEN.search(question))
+
+
+def without_asking(question: str) -> str:
+    """``question`` without the words that ask for an amount or a moment ("how much", "wann")."""
+    return _ASKS_WHEN.sub(" ", _ASKS_AMOUNT.sub(" ", question))
+
+
+# Small talk, by kind, and its plain answer per language: what is said when the model's own
+# words do not answer (a greeting answered "you're welcome", a goodbye with a refusal).
+_SMALL_TALK = (
+    (
+        re.compile(r"\b(?:how are you|how(?:'s|’s| is) it going|how are things|wie geht|comment (?:ça|ca) va|comment vas-tu|comment allez-vous|ça va\s*\?|qu[ée] tal|c[óo]mo est[áa]s?)", re.I),
+        {"en": "I'm fine, thanks! How can I help?", "de": "Mir geht's gut, danke! Wie kann ich helfen?",
+         "fr": "Ça va bien, merci ! Comment puis-je aider ?", "es": "¡Bien, gracias! ¿En qué puedo ayudar?"},
+    ),
+    (
+        _THANKS,
+        {"en": "You're welcome!", "de": "Gern geschehen!", "fr": "Avec plaisir !", "es": "¡De nada!"},
+    ),
+    (
+        re.compile(r"\b(?:bye|goodbye|see you|good night|tschüss|tschüs|ciao|bis bald|gute nacht|au revoir|à bientôt|bonne (?:soirée|nuit)|adiós|adios|hasta (?:luego|pronto|mañana))\b", re.I),
+        {"en": "Bye, see you soon!", "de": "Tschüss, bis bald!", "fr": "Au revoir, à bientôt !", "es": "¡Adiós, hasta pronto!"},
+    ),
+    (
+        re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|yo|morning|evening|good\s+(?:morning|afternoon|evening)|hallo|moin|servus|grüß\s+dich|guten\s+(?:morgen|tag|abend)"
+                   r"|salut|bonjour|bonsoir|coucou|hola|buenos\s+días|buenas(?:\s+tardes|\s+noches)?)\b", re.I),
+        {"en": "Hello! How can I help you today?", "de": "Hallo! Wie kann ich helfen?",
+         "fr": "Bonjour ! Comment puis-je vous aider ?", "es": "¡Hola! ¿En qué puedo ayudarte?"},
+    ),
+)  # fmt: skip
+
+
+def small_talk_reply(message: str) -> str | None:
+    """The plain answer to a greeting, a thanks, a goodbye or a "how are you" in the message's
+    language (English where it is none of German, French, Spanish); None for anything else."""
+    from scopehub.hub.routing.lexicon import language_of
+
+    language = language_of(message)
+    if language not in ("de", "fr", "es"):
+        # A word or two ("Moin", "Salut !", "¡Hola!") is too short to tell the language by; its greeting tells it.
+        said = {stem(word) for word in re.findall(r"[^\W\d_]+", message.lower())}
+        language = next((lang for lang, words in _GREETING_LANGUAGE.items() if said & words), language)
+    for pattern, replies in _SMALL_TALK:
+        if pattern.search(message):
+            return replies.get(language, replies["en"])
+    return None
+
+
+SMALL_TALK_WORDS = 3  # at most this many words: "hi there", "Buenas tardes", "thanks, bye", "Merci, bonne soirée"
+
+
+def is_small_talk(message: str) -> bool:
+    """Whether the whole message is a greeting, a thanks, a goodbye or a "how are you" (a few
+    words, one of those kinds): nothing to store, list or search for."""
+    return len(message.split()) <= SMALL_TALK_WORDS and small_talk_reply(message) is not None
+
+
+_GREETING_LANGUAGE = {
+    "de": {stem(w) for w in ("hallo", "moin", "servus", "guten", "danke", "tschüss", "tschüs", "geht")},
+    "fr": {stem(w) for w in ("salut", "bonjour", "bonsoir", "coucou", "merci", "revoir", "ça")},
+    "es": {stem(w) for w in ("hola", "buenos", "buenas", "gracias", "adiós", "hasta", "qué", "tal")},
+}
 _ASKS_REQUEST = re.compile(
     r"\b(?:want|wants|wanted|ask|asks|asked|need|needs|needed|request|wollte|will|möchte|braucht|verlangt|demande|demandé|veut|voulait|"
     r"quería|quiere|pide|pidió|necesita)\b",
@@ -281,7 +385,9 @@ def _answering_sentence(question: str, result: str) -> str | None:
     body = "\n".join(line for line in rest if not is_header_line(line))
     naming = content_words(" ".join([head, *header]))  # the words that say which email it is
     best = _best_sentence(question, body, naming)
-    return None if best is None else f"{head}\n{best}"
+    if best is None:
+        return None
+    return f"{head}\n{best}"
 
 
 def _best_sentence(question: str, body: str, naming: set[str]) -> str | None:

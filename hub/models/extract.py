@@ -49,10 +49,12 @@ _NEED = (
 # The verb of a request to keep something, first ("add", "setz", "ajoute", "apunta que").
 _KEEP_VERB = (
     r"(?:add|put|stick|create|jot\s+down|write\s+down|note\s+down|note\s+that|note(?=\s+(?:ça|ca|cela|ceci|this|it)\b)|setz(?:e)?|füge?|trag(?:e)?|(?:notiere|notier)(?:\s+dir)?(?:,?\s+dass)?|schreib(?:e)?(?:\s+auf)?|"
-    r"ajoute[rz]?|mets|mettre|note\s+que|noter|écris|écrire|añade|añadir|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?|escribe)"
+    r"ajoute[rz]?|mets|mettre|note\s+que|noter|écris|écrire|añade|añadir|agrega|pon|apunta(?:\s+que)?|anota(?:\s+que)?|escribe|"
+    # "keep this as a task"; Spanish imperatives carry their pointer: "apúntalo", "añádelo", "ponlo", "anótamelo"
+    r"keep(?=\s+(?:that|this|it)\b)|(?:apúnta|anóta|añáde|agréga|guárda|escríbe)(?:me)?(?:lo|la|los|las)|pon(?:me)?(?:lo|la|los|las))"
 )
 _LEAD = re.compile(
-    rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+(?:{_FILLER}\s+)*)?(?:{_KEEP_VERB}\s+(?:{_FILLER}\s+)?)?",
+    rf"^\s*(?:{_FILLER}[,!\s]+)*(?:{_ASK}\s+)?(?:{_FILLER}[,\s]+)*(?:{_NEED}\s+(?:{_FILLER}\s+)*)?(?:{_KEEP_VERB}(?:\s+|$)(?:{_FILLER}\s+)?)?",
     re.I,
 )
 # The same opening up to the keep verb ("can you add", "I need to put", "Apunta que"): a
@@ -68,7 +70,8 @@ _PLACE = (
 _CLOSING = re.compile(
     rf"(?:[,;]?\s*(?:and\s+|und\s+|et\s+|y\s+)?(?:please\s+)?(?:put|add|set|write|save|setz|setze|füge|mets|ajoute|pon|añade)\s+"
     rf"(?:it|that|this|them|das|es|le|la|lo)\s+(?:on|to|in|onto|auf|zu|in|sur|à|dans|en|a)\s+(?:{_PLACE})(?:\s+hinzu)?"
-    rf"|[,;]?\s*(?:(?:and\s+)?(?:put|add|set|save|write)\s+(?:it|that|this)\s+)?(?:as\s+a\s+(?:task|to-?do|note))"
+    rf"|[,;]?\s*(?:(?:and\s+)?(?:put|add|set|save|write)\s+(?:it|that|this)\s+)?(?:as\s+a\s+(?:task|to-?do|note)"
+    rf"|como\s+(?:una\s+)?(?:tarea|nota|pendiente)|comme\s+(?:une\s+)?(?:tâche|note)|als\s+(?:eine\s+)?(?:aufgabe|notiz|todo))"
     rf"|[,;]?\s*please"
     rf"|\s+(?:on|to|in|onto|into|auf|zu|sur|à|dans|en|a)\s+(?:{_PLACE})(?:\s+hinzu(?:fügen)?|\s+setzen|\s+schreiben)?)\s*[.!?]*\s*$",
     re.I,
@@ -269,6 +272,20 @@ def item_nouns(message: str) -> set[str] | None:
     return nouns
 
 
+# German puts the verb last: "... auf meine Liste setzen", "'Fenster putzen' hinzufügen", "... notieren".
+_ENDS_KEEPING = re.compile(
+    r"\b(?:(?:auf|in|zu)\s+(?:meine[rn]?|die|der)\s+\w*(?:liste|aufgaben)\s+(?:setzen|schreiben|packen|tun|nehmen|aufnehmen|eintragen)"
+    r"|hinzufügen|hinzuzufügen|aufschreiben|notieren|eintragen|aufnehmen)\s*[?.!]*\s*$",
+    re.I,
+)
+
+
+def ends_keeping(message: str) -> bool:
+    """Whether the message ends with a German verb of keeping ("... auf meine Liste setzen",
+    "... hinzufügen", "... notieren"): the verb-last form of "add" and "note"."""
+    return _ENDS_KEEPING.search(message) is not None
+
+
 def opens_keeping(message: str) -> bool:
     """Whether the message opens with a verb of keeping something ("add", "put", "jot down",
     "note that", "setz", "ajoute", "apunta que"), after "please", "can you", "I need to"."""
@@ -318,7 +335,7 @@ def arguments_for(
     text = message
     if earlier:
         own = free_text(_POINTERS.sub(" ", message), anchors, framing)
-        if content_words(own) and not _POINTERS.fullmatch(own):
+        if content_words(_POINTING.sub(" ", _LEAD.sub("", own, count=1))) and not _POINTERS.fullmatch(own):
             # "put the appointment from that email on my tasks": the item is the message's,
             # the day the email's when the message names none.
             text = own
@@ -362,6 +379,9 @@ def arguments_for(
     return arguments
 
 
+# Words that only point back, in the four languages ("Ajoute ça à mes tâches", "Apunta eso"),
+# and the particles of their verbs ("write that down", "Schreib das auf"): no item of the message's own.
+_POINTING = re.compile(r"(?<!\w)(?:that|this|it|them|das|es|dies|ça|ca|cela|ceci|eso|esto|lo|la|down|up|auf)(?!\w)", re.I)
 # Words that point at an email's request rather than name an item.
 _POINTERS = re.compile(
     r"\b(?:the\s+(?:thing|stuff|task|request)\s+|what\s+)(?:[\w'’]+\s+){0,2}?(?:asked|asks|wants?|wanted|needs?|needed|requested)"

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scopehub.hub.facts.grounding import own_words
-from scopehub.hub.facts.keys import looks_factual
+from scopehub.hub.facts.keys import looks_factual, own_key_i18n
 from scopehub.hub.models import answers, extract, references
 from scopehub.hub.models.grammar import (
     arguments_grammar,
@@ -53,11 +53,15 @@ from scopehub.hub.models.turns import Turn, clip, split_turn, text_of
 from scopehub.hub.routing.classifier import AgentProfile, LocalClassifier, lead_in
 from scopehub.hub.routing.lexicon import (
     about_the_bot,
+    adds_something,
+    announces_question,
     language_of,
     looks_like_email,
+    moves_to_a_day,
     opens_addition,
     readable,
     says_done,
+    states_duty,
     without_addition,
     without_politeness,
 )
@@ -78,6 +82,7 @@ SEMANTIC_WEIGHT = 0.3
 # Nearest examples averaged per tool (the router averages 3 per agent). Same folds, 317
 # phrasings: 1 -> 0.791, 2 -> 0.829, 3 -> 0.851, 5 -> 0.858, 8 -> 0.861, 12 -> 0.851.
 NEAREST_EXAMPLES = 8
+ASKED_WORDS = 2  # words of an amount or a moment asked of the email itself ("¿Cuánto hay que pagar?": "pagar")
 TOOL_ODDS = 2.0  # how much likelier than a reply in words a tool must be to be called
 ANSWER_TOKENS = 40
 # Utterances of the "reply in words" class: greetings, thanks, questions about the bot, and
@@ -102,7 +107,9 @@ ANSWER_DEMOS = (
 # capitalised noun is an article: "das Auto").
 _BACK_REFERENCE = re.compile(
     r"\b(?:(?:that|it)(?!['’]s\b| is\b)|this|those|these|them|above|same|last one|previous"
-    r"|das(?!\s+(?-i:[A-ZÄÖÜ]))|dies|ça|cela|ceci|eso|esto)\b",
+    r"|das(?!\s+(?-i:[A-ZÄÖÜ]))|dies|ça|cela|ceci|eso|esto)\b"
+    # A Spanish imperative carries its pointer: "apúntalo", "añádelo", "ponlo", "guárdamelo".
+    r"|\b[^\W\d_]*[áéíóú][^\W\d_]*?[aei](?:me|te|se|nos)?(?:lo|la|los|las)\b|\bpon(?:me)?(?:lo|la|los|las)\b",
     re.I,
 )
 # A request to keep what was just said, at the end of it: "Mohammed called, the boiler gets
@@ -191,6 +198,26 @@ _LOOK_UP = re.compile(
 )
 # Tools whose names say they remove something (the built-in agents' convention).
 _REMOVING = ("delete_", "cancel_", "remove_", "drop_")
+# A new name given ("rename the slides task to ...", "benenne ... um in ...", "renomme ... en ...",
+# "cambia el nombre de ... a ..."): what follows is the item's new title.
+_RENAMED = re.compile(
+    r"\b(?:rename|retitle)\b.*?\s(?:to|as)\s+(?P<new>.+)$|\b(?:benenn\w*)\b.*?\s(?:um\s+)?in\s+(?P<new_de>.+?)(?:\s+um)?$"
+    r"|\brenomm\w*\b.*?\s(?:en)\s+(?P<new_fr>.+)$|\bcambia\s+el\s+nombre\b.*?\s(?:a|por)\s+(?P<new_es>.+)$",
+    re.I,
+)
+# Something changed into something else, not to a day ("change the milk to oat milk",
+# "ändere die Milch in Hafermilch", "change le pain en baguette", "cambia el pan por pan integral").
+_CHANGED_TO = re.compile(
+    r"\b(?:change|switch|turn)\b.*?\s(?:to|into)\s+(?P<new>.+)$|\b(?:ändere|änder|mach)\b.*?\s(?:in|zu)\s+(?P<new_de>.+)$"
+    r"|\bchange\b.*?\s(?:en|par)\s+(?P<new_fr>.+)$|\bcambia\b.*?\s(?:por)\s+(?P<new_es>.+)$",
+    re.I,
+)
+# Tools whose names say they answer someone (the built-in agents' convention).
+_REPLYING = ("draft_", "reply_", "answer_")
+# Tools whose names say they change an item (the built-in agents' convention).
+_EDITING = ("edit_", "update_", "move_", "reschedule_")
+# Tools whose names say they mark something done (the built-in agents' convention).
+_COMPLETING = ("complete_", "finish_", "done_", "tick_")
 # What is no longer wanted, in English, German, French and Spanish.
 _NO_LONGER_WANTED = re.compile(
     r"\b(?:(?:do not|don['’]t|no longer|never)\s+need\b.*\b(?:anymore|any more|any longer)\b|no need (?:for|to)\b|no longer need|"
@@ -203,6 +230,11 @@ _REQUEST_START = re.compile(
     r"(?:add|put|write|draft|reply|answer|send|remind|set|cancel|delete|remove|show|list|tell|find|search|note|save|keep|"
     r"jot|mark|complete|tick|move|change|rename|book|ping|ask|hand|open|read)\b",
     re.I,
+)
+
+
+_KEEPING_LEAD = re.compile(
+    r"\b(?:note|notes|save|jot|remember|keep|write|todo|to-do|task|reminder|notiz|notiere|notier|aufgabe|nota|apunta|anota|tarea|prends|tâche)\b", re.I
 )
 
 
@@ -229,9 +261,12 @@ def _about_oneself(message: str, actions: Iterable[str] = ()) -> bool:
     "let the sales team know ..."), and not a pasted email (whose addresses are someone
     else's words)."""
     words = own_words(message)
+    lead = lead_in(words)
     return (
         bool(words)
         and looks_factual(words)
+        # "take a note: Anna's party is at 8", "Notiz: mein Zählerstand ist ...": a lead-in of keeping asks to keep it
+        and not (lead is not None and _KEEPING_LEAD.search(lead))
         and not _REQUEST_START.match(words)
         and not _opens_with(words, actions)
         and not answers.is_question(words)
@@ -410,6 +445,23 @@ class Planner:
             # keep_email keeps the message itself: one that is no email ("Combien il faut
             # donner pour la sortie ?", "Tengo que enviar la copia del DNI") would be kept as one.
             scores.pop(KEEP_EMAIL)
+        if answers.is_small_talk(message) and not adds_something(message):
+            # "Servus", "Buenas tardes", "thanks, bye": words the examples may not say, answered in words.
+            return ANSWER
+        if announces_question(message):
+            # "Just wanted to ask about the invoice", "Ich wollte mal fragen ...": a question
+            # announced, not yet asked; nothing is to be stored, listed or searched for yet.
+            return ANSWER
+        if says_done(message) and lead_in(message) is None and not extract.opens_keeping(message):
+            # "sent it", "the car is booked", "La banque, c'est fait": something said to be
+            # done is marked done, when a tool of this agent marks things done.
+            completing = {name: score for name, score in scores.items() if name.startswith(_COMPLETING)}
+            if completing:
+                return max(completing, key=lambda name: completing[name])
+        if states_duty(message):
+            # "Tengo que enviar la copia del DNI", "I have to call the bank": a duty of one's own
+            # asks no reply to anyone, whatever email the conversation is about.
+            scores = {name: score for name, score in scores.items() if not name.startswith(_REPLYING)} or scores
         if _NO_LONGER_WANTED.search(message):
             # "I don't need the oven reminder anymore", "no need to remind me about the bins":
             # what is no longer wanted is removed, when a tool of this agent removes things.
@@ -440,6 +492,19 @@ class Planner:
                     # read, never changed: of the rest, only the readers.
                     readers = {str(f.get("name")) for f in functions if reads(f)}
                     scores = {name: score for name, score in scores.items() if name in readers or name == ANSWER} or scores
+        if moves_to_a_day(message):
+            # "mets les livres à samedi", "pon lo del pan el sábado", "Setz den Zahnarzt auf Montag":
+            # a verb that also keeps, before a day, moves an item when a tool of this agent edits one.
+            editing = {name: score for name, score in scores.items() if name.startswith(_EDITING)}
+            if editing:
+                return max(editing, key=lambda name: editing[name])
+        if extract.ends_keeping(message) and not extract.opens_keeping(message):
+            # "(Kannst du) 'Winterreifen montieren' auf meine Liste setzen?": German's verb last
+            # keeps something new, asked as a question or not; it lists nothing.
+            creating = {str(f.get("name")) for f in functions if _creates(f) and f.get("name") != KEEP_EMAIL}
+            kept = {name: score for name, score in scores.items() if name in creating}
+            if kept:
+                return max(kept, key=lambda name: kept[name])
         if (lead_in(message) is not None or extract.opens_keeping(message)) and not answers.is_question(message):
             # "note: call the bank", "new task: ...", "put what Ram asked for on my list": a
             # lead-in, or a verb of keeping that opens the request, asks to store or to act,
@@ -464,12 +529,29 @@ class Planner:
                 ]
                 if readers:
                     return readers[0]
+            if (
+                answers.asks_amount_or_moment(message)
+                and not any(extract.items_said(message))
+                and (_BACK_REFERENCE.search(message) or len(_own_words_asked(message)) <= ASKED_WORDS)
+            ):
+                # "how much do I owe them?", "Was kostet das?", "C'est combien ?", "¿Cuánto voy a
+                # pagar?": an amount or a moment asked of the email (pointing at it, or in a few
+                # words no email need say) where an email reader is offered is read from the
+                # email (the newest), not searched for in the person's words. A longer question
+                # ("Combien il faut donner pour la sortie ?") names what the search finds.
+                readers = [
+                    str(f.get("name")) for f in functions
+                    if str(f.get("name")).startswith(_TELLING) and references.number_parameter(f) is not None and _EMAILS.search(str(f.get("name")).replace("_", " "))
+                ]
+                if readers:
+                    return readers[0]
         elif _about_oneself(message, self._actions(functions)) and (
-            readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER
+            readable(message) or max(scores, key=lambda name: scores[name]) == ANSWER or own_key_i18n(own_words(message)) is not None
         ):
             # "my phone number is 555 0142" tells; it asks for no tool. The key reader reads
             # English only, and takes any "mein", "mes", "mi" elsewhere for a statement about
-            # oneself ("Zeig mir meine Notizen"): there, the classifier must agree.
+            # oneself ("Zeig mir meine Notizen"): there, the classifier must agree, unless the
+            # statement has the shape of one ("Mi número de teléfono es ...", "Mein Mann heißt ...").
             return ANSWER
         elif not _LOOK_UP.search(message):
             # A request that is no question ("jot down the recipe", "I did the laundry") asks
@@ -577,10 +659,12 @@ class Planner:
     def _pick(turn: Turn, function: Mapping[str, Any], number: str, listing: str) -> int | None:
         """The listed item the message speaks of; an optional reference (the email a draft
         answers) falls back to the newest listed one."""
-        texts = [turn.message]
-        if _BACK_REFERENCE.search(turn.message) and turn.last_reply:
-            texts.append(turn.last_reply)
-        picked = references.pick_line(listing, *texts)
+        # The item the message names itself comes first ("draft a reply to Jana saying I'll
+        # return it" right after another email was read: "it" is the form, Jana's email is meant);
+        # only a message that names none is read with the last reply it points back at.
+        picked = references.pick_line(listing, turn.message)
+        if picked is None and _BACK_REFERENCE.search(turn.message) and turn.last_reply:
+            picked = references.pick_line(listing, turn.message, turn.last_reply)
         if picked is None and says_done(turn.message) and len(references.content_words(turn.message)) <= 1:
             # "done!", "Erledigt", "sent it": no item named, so the one the conversation is about.
             picked = _only_item(listing, turn.last_reply)
@@ -604,9 +688,20 @@ class Planner:
                 for key, schema in properties.items()
                 if isinstance(schema, Mapping) and extract.is_date_parameter(key, schema)
             ]
-            return Call(
-                name, {number: picked, dated[0]: day} if day and dated else {number: picked}
-            )
+            arguments: dict[str, Any] = {number: picked}
+            if day and dated:
+                arguments[dated[0]] = day
+            renamed = _RENAMED.search(turn.message)
+            new_name = next((group for group in renamed.groups() if group), "") if renamed else ""
+            changed = _CHANGED_TO.search(turn.message)
+            if not new_name and changed and not day and extract.date_of(changed["new"])[0] is None:
+                # "change the milk to oat milk", "ändere die Milch in Hafermilch": no day, so a new name.
+                new_name = next((group for group in changed.groups() if group), "")
+            titled = [key for key, schema in properties.items() if isinstance(schema, Mapping) and key in ("title", "text", "name")]
+            if titled and references.content_words(new_name):
+                # "rename the slides task to prepare slides and handout": the new name is the change.
+                arguments[titled[0]] = new_name.strip(" .!")
+            return Call(name, arguments)
         step = self._arguments(turn, rest)
         return _adding(step, {number: picked})
 
@@ -663,6 +758,10 @@ class Planner:
             email = references.kept_reply_of_read(turn.history, turn.last_reply) or (
                 # "how much is the trip?" answered just after the email was kept: that email's request.
                 references.kept_reply_asked_about(turn.history, answers.is_question) if _creates(function) else ""
+            ) or (
+                # "keep this as a task", "Apúntalo como tarea" right after the email was kept, or a
+                # turn or two later ("Añade eso a mis tareas" after it was passed on): its request.
+                _recent_kept_email(turn.history) if _creates(function) else ""
             )
         if earlier and not email:
             # The message points back at the last reply ("put that on my tasks"): unless it
@@ -785,7 +884,7 @@ class Planner:
             known = answers.answer_from_facts(message, turn.facts)
             if known is not None:
                 return Reply(known)
-            if not _small_talk(message) and not _BACK_REFERENCE.search(message):
+            if not _small_talk(message) and (not _BACK_REFERENCE.search(message) or answers.asks_amount_or_moment(message)):
                 # The hub runs search_memory also where it was not offered: a question about
                 # something kept gets the item, not the model's guess.
                 return Call(SEARCH, {"query": message})
@@ -820,11 +919,14 @@ class Planner:
 
         def second(text: str) -> Step:
             answer = answers.tidy(text)
-            return Reply(answer if answers.usable(answer, earlier_texts, names) else answers.CANNOT)
+            if answers.usable(answer, earlier_texts, names, message=message):
+                return Reply(answer)
+            # A greeting, a thanks, a goodbye gets its plain answer in the person's language; else the honest "can't".
+            return Reply(answers.small_talk_reply(message) or answers.CANNOT)
 
         def finish(text: str) -> Step:
             answer = answers.tidy(text)
-            if answers.usable(answer, earlier_texts, names):
+            if answers.usable(answer, earlier_texts, names, message=message):
                 return Reply(answer)
             # No answer (a copy, an apology, a tool's name): write again, alone and less greedily.
             return Generate(prompt=alone, finish=second, purpose="retry", temperature=0.7, **words)
@@ -846,6 +948,17 @@ class Planner:
         return "\n\n".join(parts)
 
 
+RECENT_TURNS = 6  # messages back (three exchanges) a pointer may still mean the email kept there
+
+
+def _recent_kept_email(history: Sequence[Mapping[str, Any]]) -> str:
+    """The newest "Kept email #N" reply among the last :data:`RECENT_TURNS` messages; '' without one."""
+    for item in reversed(list(history)[-RECENT_TURNS:]):
+        if item.get("role") == "assistant" and references.is_kept_email(str(item.get("content") or "")):
+            return str(item["content"])
+    return ""
+
+
 def _only_item(listing: str, last_reply: str) -> int | None:
     """The one listed item the last reply names ("Added #3 ..."), or the listing's only item; None else."""
     listed = [int(found[1]) for line in listing.splitlines() if (found := re.match(r"^#(\d+)\b", line.strip()))]
@@ -853,6 +966,12 @@ def _only_item(listing: str, last_reply: str) -> int | None:
     if len(named) == 1:
         return named.pop()
     return listed[0] if len(listed) == 1 else None
+
+
+def _own_words_asked(question: str) -> set[str]:
+    """The question's content words of four letters or more, less the words that ask for an
+    amount or a moment ("combien", "cuánto", "wann"): what it names besides asking."""
+    return {word for word in references.content_words(answers.without_asking(question)) if len(word) > 3}
 
 
 def _small_talk(message: str) -> bool:

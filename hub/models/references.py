@@ -29,7 +29,11 @@ _NOT_CONTENT = frozenset(
     ["a", "an", "the", "this", "that", "these", "those", "it", "its", "my", "me", "mine", "your", "our", "to", "of", "for", "on", "in", "at", "by", "with", "and", "or", "but", "is", "are", "was", "be", "been", "am", "i", "you", "we", "he", "she", "they", "them", "him", "her", "his", "their", "there", "here", "what", "which", "who", "whom", "whose", "when", "where", "how", "please", "can", "could", "would", "will", "shall", "should", "do", "does", "did", "done", "have", "has", "had", "just", "also", "still", "already", "now", "then", "task", "tasks", "todo", "to-do", "list", "note", "notes", "email", "emails", "mail", "mails", "reminder", "reminders", "item", "items", "one", "ones", "thing", "mark", "marked", "tick", "ticked", "check", "checked", "off", "complete", "completed", "finish", "finished", "finishing", "close", "closed", "delete", "deleted", "remove", "removed", "drop", "cancel", "cancelled", "canceled", "scrap", "stop", "forget", "get", "rid", "read", "open", "show", "see", "tell", "say", "saying", "reply", "answer", "write", "draft", "short", "quick", "polite", "back", "about", "again", "number", "entry", "move", "change", "rename", "edit", "postpone", "push", "set", "put", "add", "new", "der", "die", "das", "den", "dem", "des", "ein", "eine", "einen", "einem", "einer", "und", "oder", "ist", "sind", "ich", "du", "mein", "meine", "meinen", "mir", "mich", "le", "la", "les", "un", "une", "des", "et", "ou", "est", "je", "tu", "mon", "ma", "mes", "moi", "el", "los", "las", "uno", "una", "y", "o", "es", "yo", "mi", "mis",
      # Question words of German, French and Spanish ask, as "what" and "where" do; they name nothing.
      "wie", "wo", "wann", "wer", "welche", "welcher", "welches", "comment", "quel", "quelle", "quels", "quelles", "où",
-     "quand", "qui", "cómo", "cuál", "cuáles", "dónde", "cuándo", "quién", "qué"]
+     "quand", "qui", "cómo", "cuál", "cuáles", "dónde", "cuándo", "quién", "qué",
+     # Their articles fused with a preposition, and their commonest prepositions: "lo del taller"
+     # and "lo del dentista" share no item word.
+     "lo", "del", "al", "de", "en", "con", "por", "para", "que", "du", "au", "aux", "pour", "avec", "sur", "zum", "zur", "vom", "beim",
+     "im", "mit", "für", "von", "auf", "zu", "bei"]
 )
 # "the thing Lena asked for", "the deadline from that email": words that point at an email's request.
 _REFERS_TO_EMAIL = re.compile(

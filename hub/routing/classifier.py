@@ -28,6 +28,7 @@ from scopehub.hub.routing.lexicon import (
     asks_whats_left,
     content_terms,
     deictic_nouns,
+    keeps_what_was_said,
     looks_like_email,
     moves_to_a_day,
     passes_on,
@@ -155,6 +156,10 @@ DUTY_WEIGHT = 6.0
 # Something said to be done ("I've booked the dentist", "Zahnarzt ist erledigt", "c'est fait",
 # "ya llamé al fontanero") is a shape too, learnt from the examples that say one.
 DONE_SHAPE = "<something done>"
+# Weighed more than the other shapes, and a duty as much: after a pasted email the item's own
+# words ("the invoice", "la banque", "pay the invoice by Friday") are the email's, and hold the
+# inbox, which marks nothing done and keeps no task.
+DONE_WEIGHT = 9.0
 # A request to pass something on ("pass it on to accounting", "Sag der Buchhaltung Bescheid",
 # "Transmets ça à l'équipe RH", "Avisa a soporte") is a shape too, learnt from the dispatch
 # examples, and weighed as a duty is: after a pasted email or a note its few words ("it",
@@ -172,6 +177,11 @@ REPLY_SHAPE = "<a reply asked for>"
 # "¿Qué me queda?") is a shape too, learnt from the examples that list tasks: after a note was
 # saved, "list" and "left" are words the notes' examples say as well.
 LEFT_SHAPE = "<what is left to do>"
+# What was just said asked to be kept ("write that down", "Schreib das auf", "Apunta eso") is a
+# shape too, learnt from the notes' examples ("save this: ...", "jot this: ..."), weighed as
+# something done is: after a pasted email its few words otherwise keep it with the inbox,
+# which drafts a reply of "das auf".
+KEPT_SHAPE = "<what was said, kept>"
 
 
 # "new task: call the plumber", "Notiz: ...", "forward this to the web team: ...": the words
@@ -207,6 +217,8 @@ def shape_features(text: str) -> list[str]:
         found.append(REPLY_SHAPE)
     if asks_whats_left(text):
         found.append(LEFT_SHAPE)
+    if keeps_what_was_said(text):
+        found.append(KEPT_SHAPE)
     return found
 
 
@@ -457,8 +469,9 @@ class LocalClassifier:
         # An English function word ("so" of "ja, genau so") in another language is no
         # evidence either: the examples of every agent use them.
         telling = [feature for feature in known if feature not in STOPWORDS]
-        if len(telling) < 2 and not any(not feature.startswith("#") for feature in telling):
-            # One character n-gram in common ("genau" and "general") is chance, not evidence.
+        if len(telling) < 2 and not any(not feature.startswith("#") for feature in telling) and not shape_features(text):
+            # One character n-gram in common ("genau" and "general") is chance, not evidence;
+            # a shape ("Apúntalo": a pointer kept) is evidence whatever the words.
             return math.inf
         return self.switch_threshold * share
 
@@ -636,7 +649,7 @@ class LocalClassifier:
             row = weights.get(feature)
             if row is not None:
                 known = True
-                factor = DUTY_WEIGHT if feature in (DUTY_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE) else SHAPE_WEIGHT
+                factor = DONE_WEIGHT if feature in (DONE_SHAPE, KEPT_SHAPE, DUTY_SHAPE) else DUTY_WEIGHT if feature in (PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE, BOT_QUESTION, EMAIL_SHAPE) else SHAPE_WEIGHT
                 for index, value in enumerate(row):
                     totals[index] += factor * value
         if not known:

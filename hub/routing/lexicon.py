@@ -10,6 +10,7 @@ __all__ = [
     "STOPWORDS",
     "about_the_bot",
     "adds_something",
+    "announces_question",
     "asks_reply",
     "asks_whats_left",
     "back_reference",
@@ -17,6 +18,7 @@ __all__ = [
     "correction_opening",
     "deictic_nouns",
     "first_person",
+    "keeps_what_was_said",
     "language_of",
     "opens_addition",
     "readable",
@@ -335,6 +337,13 @@ ADDITION_OPENINGS: dict[str, re.Pattern[str]] = {
     "de": re.compile(r"^\s*(?:und\s+)?(?:außerdem|ausserdem|zusätzlich|auch\s+noch|noch)\b", re.I),
     "fr": re.compile(r"^\s*(?:et\s+)?(?:aussi|également|en\s+plus|de\s+plus)\b", re.I),
     "es": re.compile(r"^\s*(?:y\s+)?(?:también|además)\b", re.I),
+    # A bare "and", "und", "et", "y" opening two words or more ("and the cake", "und den Müll
+    # rausbringen"): one more of the same too, unless it thanks, takes leave or asks.
+    "and": re.compile(
+        r"^\s*(?:oh[,!]?\s+)?(?:and|und|et|y)[,]?\s+(?!(?:thanks?|bye|cheers|ok|okay|danke|tschüss|merci|gracias|adiós|adios"
+        r"|what|how|when|where|why|who|was|wie|wann|wo|warum|que|quoi|comment|quand|où|qué|cómo|cuándo|dónde|you|du|tu|vous|sie|usted)\b)(?=\S+\s+\S)",
+        re.I,
+    ),
 }
 
 
@@ -477,6 +486,26 @@ _CLOSED = re.compile(rf"(?<!\w){_CLOSING}[,!.]?\s*$")
 _LETTER_WORDS = 8  # a letter has a body: "hi, thanks" and "thanks, Mark" alone are no email
 
 
+# An email the person introduces in their own words before pasting it: "this is the email
+# from my landlord: ...", "got this from the school: ...", "Email from my boss: ...", "Sam
+# wrote: ...", "here's what the garage sent me - ...", "Mail von der Hausverwaltung: ...",
+# "Mail de l'école : ...", "Correo del banco: ...". What follows is someone else's words.
+_INTRODUCED = re.compile(
+    r"^\s*(?:(?:so|ok|okay|hi|hey|and)[,!]?\s+)?(?:"
+    r"(?:this|here)(?:['’]s|\s+is)\s+(?:an?\s+|the\s+)?(?:e-?mail|mail|message|letter|text)\b[^:\n]{0,40}?"
+    r"|(?:i\s+)?(?:just\s+)?got\s+(?:this|an?\s+(?:e-?mail|mail|message|letter))\b[^:\n]{0,40}?"
+    r"|(?:an?\s+|the\s+)?(?:e-?mail|mail|message|letter)\s+from\s+[^:\n]{1,40}?"
+    r"|here(?:['’]s|\s+is)\s+what\s+[^:\n]{1,40}?\s+(?:sent|wrote|emailed)(?:\s+me)?"
+    r"|(?-i:[A-ZÀ-Þ][\w.'’-]*)(?:\s+(?-i:[A-ZÀ-Þ][\w.'’-]*))?\s+(?:wrote|writes|sent\s+me|emailed(?:\s+me)?|schreibt|schrieb|a\s+écrit|écrit|escribió|escribe)"
+    r"|(?:e-?mail|mail|nachricht|brief)\s+(?:von|vom)\s+[^:\n]{1,40}?"
+    r"|(?:e-?mail|mail|message|courriel|lettre)\s+(?:de|du|des)\s+[^:\n]{1,40}?"
+    r"|(?:correo|e-?mail|mensaje|carta)\s+(?:de|del)\s+[^:\n]{1,40}?"
+    r")\s*[:–—-]\s+",
+    re.I,
+)
+_INTRODUCED_WORDS = 4  # words after the introduction, at least: "Mail de l'école : la sortie est annulée."
+
+
 def looks_like_email(text: str) -> bool:
     """Whether ``text`` has the shape of an email: header fields (two, or one opening the
     message; in English, German, French and Spanish), a forward marker, or a letter's body
@@ -486,6 +515,9 @@ def looks_like_email(text: str) -> bool:
     if len(_HEADER_FIELD.findall(text)) >= 2 or _FIRST_FIELD.match(text) or _FORWARD.search(text):
         return True
     stripped = text.strip()
+    introduced = _INTRODUCED.match(stripped)
+    if introduced and len(stripped[introduced.end() :].split()) >= _INTRODUCED_WORDS:
+        return True
     if len(stripped.split()) < _LETTER_WORDS:
         return False
     return bool(_SIGNED.search(stripped) or (_ADDRESSED.match(stripped) and _CLOSED.search(stripped)))
@@ -494,7 +526,10 @@ def looks_like_email(text: str) -> bool:
 # -- a question about the bot itself, in English, German, French and Spanish ---------------------
 _ABOUT_THE_BOT = re.compile(
     r"\b(?:who are you|what can you do|what do you do|how are you|what are you|help me with|how does this work|"
-    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes)\b",
+    r"wer bist du|was kannst du|qui es-tu|qu'est-ce que tu sais|quién eres|qué puedes|"
+    # How the bot is, asked in the four languages: small talk, whatever agent held the conversation.
+    r"how(?:'s|’s| is) it going|how are things|wie geht(?:'s|’s|s| es)(?: dir| ihnen| euch)?|wie läuft(?:'s|’s| es)|"
+    r"comment (?:ça|ca) va|comment vas-tu|comment allez-vous|ça va\s*\?|(?:qué|que) tal(?:\s+(?:estás|estas|está|todo|va))?\s*[?!.]*$|c[óo]mo (?:estás|estas|está usted|te va|va todo))(?!\w)",
     re.I,
 )
 
@@ -503,11 +538,16 @@ _ABOUT_THE_BOT = re.compile(
 # "I have to call the plumber", "Ich muss noch die Steuer machen", "Il faut que je signe ...",
 # "Tengo que llevar el coche al taller": something still to be done, said as one's own duty.
 # Opening the message (after "and", "also", "oh"); "what do I have to do?" asks, it is no duty.
+# An adverb that adds ("außerdem", "además", "de plus", "besides") may open it too, and German puts
+# the verb before "ich" after any opening word ("Außerdem muss ich ...", "Morgen sollte ich ...").
 _DUTY = re.compile(
-    r"^\s*(?:(?:and|also|oh|ok|so|plus|und|et|aussi|alors|y|también|pues)[,!]?\s+)*"
+    r"^\s*(?:(?:and|also|oh|ok|so|plus|besides|und|außerdem|ausserdem|zudem|dann|et|aussi|alors|en\s+plus|de\s+plus|y|también|además|pues)[,!]?\s+)*"
     r"(?:i\s+(?:still\s+|really\s+|also\s+)?(?:need|have|ought|got)\s+to|i\s+must|i(?:'|’)ve\s+got\s+to|i\s+gotta|i\s+should|"
-    r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+que\s+je|il\s+me\s+faut|"
-    r"tengo\s+que|debo|necesito|hay\s+que)\b",
+    # with no subject, as people type: "gotta call Rick", "need to renew the passport", "still have to pay the rent"
+    r"gotta|(?:still\s+|really\s+)?(?:need|have|got)\s+to(?!\s+(?:know|see|ask|check)\b)|must|"
+    r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+(?:aussi\s+|encore\s+)?que\s+je|il\s+me\s+faut|"
+    r"tengo\s+que|debo|necesito|hay\s+que)\b"
+    r"|^\s*(?!(?:was|wann|wo|wie|warum|wieso|welche\w*|wer|wen|wem)\b)[^\W\d_]+,?\s+(?:muss|müsste|sollte|soll)\s+ich\b",
     re.I,
 )
 
@@ -533,7 +573,7 @@ _IRREGULAR_DONE = (
 # invoice", "Tried calling the plumber", "I missed the bus").
 _NOT_DONE_ED = (
     r"need|feed|seed|bleed|breed|speed|proceed|succeed|exceed|shed|wed|red|bed|tired|bored|interested|excited|worried|married|based|used|supposed|scared"
-    r"|wanted|wished|hoped|tried|started|needed|decided|intended|missed|failed"
+    r"|wanted|wished|hoped|tried|started|needed|decided|intended|missed|failed|moved|retired|graduated|born"
 )
 _PAST_ONLY = r"did|got|bought|paid|sent|made|took|went|wrote|found|brought|gave|sold|met|rang|drove|caught|spoke|told|won"
 _PAST = rf"(?:(?!(?:{_NOT_DONE_ED})\b)[a-z]+ed|{_PAST_ONLY})"
@@ -545,7 +585,12 @@ _DONE = re.compile(
     r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
     r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"
     r"|\bc['’]est\s+(?:fait|bon|réglé|fini)\b|\b(?:fini|terminé|réglé)\b|^\s*j['’]ai\s+(?:déjà\s+|enfin\s+)?\w+(?:é|i|u|is|it)\b"
-    r"|^\s*ya\s+(?:está|esta|\w+(?:é|í))\b|\b(?:hecho|listo|terminad[oa]|resuelto)\b",
+    r"|(?:^|(?<=\s))ya\s+(?:está|esta|lo\s+\w+(?:é|í)|\w+(?:é|í))(?!\w)|\b(?:hecho|listo|terminad[oa]|resuelto)\b"
+    # A state that says it is done: "Müll ist draußen", "die Miete ist überwiesen", "le loyer est payé",
+    # "el recibo está pagado" (not "ist geplant für Montag": a plan for a day)
+    r"|\b(?:ist|sind)\s+(?:jetzt\s+|schon\s+|nun\s+|endlich\s+)?(?:ge[a-zäöüß]+(?:t|en)|weg|raus|draußen|überwiesen|abgeschickt|verschickt|bestellt|bezahlt)\b(?!\s+(?:für|am|um|bis|ab|seit)\b)"
+    r"|\b(?:est|sont)\s+(?:déjà\s+|enfin\s+)?(?:payée?s?|réglée?s?|envoyée?s?|réservée?s?|faite?s?|terminée?s?|rendue?s?)\b"
+    r"|\b(?:está|están)\s+(?:ya\s+)?(?:pagad[oa]s?|hech[oa]s?|reservad[oa]s?|enviad[oa]s?|terminad[oa]s?|devuelt[oa]s?)\b",
     re.I,
 )
 
@@ -562,14 +607,14 @@ TELL_ES = r"avisa|informa|dile|d[ií]selo|com[uú]nica(?:le|selo)?"
 _PASS_ON = re.compile(
     r"\b(?:pass|forward|send|hand|give)\s+(?:it|this|that|these|them|this\s+one)\s+(?:on\s+|over\s+|along\s+)?to\b(?!\s+(?:me|us|myself)\b)"
     r"|\b(?:pass|hand)\s+(?:it\s+|this\s+|that\s+)?(?:on|over|along)\s+to\b(?!\s+(?:me|us|myself)\b)|^\s*dispatch\b"
-    r"|\blet\s+(?!(?:me|us|it|him|her|them)\b)(?:the\s+)?[\w-]+(?:\s+team)?\s+know\b"
+    r"|\blet\s+(?!(?:me|us|it|him|her|them)\b)(?!(?-i:[A-ZÀ-Þ])[\w-]+\s+know\b)(?:the\s+)?[\w-]+(?:\s+team)?\s+know\b|\blet\s+(?:the\s+)?[\w-]+\s+team\s+know\b"
     r"|\b(?:tell|notify|ping|inform|ask|warn|send|message|email)\s+(?:the\s+)?[\w-]+\s+team\b"
     r"|\b(?:leite|leit|schick|schicke|reich|reiche|gib|gebe)\s+(?:das|es|dies|sie|ihn|ihm|ihr)\s+(?:bitte\s+)?(?:weiter\s+)?an\s+(?:die|den|das|dem)\b"
     r"|\bweiterleiten\b|\b(?:sag|sage|gib)\s+(?:bitte\s+)?(?:dem|der|den)\s+[\w-]+(?:\s+[\w-]+)?\s+bescheid\b|\b(?:sag|sage)\s+(?:bitte\s+)?(?:dem|der)\s+[\w-]*team\b"
     r"|\b(?:transmets|transmettez|transférer|transfère|fais\s+suivre|faites\s+suivre|passe|envoie)\s+(?:ça|ca|cela|le|la|les|l['’]\s?\w+)\s+(?:à|a|au|aux)\b"
     r"|\b(?:préviens|prévenez|informe|informez|dis|dites)\s+(?:à\s+)?l['’]\s?équipe\b"
     rf"|\b(?:{PASS_ON_ES})\b"
-    rf"|^\s*(?:{TELL_ES})\s+(?:a|al)\s+(?!m[ií]\b)",
+    rf"|^\s*(?:{TELL_ES})\s+(?:a|al)\s+(?!m[ií]\b)(?!(?-i:[A-ZÁÉÍÓÚÑ])[\w'’.-]*\s+que\b)",
     re.I,
 )
 
@@ -588,9 +633,19 @@ _LEFT = re.compile(
     r"^\s*(?:(?:and|so|ok|okay|right)[,\s]+)?(?:"
     r"what(?:['’]s|s|\s+is)\s+(?:still\s+|else\s+)?(?:left|open|outstanding|on\s+my\s+(?:[\w-]+\s+)?(?:list|plate))"
     r"|what\s+(?:do|have)\s+i\s+(?:still\s+)?(?:got\s+|have\s+)?(?:left\s+)?(?:to\s+do|on\s+my\s+(?:list|plate))"
-    r"|(?:is\s+there\s+)?anything\s+(?:still\s+|else\s+)?(?:left|open|on\s+my\s+(?:list|plate))"
+    r"|(?:is\s+there\s+)?anything\s+(?:still\s+|else\s+)*(?:left|open|on\s+my\s+(?:list|plate)|to\s+do\b|(?:that\s+)?i\s+(?:still\s+)?(?:need|have|got)\s+to\s+do\b)"
+    # "what else do I need to do", "what do I still need to do", "what have I got on": one's own list
+    r"|what\s+(?:else\s+)?(?:do|have)\s+i\s+(?:still\s+)?(?:got\s+|need\s+|have\s+)?(?:left\s+)?(?:to\s+do|on\b)"
+    # "what's on today?", "what do I have tomorrow?", "what's pending?", "what's still to do?", "show me my to-dos"
+    r"|what(?:['’]s|s|\s+is)\s+(?:on\s+(?:for\s+)?(?:today|tomorrow|this\s+week|the\s+agenda)|(?:still\s+)?(?:pending|due|to\s+do)(?:\s+(?:today|tomorrow|this\s+week))?\s*[?!.]*$|planned\s+for\s+(?:today|tomorrow))"
+    r"|what\s+do\s+i\s+have\s+(?:on\s+|planned\s+|to\s+do\s+)?(?:today|tomorrow|this\s+week)"
+    r"|(?:show|give|tell)\s+me\s+(?:all\s+)?my\s+(?:to-?dos?|tasks|to-?do\s+list)|any\s+tasks\s+(?:left|open|due)"
+    r"|was\s+(?:liegt|gibt(?:['’]s|\s+es))\s+(?:heute\s+|noch\s+|morgen\s+)*(?:an\b|zu\s+tun)"
+    r"|j['’]ai\s+quoi\s+à\s+faire|qu['’]est-ce\s+que\s+j['’]ai\s+(?:de\s+prévu|à\s+faire)"
+    r"|¿?\s*qu[ée]\s+hay\s+(?:pendiente|para\s+hoy|que\s+hacer)"
     r"|was\s+(?:steht|ist|hab\w*\s+ich)\s+(?:bei\s+mir\s+)?(?:noch\s+)?(?:alles\s+)?(?:an\b|offen|auf\s+meiner\s+\w*liste|zu\s+tun)"
-    r"|qu['’]est-ce\s+qu(?:i\s+(?:me\s+)?reste|e\s+j['’]ai\s+(?:encore\s+)?à\s+faire)|que\s+me\s+reste-t-il"
+    r"|was\s+(?:muss|sollte|soll)\s+ich\s+(?:heute\s+|noch\s+|alles\s+)*(?:tun|machen|erledigen)\b"
+    r"|qu['’]est-ce\s+qu(?:i\s+(?:me\s+)?reste|['’]il\s+(?:me\s+)?reste|e\s+j['’]ai\s+(?:encore\s+)?à\s+faire|e\s+je\s+dois\s+(?:encore\s+)?faire)|que\s+me\s+reste-t-il"
     r"|¿?\s*qu[ée]\s+(?:me\s+)?(?:queda|falta|tengo\s+(?:que\s+hacer|pendiente))"
     r")",
     re.I,
@@ -614,6 +669,11 @@ _REPLY = re.compile(
     r"|(?:write|send|draft)\s+(?:[\w'’.-]+\s+)?(?:a|an)\s+(?:reply|answer)\b|(?:reply|respond|answer)\s+(?:to\s+)?(?!(?:me|it)\b)\S"
     r"|antworte\w*|schreib\w*\s+(?:[\w'’.-]+\s+){1,3}?zurück\b|schreib\w*\s+(?:[\w'’.-]+\s+)?eine\s+antwort\b"
     r"|r[ée]pon(?:ds|dez|dre)\s+(?:à|a|au|aux)\b|[ée]cri(?:s|vez)\s+(?:à|au|aux)\s+.+\s+que\b"
+    # A person told something, by name: "tell Sam I can't come on Friday", "let Priya know I'll call
+    # her", "Sag Petra, dass ...", "Dis à Marc que ...", "Dis-leur que ...", "Dile a Sam que ..."
+    r"|(?:tell|let)\s+(?-i:[A-ZÀ-Þ][\w'’.-]*)(?:\s+(?-i:[A-ZÀ-Þ][\w'’.-]*))?(?!\s+team\b)\s+(?:know\b|that\b|i\b|i['’]|we\b|it['’]?s?\b|the\b|they\b|my\b)"
+    r"|sag\w*\s+(?-i:[A-ZÄÖÜ][\w'’.-]*)[,\s]+(?:dass|ich|wir|es)\b|dis\s+(?:à|a)\s+(?-i:[A-ZÀ-Þ][\w'’.-]*)\s+qu|dis-(?:lui|leur)\s+qu"
+    r"|d[ií]le(?:s)?\s+(?:a\s+(?-i:[A-ZÁÉÍÓÚÑ][\w'’.-]*)\s+)?que\b"
     r"|respond[ea]\s+(?:a|al)\b|contesta\w*\s+(?:a|al)\b|resp[oó]nde(?:le|les)\b"
     r")",
     re.I,
@@ -660,11 +720,78 @@ def moves_to_a_day(text: str) -> bool:
     return bool(_MOVED.search(stripped)) and not stripped.endswith(("?", "？"))
 
 
+# A request to note something opens what it keeps: "note that the invoice is paid" keeps a note.
+_NOTING = re.compile(
+    r"^\s*(?:please\s+)?(?:note|jot|write\s+down|save|remember|keep\s+in\s+mind|notiz|notier\w*|merk\s+dir|note[sz]?|apunta|anota)\b", re.I
+)
+
+
 def says_done(text: str) -> bool:
     """Whether ``text`` says something of the speaker's is done ("I've booked the dentist",
-    "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question."""
+    "Zahnarzt ist erledigt", "c'est fait", "ya llamé al fontanero"): a statement, not a question,
+    nor a request to note it."""
     stripped = text.strip()
-    return bool(_DONE.search(stripped)) and not stripped.endswith(("?", "？")) and not states_duty(stripped)
+    return (
+        bool(_DONE.search(stripped))
+        and not stripped.endswith(("?", "？"))
+        and not _ASKING_WORD.match(stripped)
+        and not states_duty(stripped)
+        and not _NOTING.match(stripped)
+        # "Responde a Carlos que ya pagué la factura", "tell the finance team the invoice is paid":
+        # what is done is the news passed on, not the request.
+        and not asks_reply(stripped)
+        and not passes_on(stripped)
+    )
+
+
+# A question word opening the message: "what do I need to get done" asks, even without a "?".
+_ASKING_WORD = re.compile(
+    r"^\s*(?:(?:what|which|when|where|who|how|why|was|welche\w*|wann|wo|wie|warum|que|quoi|quand|comment|qu[ée]|cu[áa]ndo|c[óo]mo|d[óo]nde|qui[ée]n)\b"
+    r"|qu['’]|¿|où(?!\w))",
+    re.I,
+)
+
+
+# -- a question announced, not yet asked, in English, German, French and Spanish -------------
+# "Just wanted to ask about the invoice", "I was wondering about the bins", "quick question",
+# "Ich wollte mal fragen, ...", "Je voulais te demander ...", "Quería preguntarte ...": what
+# follows is a question to come; nothing is asked to be kept or done ("... if you could add
+# milk" is a request, and stays one).
+_ANNOUNCED = re.compile(
+    r"^\s*(?:(?:hi|hey|hello|so|oh|ok|um|hallo|salut|hola)[,!]?\s+)*(?:"
+    r"(?:i\s+)?(?:just\s+)?(?:wanted|meant)\s+to\s+(?:ask|check|know|say|mention|tell\s+you|talk)|i\s+was\s+(?:just\s+)?wondering|i\s+have\s+a\s+question"
+    r"|quick\s+question|(?:ich\s+)?(?:wollte|möchte)\s+(?:dich\s+|sie\s+)?(?:mal\s+|noch\s+|kurz\s+)*(?:fragen|nachfragen|wissen)|kurze\s+frage"
+    r"|je\s+(?:voulais|voudrais)\s+(?:te\s+|vous\s+)?(?:demander|savoir|vérifier)|petite\s+question|une\s+question"
+    r"|(?:quería|quisiera)\s+(?:preguntar(?:te|le)?|saber|consultar(?:te|le)?)|una\s+pregunta"
+    r")\b(?!\s+(?:what|where|when|which|who|how|was|wo|wann|wie|welche\w*|ce|où|quand|comment|qu[ée]|d[óo]nde|cu[áa]ndo|c[óo]mo)\b)"
+    r"(?!.*\b(?:if|whether|ob|si)\s+(?:you|du|sie|tu|vous|usted|puedes|podrías)\b)",
+    re.I,
+)
+
+
+def announces_question(text: str) -> bool:
+    """Whether ``text`` announces a question without asking for anything yet ("Just wanted to
+    ask about the invoice", "Ich wollte mal fragen ...", "Quería preguntarte por la factura")."""
+    return bool(_ANNOUNCED.match(text))
+
+
+# -- what was just said, asked to be kept, in English, German, French and Spanish --------------
+# "write that down", "Schreib das auf", "Notier dir das", "note ça", "Apunta eso", "Apúntalo",
+# "save this: ...": a verb of keeping and a bare pointer, no place named ("put that on my list"
+# names one). After a pasted email it asks for a note, not a reply.
+_KEPT_BACK = re.compile(
+    r"^\s*(?:(?:please|pls|bitte|por\s+favor|and|und|et|y|ok|okay)[,\s]+)*"
+    r"(?:(?:note|jot|write|save|keep|remember|schreib\w*|notier\w*|merk|note[sz]?|écri[st]|garde|apunta|anota|guarda|escribe)"
+    r"\s+(?:dir\s+|te\s+|me\s+|moi\s+)?(?:that|this|it|das|dies|es|ça|ca|cela|ceci|eso|esto)(?:\s+(?:down|auf|for\s+me))?"
+    r"|(?:apúnta|anóta|guárda|escríbe)(?:me|te)?(?:lo|la))(?:\s*[:.!]|\s*$)",
+    re.I,
+)
+
+
+def keeps_what_was_said(text: str) -> bool:
+    """Whether ``text`` asks to keep what was just said ("write that down", "Schreib das auf",
+    "note ça", "Apunta eso", "save this: ..."), naming no place to keep it."""
+    return bool(_KEPT_BACK.match(text))
 
 
 def about_the_bot(text: str) -> bool:

@@ -126,3 +126,19 @@ def test_through_the_hub_the_pasted_email_is_kept_and_a_draft_shown_not_sent(sto
         ("email", "Q2 report and offsite"),
     ]
     assert [(m.role, m.agent) for m in store.messages("user:1")] == [("user", "inbox"), ("agent", "inbox")]
+
+
+def test_a_request_in_german_french_or_spanish_is_an_action_item() -> None:
+    # "Action items: none found" for "Por favor, envíe ..." left "Apúntalo" nothing to keep.
+    from scopehub.agents.inbox import _actions
+
+    assert _actions("Hola,\nla matrícula cuesta 90 euros. Por favor, envíe el formulario antes del lunes.") == ["Por favor, envíe el formulario antes del lunes."]
+    assert _actions("Guten Tag,\nbitte überweisen Sie den Betrag bis Freitag.") == ["bitte überweisen Sie den Betrag bis Freitag."]
+    assert _actions("Bonjour,\nle devis s'élève à 2400 euros. Merci de nous confirmer avant le 20 décembre.") == ["Merci de nous confirmer avant le 20 décembre."]
+    assert _actions("Hola,\nel curso empieza en enero.") == []
+
+
+def test_a_german_ordinal_date_does_not_cut_an_action_item() -> None:
+    from scopehub.agents.inbox import _actions
+
+    assert _actions("Bitte zahlen Sie bis Freitag, 12. Dezember, die Miete.") == ["Bitte zahlen Sie bis Freitag, 12. Dezember, die Miete."]

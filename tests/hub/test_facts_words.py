@@ -236,3 +236,11 @@ def _hub_showing_system_prompts(tmp_path):
         return "ok"
 
     return make_hub(tmp_path, agent=FunctionModel(agent)), seen
+
+
+def test_a_thing_of_ones_own_named_with_de_is_a_statement_about_oneself_in_french_and_spanish():
+    from scopehub.hub.facts.keys import own_key_i18n
+
+    assert own_key_i18n("Mi número de teléfono es 612 345 678") == "numero"
+    assert own_key_i18n("Mon numéro de téléphone est le 06 12 34 56 78") == "numero"
+    assert own_key_i18n("Mi hermana se llama Lucía") == "hermana"

@@ -392,3 +392,159 @@ def test_also_after_a_dispatch_or_a_reply_is_no_addition_to_it(agent, before, te
     # drafted, an "also" announces a new errand as it always did.
     window = [msg(1, agent, before), msg(2, agent, "Done.", role="agent")]
     assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+# --------------------------------------------------------------------------- round 8: shapes, not sentences
+
+
+def test_a_duty_opened_by_an_adverb_or_with_the_german_verb_before_ich_is_a_duty():
+    from scopehub.hub.routing.lexicon import states_duty
+
+    duties = ("Außerdem muss ich die Garage aufräumen", "Morgen sollte ich den Vermieter anrufen", "Además tengo que renovar el DNI",
+              "Il faut aussi que je paie le loyer", "besides I have to water the plants", "De plus je dois rendre les clés")  # fmt: skip
+    assert all(states_duty(t) for t in duties)
+    assert not any(states_duty(t) for t in ("Was muss ich noch machen?", "Wann muss ich los", "Muss ich das machen"))
+
+
+@pytest.mark.parametrize("text", ["Außerdem muss ich die Garage aufräumen", "Dann sollte ich noch den Keller ausmisten", "Además tengo que renovar el DNI"])
+def test_a_duty_after_a_note_leaves_the_notes_for_the_tasks(text):
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_something_said_done_anywhere_in_spanish_and_not_a_move_or_a_note():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("Lo del banco ya está", "El recibo ya lo pagué", "the garage is sorted"))
+    assert not any(says_done(t) for t in ("¿ya está?", "ya que estás, añade pan", "note that the invoice is paid", "I moved to Berlin", "moved the dentist to friday"))
+
+
+@pytest.mark.parametrize("text", ["the invoice is paid", "La facture, c'est fait", "Lo de la factura ya está", "that's paid now"])
+def test_something_done_after_a_pasted_email_leaves_the_inbox_for_the_tasks(text):
+    # The item's words are the email's and hold the inbox, which marks nothing done.
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+def test_what_is_left_asked_in_more_words():
+    from scopehub.hub.routing.lexicon import asks_whats_left
+
+    asked = ("is there anything else I still need to do?", "anything else to do today?", "what else do I need to do?",
+             "what have I got on today?", "Was muss ich heute noch erledigen?", "Qu'est-ce qu'il me reste ?", "Qu'est-ce que je dois encore faire ?")  # fmt: skip
+    assert all(asks_whats_left(t) for t in asked)
+    assert not any(asks_whats_left(t) for t in ("what have I got in my notes?", "what do I need to bring?", "anything in the fridge note?"))
+
+
+@pytest.mark.parametrize("text", ["Wie geht's dir?", "comment ça va ?", "¿Qué tal?", "¿Cómo estás?"])
+def test_how_are_you_in_four_languages_reaches_general_from_any_agent(text):
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "general"
+
+
+def test_how_are_you_is_no_suggestion_or_future():
+    from scopehub.hub.routing.lexicon import about_the_bot
+
+    assert not about_the_bot("qué tal si compramos pan") and not about_the_bot("ça va être cher")
+
+
+def test_a_bare_and_after_an_addition_is_one_more_of_the_same_but_thanks_and_questions_are_not():
+    from scopehub.hub.routing.lexicon import opens_addition, without_addition
+
+    assert opens_addition("and sort out the balloons") and opens_addition("und den Keller aufräumen") and opens_addition("y comprar pilas")
+    assert not any(opens_addition(t) for t in ("and thanks a lot", "and what about Friday", "and bye", "and milk"))
+    assert without_addition("und den Keller aufräumen") == "den Keller aufräumen"
+
+
+def test_a_question_announced_is_told_from_a_request():
+    from scopehub.hub.routing.lexicon import announces_question
+
+    assert all(announces_question(t) for t in ("Just wanted to ask about the invoice", "Kurze Frage zur Miete", "Je voulais te demander pour la cantine"))
+    assert not any(announces_question(t) for t in ("I was wondering if you could add milk", "just wanted to check what's on my list", "I want to add milk"))
+
+
+def test_news_passed_on_and_a_question_are_no_completion():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert not any(says_done(t) for t in ("Responde a Carlos que ya pagué la factura", "tell the finance team the invoice is paid", "what do I need to get done"))
+    assert says_done("Quedó hecho") and says_done("Lo del banco ya está")
+
+
+@pytest.mark.parametrize("text", ["Schreib das auf", "Notier dir das", "Apúntalo", "Apunta eso", "note ça"])
+def test_what_was_just_said_kept_leaves_the_inbox_for_the_notes(text):
+    # The inbox has nothing to keep it with: it drafted a reply of "das auf".
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "notes"
+
+
+def test_what_keeps_what_was_said_and_what_names_a_place():
+    from scopehub.hub.routing.lexicon import keeps_what_was_said
+
+    assert all(keeps_what_was_said(t) for t in ("write that down", "save this: level 3", "Schreib das auf", "Apúntalo", "note ça"))
+    assert not any(keeps_what_was_said(t) for t in ("put that on my list", "keep this as a task", "write down the recipe", "Schreib Petra zurück"))
+
+
+def test_a_state_that_says_it_is_done_in_german_french_and_spanish():
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert all(says_done(t) for t in ("Die Miete ist überwiesen", "Altpapier ist draußen", "le loyer est payé", "el recibo está pagado"))
+    assert not any(says_done(t) for t in ("Das Meeting ist geplant für Montag", "Mein Bruder ist verheiratet", "Mein Sohn ist geboren am 3. Mai"))
+
+
+@pytest.mark.parametrize("text", ["gotta call Rick about the gutters", "still have to renew the car tax", "must book the vet"])
+def test_a_duty_said_without_its_subject_reaches_the_tasks_after_a_greeting(text):
+    from scopehub.hub.routing.lexicon import states_duty
+
+    window = [msg(1, "general", "hey"), msg(2, "general", "Hello! How can I help you today?", role="agent")]
+    assert states_duty(text) and route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+    assert not states_duty("need to know what's on my list") and not states_duty("have to do what?")
+
+
+@pytest.mark.parametrize("text", ["I have to pay the invoice by Friday", "must pay the invoice on Friday"])
+def test_a_duty_after_a_pasted_email_leaves_the_inbox_though_its_words_are_the_emails(text):
+    window = [msg(1, "inbox", _PASTED), msg(2, "inbox", "Kept email #1.", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "this is the email from my landlord: the rent goes up to 950 from January, please confirm by the 20th",
+        "Email from my boss: please send me the Q3 figures by Monday",
+        "Jo wrote: could you drop the spare keys at my place by Thursday?",
+        "Mail von der Hausverwaltung: Am Mittwoch wird das Wasser abgestellt.",
+        "Mail de l'école : la sortie est annulée.",
+        "Correo del banco: su tarjeta caduca en enero.",
+    ],
+)
+def test_an_email_introduced_in_ones_own_words_is_an_email_and_is_kept(text):
+    from scopehub.hub.routing.lexicon import looks_like_email
+
+    assert looks_like_email(text)
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
+
+
+def test_a_lead_in_that_asks_is_no_introduced_email():
+    from scopehub.hub.routing.lexicon import looks_like_email
+
+    assert not any(looks_like_email(t) for t in ("reply to Sam: sounds good", "message the sales team: the price list is out", "tell Sam: I can't make it tomorrow, sorry", "new task: write the email to Sam"))
+
+
+@pytest.mark.parametrize("text", ["what's on today?", "what do I have tomorrow?", "show me my to-dos", "what's still to do?", "Was liegt noch an?", "J'ai quoi à faire ?", "¿Qué hay pendiente?"])
+def test_ones_list_asked_for_the_day_or_in_short_reaches_the_tasks_after_a_note(text):
+    from scopehub.hub.routing.lexicon import asks_whats_left
+
+    window = [msg(1, "notes", "note that the spare key is under the blue pot"), msg(2, "notes", "Saved note #1.", role="agent")]
+    assert asks_whats_left(text) and route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
+    assert not asks_whats_left("what's due on the invoice?") and not asks_whats_left("what's on the note?")
+
+
+@pytest.mark.parametrize("text", ["let Priya know I'll call her on Monday", "tell Sam I can't come on Friday", "Sag Leo, dass ich morgen komme", "Dile a Leo que sí"])
+def test_a_person_told_something_by_name_is_a_reply_not_a_dispatch(text):
+    from scopehub.hub.routing.lexicon import asks_reply, passes_on
+
+    assert asks_reply(text) and not passes_on(text)
+    window = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
+    assert passes_on("let the sales team know the price list is out") and passes_on("Avisa a soporte de que el portátil no enciende")
+    assert not asks_reply("Tell me a joke") and not asks_reply("tell the design team the logo is ready")
