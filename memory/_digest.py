@@ -22,7 +22,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._data import VaultItem, add_vault_item, get_vault_item, list_vault_items
+from ._data import (
+    _VAULT_COLUMNS,
+    VaultItem,
+    _vault_row,
+    add_vault_item,
+    list_vault_items,
+)
 from ._model import validate_scope
 from ._schema import ensure_scope
 from ._store import Store
@@ -525,9 +531,10 @@ def list_knowledge(store: Store, scope: str, *, limit: int = 1000) -> list[Knowl
 
 def research_of(store: Store, scope: str, agent: str, *, limit: int = 5) -> list[Knowledge]:
     """``agent``'s research in the scope: what its requests found, with the sources, newest first (seed 000)."""
+    # The items themselves in the one query (not their ids, then one query per item: six
+    # round trips on PostgreSQL for every agent call that shows research).
     rows = store.query(
-        "SELECT id FROM vault WHERE scope = ? AND kind = ? AND agent = ? ORDER BY updated DESC, id DESC LIMIT ?",
+        f"SELECT {_VAULT_COLUMNS} FROM vault WHERE scope = ? AND kind = ? AND agent = ? ORDER BY updated DESC, id DESC LIMIT ?",
         (scope, KNOWLEDGE_KIND, agent, int(limit)),
     )
-    found = [get_vault_item(store, scope, row[0], KNOWLEDGE_KIND) for row in rows]
-    return [_knowledge(item) for item in found if item is not None]
+    return [_knowledge(_vault_row(row)) for row in rows]

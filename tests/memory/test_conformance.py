@@ -75,6 +75,7 @@ from scopehub.memory import (
     record_rejected_update,
     release_claim,
     renew_claim,
+    research_of,
     resume_chat_reminders,
     save_digest,
     save_reflection,
@@ -587,3 +588,20 @@ def test_the_digest_read_with_its_counts_in_one_batch_is_what_each_read_gives_al
     assert read.served == last_served_digest(store, A) == made.version
     assert read_digest(store, A).after == messages_after(store, A, ids[1]) == 4
     assert read_digest(store, B, served=True) == read_digest(store, B)  # nothing served there
+
+
+def test_an_agents_research_is_read_newest_first_in_one_query(store, monkeypatch):
+    """What an agent's requests found, as its calls show it: its own, of its scope only,
+    newest first, at most ``limit``; one query (it was one per item, on every agent call)."""
+    asked, other = say(store, "user:1", "what did I plan?"), say(store, "user:2", "and I?")
+    for n in range(4):
+        add_knowledge(store, "user:1", f"tasks found {n}", importance=0.5, messages=[asked], ts=10.0 + n, agent="tasks")
+    add_knowledge(store, "user:1", "notes found", importance=0.5, messages=[asked], ts=20.0, agent="notes")
+    add_knowledge(store, "user:2", "another scope's", importance=0.5, messages=[other], ts=30.0, agent="tasks")
+    queries = []
+    query = store.query
+    monkeypatch.setattr(store, "query", lambda *args, **kw: queries.append(args[0]) or query(*args, **kw))
+    found = research_of(store, "user:1", "tasks", limit=3)
+    assert [k.text for k in found] == ["tasks found 3", "tasks found 2", "tasks found 1"]
+    assert all(k.agent == "tasks" and k.scope == "user:1" for k in found)
+    assert len(queries) == 1
