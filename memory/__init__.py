@@ -28,6 +28,7 @@ from ._agent_memory import (
     add_lesson,
     add_plan,
     agent_memory,
+    agent_memory_queries,
     get_feedback,
     goals_of,
     lessons_of,
@@ -134,6 +135,7 @@ from ._digest import (
     read_digest,
     record_digest_failure,
     research_of,
+    research_query,
     save_digest,
     save_reflection,
 )
@@ -180,7 +182,12 @@ from ._interface import MemoryStore
 from ._leases import ClaimLease, ClaimLost
 from ._model import CallRecord, Message, NewMessage, Usage, validate_scope
 from ._open import open_store, store_location
-from ._performance import ACK_WINDOW, Performance, performance_of
+from ._performance import (
+    ACK_WINDOW,
+    Performance,
+    performance_of,
+    performance_queries,
+)
 from ._redact import REDACTED, redact_secrets
 from ._schema import SCHEMA_VERSION
 from ._search import (
@@ -291,6 +298,7 @@ __all__ = [
     "advance_channel_cursor",
     "advance_cursor",
     "agent_memory",
+    "agent_memory_queries",
     "apply_fact_changes",
     "awareness_reads",
     "cancel_reminder",
@@ -354,6 +362,7 @@ __all__ = [
     "pending_feedback",
     "pending_reminders",
     "performance_of",
+    "performance_queries",
     "pin_channel_message",
     "pinned_channel_messages",
     "plans_of",
@@ -374,6 +383,7 @@ __all__ = [
     "release_claim",
     "renew_claim",
     "research_of",
+    "research_query",
     "resume_chat_reminders",
     "revoke_invite",
     "save_digest",

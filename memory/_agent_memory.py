@@ -55,6 +55,7 @@ __all__ = [
     "add_lesson",
     "add_plan",
     "agent_memory",
+    "agent_memory_queries",
     "get_feedback",
     "goals_of",
     "lessons_of",
@@ -453,12 +454,11 @@ def _plans_query(scope: str, agent: str, include_closed: bool = False) -> tuple[
     return f"SELECT {_PLAN_COLUMNS} FROM plans WHERE scope = ? AND agent = ?{where} ORDER BY id", (scope, agent)
 
 
-def agent_memory(store: Store, scope: str, agent: str) -> AgentMemory:
+def agent_memory(store: Store, scope: str, agent: str, *, rows: Sequence[list[tuple]] | None = None) -> AgentMemory:
     """Everything ``agent`` keeps about itself in ``scope`` (active goals and plans): four
-    reads in one batch (one round trip on PostgreSQL)."""
-    trait_rows, lesson_rows, goal_rows, plan_rows = store.query_batch(
-        [_traits_query(scope, agent), _lessons_query(scope, agent), _goals_query(scope, agent), _plans_query(scope, agent)]
-    )
+    reads in one batch (one round trip on PostgreSQL). ``rows``: those of
+    :func:`agent_memory_queries`, read already (batched with a caller's own reads)."""
+    trait_rows, lesson_rows, goal_rows, plan_rows = rows if rows is not None else store.query_batch(agent_memory_queries(scope, agent))
     traits = [Trait(*row) for row in trait_rows]
     return AgentMemory(
         agent=agent,
@@ -468,6 +468,11 @@ def agent_memory(store: Store, scope: str, agent: str) -> AgentMemory:
         goals=tuple(Goal(*row) for row in goal_rows),
         plans=tuple(Plan(*row) for row in plan_rows),
     )
+
+
+def agent_memory_queries(scope: str, agent: str) -> list[tuple[str, tuple[Any, ...]]]:
+    """The four reads :func:`agent_memory` makes, for a caller that batches them with its own."""
+    return [_traits_query(scope, agent), _lessons_query(scope, agent), _goals_query(scope, agent), _plans_query(scope, agent)]
 
 
 # -- feedback ---------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ __all__ = [
     "read_digest",
     "record_digest_failure",
     "research_of",
+    "research_query",
     "save_digest",
     "save_reflection",
 ]
@@ -529,12 +530,18 @@ def list_knowledge(store: Store, scope: str, *, limit: int = 1000) -> list[Knowl
     return [_knowledge(item) for item in list_vault_items(store, scope, KNOWLEDGE_KIND, limit=limit)]
 
 
-def research_of(store: Store, scope: str, agent: str, *, limit: int = 5) -> list[Knowledge]:
-    """``agent``'s research in the scope: what its requests found, with the sources, newest first (seed 000)."""
-    # The items themselves in the one query (not their ids, then one query per item: six
-    # round trips on PostgreSQL for every agent call that shows research).
-    rows = store.query(
+def research_of(store: Store, scope: str, agent: str, *, limit: int = 5, rows: Sequence[Sequence[Any]] | None = None) -> list[Knowledge]:
+    """``agent``'s research in the scope: what its requests found, with the sources, newest
+    first (seed 000). ``rows``: those of :func:`research_query`, read already."""
+    return [_knowledge(_vault_row(row)) for row in (rows if rows is not None else store.query(*research_query(scope, agent, limit=limit)))]
+
+
+def research_query(scope: str, agent: str, *, limit: int = 5) -> tuple[str, tuple[Any, ...]]:
+    """The read :func:`research_of` makes, for a caller that batches it with its own: the
+    items themselves (not their ids, then one read per item: six round trips on PostgreSQL
+    for every agent call that shows research)."""
+    return (
         f"SELECT {_VAULT_COLUMNS} FROM vault WHERE scope = ? AND kind = ? AND agent = ? ORDER BY updated DESC, id DESC LIMIT ?",
         (scope, KNOWLEDGE_KIND, agent, int(limit)),
     )
-    return [_knowledge(_vault_row(row)) for row in rows]
+

@@ -17,11 +17,12 @@ sends email, and nothing tells it the person did) or a task's outcome beyond "do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ._store import Store
 
-__all__ = ["ACK_WINDOW", "Performance", "performance_of"]
+__all__ = ["ACK_WINDOW", "Performance", "performance_of", "performance_queries"]
 
 ACK_WINDOW = 30 * 60.0  # seconds after a reminder was sent in which a message of the person acknowledges it
 
@@ -56,17 +57,11 @@ class Performance:
         return not (self.thumbs_up or self.thumbs_down or self.corrections or self.outcomes)
 
 
-def performance_of(store: Store, scope: str, agent: str, *, since: float) -> Performance:
-    """``agent``'s measured outcomes in ``scope`` since ``since`` (unix seconds)."""
-    feedback_rows, event_rows = store.query_batch(  # one round trip on PostgreSQL
-        [
-            (
-                "SELECT source, signal, count(*) FROM feedback WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY source, signal",
-                (scope, agent, since),
-            ),
-            ("SELECT type, count(*) FROM events WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY type", (scope, agent, since)),
-        ]
-    )
+def performance_of(store: Store, scope: str, agent: str, *, since: float, rows: Sequence[list[tuple]] | None = None) -> Performance:
+    """``agent``'s measured outcomes in ``scope`` since ``since`` (unix seconds). ``rows``: those
+    of :func:`performance_queries`, read already (batched with a caller's own reads)."""
+    # One round trip on PostgreSQL (one more only when reminders were sent: whether the person wrote after them).
+    feedback_rows, event_rows = rows if rows is not None else store.query_batch(performance_queries(scope, agent, since=since))
     feedback = {(source, signal): count for source, signal, count in feedback_rows}
     emitted = dict(event_rows)
     outcomes = {label: int(emitted[kind]) for kind, label in _OUTCOMES.items() if emitted.get(kind)}
@@ -87,3 +82,14 @@ def performance_of(store: Store, scope: str, agent: str, *, since: float) -> Per
         outcomes=outcomes,
         reminders_acknowledged=int(acknowledged),
     )
+
+
+def performance_queries(scope: str, agent: str, *, since: float) -> list[tuple[str, tuple[object, ...]]]:
+    """The two reads :func:`performance_of` makes, for a caller that batches them with its own."""
+    return [
+        (
+            "SELECT source, signal, count(*) FROM feedback WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY source, signal",
+            (scope, agent, since),
+        ),
+        ("SELECT type, count(*) FROM events WHERE scope = ? AND agent = ? AND ts >= ? GROUP BY type", (scope, agent, since)),
+    ]

@@ -38,12 +38,15 @@ from scopehub.memory import (
     Message,
     Store,
     agent_memory,
+    agent_memory_queries,
     awareness_reads,
     chat_settings,
     count_unconsumed,
     count_unseen_channel_messages,
     performance_of,
+    performance_queries,
     research_of,
+    research_query,
     unconsumed_events,
 )
 
@@ -109,10 +112,15 @@ class PreparedCall:
 def lessons_section(store: Store, scope: str, agent: str, *, tokenizer: Tokenizer, budget: int, now: float) -> str:
     """``agent``'s lessons section as its calls get it: its memory, its record of the last
     RECORD_DAYS days and its newest research (``agents-hub memory show`` prints the same)."""
-    performance = performance_of(store, scope, agent, since=now - RECORD_DAYS * 86400)
-    research = [(fragment, relative_time(fragment.ts, now)) for fragment in research_of(store, scope, agent, limit=RESEARCH_SHOWN)]
+    since = now - RECORD_DAYS * 86400
+    # The three reads in one batch: one round trip on PostgreSQL for every agent call, not three.
+    *memory_rows, feedback_rows, event_rows, research_rows = store.query_batch(
+        [*agent_memory_queries(scope, agent), *performance_queries(scope, agent, since=since), research_query(scope, agent, limit=RESEARCH_SHOWN)]
+    )
+    performance = performance_of(store, scope, agent, since=since, rows=[feedback_rows, event_rows])
+    research = [(fragment, relative_time(fragment.ts, now)) for fragment in research_of(store, scope, agent, rows=research_rows)]
     return render_lessons(
-        agent_memory(store, scope, agent),
+        agent_memory(store, scope, agent, rows=memory_rows),
         tokenizer=tokenizer,
         budget=budget,
         performance=performance,

@@ -450,3 +450,42 @@ def test_people_read_channels_and_an_agents_memory_from_the_command_line(tmp_pat
     assert [x["text"] for x in data["lessons"]] == [LESSON]
     assert data["section"].startswith(LESSONS_HEADER) and 0 < data["section_tokens"] <= data["budget"] == 120
     assert json.loads(run("memory", "show", "--scope", SCOPE, "--agent", "notes", "--json"))["section_tokens"] == 0
+
+
+def test_the_lessons_section_is_read_in_one_batch_and_says_what_the_three_reads_say(tmp_path, monkeypatch) -> None:
+    """An agent's memory, its record and its research for every call: one round trip on
+    PostgreSQL (they were three), the same section as each read on its own gives."""
+    from scopehub.hub.context.awareness import relative_time
+    from scopehub.hub.context.lessons import render_lessons
+    from scopehub.hub.context.tokens import get_tokenizer
+    from scopehub.hub.orchestrator._sections import RECORD_DAYS, RESEARCH_SHOWN, lessons_section
+    from scopehub.memory import (
+        NewMessage,
+        add_knowledge,
+        agent_memory,
+        emit_event,
+        performance_of,
+        research_of,
+    )
+
+    now = 2_000_000.0
+    with Store(tmp_path / "hub.db") as store:
+        asked = store.append(NewMessage(scope=SCOPE, role="user", text="what is on my list?", ts=now - 60)).id
+        add_lesson(store, SCOPE, "tasks", "List work tasks first.", kind="failure", importance="high", now=now - 50)
+        add_goal(store, SCOPE, "tasks", "Keep the list short", now=now - 40)
+        record_feedback(store, SCOPE, "tasks", reply_id=None, source="reaction", signal="positive", text="👍", now=now - 30)
+        emit_event(store, SCOPE, "tasks", "task.created", {"task_id": 1, "title": "milk"}, now=now - 20)
+        add_knowledge(store, SCOPE, "Milk was on the list last week.", importance=0.5, messages=[asked], ts=now - 10, agent="tasks")
+        tokenizer = get_tokenizer()
+        since = now - RECORD_DAYS * 86400
+        alone = render_lessons(
+            agent_memory(store, SCOPE, "tasks"), tokenizer=tokenizer, budget=400, performance=performance_of(store, SCOPE, "tasks", since=since),
+            record_days=RECORD_DAYS, research=[(k, relative_time(k.ts, now)) for k in research_of(store, SCOPE, "tasks", limit=RESEARCH_SHOWN)],
+        )  # fmt: skip
+        reads: list[str] = []
+        for name in ("query", "query_batch"):
+            method = getattr(store, name)
+            monkeypatch.setattr(store, name, lambda *args, _m=method, _n=name, **kw: reads.append(_n) or _m(*args, **kw))
+        section = lessons_section(store, SCOPE, "tasks", tokenizer=tokenizer, budget=400, now=now)
+        assert section == alone and "List work tasks first." in section and "Milk was on the list" in section
+        assert reads == ["query_batch"]
