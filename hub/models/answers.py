@@ -138,18 +138,35 @@ _WELCOMING = re.compile(
 _THANKS = re.compile(r"\b(?:thanks?|thank\s+you|thx|ty|cheers|ta|danke\w*|merci|gracias|grazie|obrigad[oa])\b", re.I)
 
 
+# What acknowledges thanks besides "you're welcome": a reply to a bare "thanks!" that says none
+# of it ("That's great! You can also use it for tasks like that.") answers nothing said.
+_ACKNOWLEDGING = re.compile(
+    r"\b(?:any\s*time|no\s+(?:problem|worries)|happy\s+to\s+help|glad|pleasure|gerne?|bitte|de\s+rien|avec\s+plaisir|je\s+vous\s+en\s+prie"
+    r"|de\s+nada|a\s+ti|con\s+gusto|welcome)\b",
+    re.I,
+)
+_BARE_THANKS_WORDS = 4  # "thanks!", "thank you so much", "danke dir", "merci beaucoup !"
+
+
 def answers_thanks_not_given(answer: str, message: str) -> bool:
     """Whether ``answer`` replies to thanks that ``message`` does not give."""
     return bool(_WELCOMING.search(answer)) and not _THANKS.search(message)
 
 
+def ignores_thanks(answer: str, message: str) -> bool:
+    """Whether ``message`` only thanks (a few words, no question) and ``answer`` does not acknowledge it."""
+    words = re.findall(r"[^\W\d_]+", message)
+    bare = bool(_THANKS.search(message)) and len(words) <= _BARE_THANKS_WORDS and "?" not in message
+    return bare and not (_WELCOMING.search(answer) or _ACKNOWLEDGING.search(answer))
+
+
 def usable(answer: str, earlier: Iterable[str], tool_names: Iterable[str] = (), message: str | None = None) -> bool:
     """Whether the model's words may be sent: not empty, no apology or refusal, no claim of
     an action (no tool ran), no internal tool name, no copy of an earlier message, and (given
-    the ``message`` it answers) no reply to thanks nobody gave."""
+    the ``message`` it answers) no reply to thanks nobody gave, none that ignores the thanks given."""
     if not answer or _NON_ANSWER.search(answer) or _CLAIMED_ACTION.search(answer):
         return False
-    if message is not None and answers_thanks_not_given(answer, message):
+    if message is not None and (answers_thanks_not_given(answer, message) or ignores_thanks(answer, message)):
         return False
     names = set(tool_names)
     if any(word in names for word in _INTERNAL_NAME.findall(answer)):

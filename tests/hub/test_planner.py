@@ -859,3 +859,18 @@ def test_a_german_ordinal_date_does_not_end_the_sentence_that_answers():
 
     read = "Email #1: Ablesung\nFrom: Hausverwaltung <info@hv.example>\nam Montag, 8. Dezember, kommt der Techniker. Bitte seien Sie da."
     assert _answering_sentence("Wann kommt der Techniker?", read) == "Email #1: Ablesung\nam Montag, 8. Dezember, kommt der Techniker."
+
+
+@pytest.mark.parametrize(
+    ("message", "reply"),
+    [("thanks!", "You're welcome!"), ("danke dir", "Gern geschehen!"), ("merci beaucoup", "Avec plaisir !"), ("¡muchas gracias!", "¡De nada!")],
+)
+def test_a_reply_that_ignores_the_thanks_given_is_never_sent(planner, agents, message, reply):
+    """Found in the terminal chat: "thanks!" after a task was done got "That's great! You can
+    also use it for tasks like that." Written again, then the plain answer in the person's language."""
+    step = planner.plan(conversation(("user", message), system="You are the general agent."), tools_of(agents, "general"))
+    ignoring = "That's great! You can also use it for tasks like that."
+    retry = step.finish(ignoring)
+    assert isinstance(retry, Generate) and retry.purpose == "retry"
+    assert retry.finish(ignoring) == Reply(reply)
+    assert step.finish("No problem, happy to help!") == Reply("No problem, happy to help!")
