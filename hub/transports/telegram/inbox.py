@@ -171,8 +171,9 @@ class Inbox:
         # A plain message (no media, no reply to trace, no command to guard) arrives and is
         # stored in one step, one thread hop on PostgreSQL; any other in two, with what it
         # needs in between.
-        transcribing, spoken, saved_document = False, False, None
-        if media is None and parent is None and not (addressed and transport.groups.may_hold(text, private)):
+        transcribing, spoken, saved_document, stored = False, False, None, None
+        plain = media is None and parent is None and not (addressed and transport.groups.may_hold(text, private))
+        if plain:
             try:
                 resumed, handled, stored = await in_db_thread(
                     self.hub.store, self._arrive_and_store, chat.id, scope, ext_id, inbound_of(message_body(message, None, text), None)
@@ -180,16 +181,13 @@ class Inbox:
             except Exception as exc:
                 self._not_stored(exc, ext_id, scope, bool(addressed), chat.id, thread_id)
                 return
-            outbox.chat_is_back(chat.id, resumed=resumed)
-            if handled:
-                log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
-                return
         else:
             resumed, handled = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
-            outbox.chat_is_back(chat.id, resumed=resumed)
-            if handled:
-                log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
-                return  # stored but unanswered (a crash in between) goes on: the hub answers it
+        outbox.chat_is_back(chat.id, resumed=resumed)
+        if handled:
+            log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
+            return  # stored but unanswered (a crash in between) goes on: the hub answers it
+        if not plain:
             if addressed:
                 held = await transport.groups.guard(bot, chat, user, message, text)
                 if held is not None:  # not an administrator, or not confirmed yet: nothing erased or changed
