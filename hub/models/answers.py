@@ -138,11 +138,11 @@ _WELCOMING = re.compile(
 _THANKS = re.compile(r"\b(?:thanks?|thank\s+you|thx|ty|cheers|ta|danke\w*|merci|gracias|grazie|obrigad[oa])\b", re.I)
 
 
-# What acknowledges thanks besides "you're welcome": a reply to a bare "thanks!" that says none
-# of it ("That's great! You can also use it for tasks like that.") answers nothing said.
+# What acknowledges thanks besides _WELCOMING's words: a reply to a bare "thanks!" that says
+# neither ("That's great! You can also use it for tasks like that.") answers nothing said.
 _ACKNOWLEDGING = re.compile(
-    r"\b(?:any\s*time|no\s+(?:problem|worries)|happy\s+to\s+help|glad|pleasure|gerne?|bitte|de\s+rien|avec\s+plaisir|je\s+vous\s+en\s+prie"
-    r"|de\s+nada|a\s+ti|con\s+gusto|welcome)\b",
+    r"\b(?:any\s*time|no\s+(?:problem|worries)|happy\s+to\s+help|glad|pleasure|gerne?|bitte|je\s+vous\s+en\s+prie"
+    r"|a\s+ti|con\s+gusto|welcome)\b",
     re.I,
 )
 _BARE_THANKS_WORDS = 4  # "thanks!", "thank you so much", "danke dir", "merci beaucoup !"
