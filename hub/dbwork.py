@@ -164,6 +164,7 @@ async def in_db_thread(store: Any, work: Callable[..., _T], *args: Any, threads:
             await step.finished
         raise
 
+
 def _in_session(store: Any, work: Callable[..., _T], *args: Any) -> _T:
     session = getattr(store, "session", None)
     with session() if session is not None else nullcontext():

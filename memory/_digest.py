@@ -544,4 +544,3 @@ def research_query(scope: str, agent: str, *, limit: int = 5) -> tuple[str, tupl
         f"SELECT {_VAULT_COLUMNS} FROM vault WHERE scope = ? AND kind = ? AND agent = ? ORDER BY updated DESC, id DESC LIMIT ?",
         (scope, KNOWLEDGE_KIND, agent, int(limit)),
     )
-
