@@ -62,8 +62,17 @@ class ChatSettings:
 
 def chat_settings(store: Store, scope: str) -> ChatSettings:
     """The chat's settings (defaults when it never changed any)."""
+    return chat_settings_of_rows(scope, store.query(*chat_settings_query(scope)))
+
+
+def chat_settings_query(scope: str) -> tuple[str, tuple[Any, ...]]:
+    """The read of :func:`chat_settings`, for a batch of reads; :func:`chat_settings_of_rows` after."""
     validate_scope(scope)
-    rows = store.query("SELECT timezone, language, agents, topics, updated FROM chat_settings WHERE scope = ?", (scope,))
+    return "SELECT timezone, language, agents, topics, updated FROM chat_settings WHERE scope = ?", (scope,)
+
+
+def chat_settings_of_rows(scope: str, rows: Sequence[Sequence[Any]]) -> ChatSettings:
+    """The chat's settings from the rows of :func:`chat_settings_query`."""
     if not rows:
         return ChatSettings(scope)
     timezone, language, agents, topics, updated = rows[0]

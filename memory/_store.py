@@ -277,13 +277,21 @@ class Store(CallLog, ScopeAdmin):
         """Whether the message got its answer: a stored agent reply, or a failed agent call's apology.
 
         A failed call of the hub's own (the LLM router's, the extractor's) answers nothing."""
-        return bool(
-            self.query(
-                "SELECT EXISTS(SELECT 1 FROM messages WHERE reply_to = ? AND role = 'agent')"
-                " OR EXISTS(SELECT 1 FROM calls WHERE message_id = ? AND ok = 0 AND coalesce(via, '') NOT IN ('router', 'extractor'))",
-                (message_id, message_id),
-            )[0][0]
+        return self.answered_of_rows(self.query(*self.is_answered_query(message_id)))
+
+    @staticmethod
+    def is_answered_query(message_id: int) -> tuple[str, tuple[Any, ...]]:
+        """The read of :meth:`is_answered`, for a batch of reads; :meth:`answered_of_rows` after."""
+        return (
+            "SELECT EXISTS(SELECT 1 FROM messages WHERE reply_to = ? AND role = 'agent')"
+            " OR EXISTS(SELECT 1 FROM calls WHERE message_id = ? AND ok = 0 AND coalesce(via, '') NOT IN ('router', 'extractor'))",
+            (message_id, message_id),
         )
+
+    @staticmethod
+    def answered_of_rows(rows: Sequence[Sequence[Any]]) -> bool:
+        """What :meth:`is_answered` says, from the rows of :meth:`is_answered_query`."""
+        return bool(rows[0][0])
 
     def get(self, scope: str, message_id: int) -> Message | None:
         """One message of ``scope`` by id; an id of another scope is as if it did not exist."""
@@ -302,30 +310,49 @@ class Store(CallLog, ScopeAdmin):
 
     def find_ext(self, scope: str, ext_id: str) -> Message | None:
         """A message by its external id (a chat-log or Telegram id) within a scope."""
-        rows = self.query(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND ext_id = ?", (scope, ext_id))
+        rows = self.query(*self.find_ext_query(scope, ext_id))
         return _row_to_message(rows[0]) if rows else None
+
+    @staticmethod
+    def find_ext_query(scope: str, ext_id: str) -> tuple[str, tuple[Any, ...]]:
+        """The read of :meth:`find_ext`, for a batch of reads; :meth:`message_of_row` after."""
+        return f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND ext_id = ?", (scope, ext_id)
 
     def window(self, scope: str, size: int, *, up_to: int | None = None, after: int = 0) -> list[Message]:
         """The scope's last ``size`` messages in time order (up to and including id ``up_to``;
         with ``after``, only those of them after that id)."""
         if size <= 0:
             return []
+        return self.window_of_rows(self.query(*self.window_query(scope, size, up_to=up_to, after=after)))
+
+    @staticmethod
+    def window_query(scope: str, size: int, *, up_to: int | None = None, after: int = 0) -> tuple[str, tuple[Any, ...]]:
+        """The read of :meth:`window` (``size`` above 0), for a batch of reads; :meth:`window_of_rows` after."""
         sql, params = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ?", [scope]
         if up_to is not None:
             sql, params = sql + " AND id <= ?", [*params, up_to]
         if after:
             sql, params = sql + " AND id > ?", [*params, after]
-        rows = self.query(sql + " ORDER BY id DESC LIMIT ?", (*params, size))
+        return sql + " ORDER BY id DESC LIMIT ?", (*params, size)
+
+    @staticmethod
+    def window_of_rows(rows: Sequence[Sequence[Any]]) -> list[Message]:
+        """The messages of :meth:`window`, in time order, from the rows of :meth:`window_query`."""
         return [_row_to_message(row) for row in reversed(rows)]
 
     def messages(self, scope: str, *, after: int = 0, limit: int | None = None) -> list[Message]:
         """The scope's messages in time order, from id ``after`` on."""
+        return [_row_to_message(row) for row in self.query(*self.messages_query(scope, after=after, limit=limit))]
+
+    @staticmethod
+    def messages_query(scope: str, *, after: int = 0, limit: int | None = None) -> tuple[str, tuple[Any, ...]]:
+        """The read of :meth:`messages`, for a batch of reads; :meth:`message_of_row` for each row after."""
         sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND id > ? ORDER BY id"
-        params: list[Any] = [scope, after]
+        params: tuple[Any, ...] = (scope, after)
         if limit is not None:
             sql += " LIMIT ?"
-            params.append(limit)
-        return [_row_to_message(row) for row in self.query(sql, params)]
+            params = (*params, limit)
+        return sql, params
 
     def latest(self, scope: str, *, role: str | None = None) -> Message | None:
         """The scope's newest message (of ``role`` when given; chat commands are then skipped)."""

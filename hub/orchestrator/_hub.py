@@ -268,12 +268,15 @@ class Hub:
         return self._begin(_Turn(inbound, message, reply_to))
 
     def _begin_queued(self, message: Message, addressed: bool) -> _Turn | None:
-        with self._timed("intake"):
-            current = self.store.get(message.scope, message.id)
-            if current is None or current.via == "command" or self.store.is_answered(current.id):
-                return None
-            inbound, reply_to = inbound_of(self.store, current, addressed=addressed)
-        return self._begin(_Turn(inbound, current, reply_to, claim=False))
+        # The message as stored now, whether it is answered, the chat's settings and the
+        # recent messages before it: one batch of reads, kept for the rest of this step.
+        with self.sections.settings_read_once():
+            with self._timed("intake"):
+                current, answered = self.sections.read_turn_start(message.scope, message.id)
+                if current is None or current.via == "command" or answered:
+                    return None
+                inbound, reply_to = inbound_of(self.store, current, addressed=addressed)
+            return self._begin(_Turn(inbound, current, reply_to, claim=False))
 
     def _stalled_claims(self, limit: int) -> list[Any]:
         return expired_claims(self.store, prefix="message:", now=self.deps.clock(), limit=limit)

@@ -41,6 +41,8 @@ from scopehub.memory import (
     agent_memory_queries,
     awareness_reads,
     chat_settings,
+    chat_settings_of_rows,
+    chat_settings_query,
     count_unconsumed,
     count_unseen_channel_messages,
     performance_of,
@@ -137,18 +139,56 @@ class Sections:
         self.registry = registry
         self.prompts = prompts
         self.channels = channels
-        self._read = threading.local()  # .settings: scope -> ChatSettings, inside settings_read_once()
+        # Inside settings_read_once(), per thread: .settings (scope -> ChatSettings) and
+        # .windows ((scope, before_id) -> the recent() read ahead by read_turn_start()).
+        self._read = threading.local()
 
     @contextmanager
     def settings_read_once(self) -> Iterator[None]:
         """Within the block (one step of a turn, in one thread), each chat's settings are read
         once: the route, the facts block and the call's time zone ask for them (three reads)."""
         outer = getattr(self._read, "settings", None)
+        outer_windows = getattr(self._read, "windows", None)
         self._read.settings = {} if outer is None else outer
+        self._read.windows = {} if outer_windows is None else outer_windows
         try:
             yield
         finally:
             self._read.settings = outer
+            self._read.windows = outer_windows
+
+    def read_turn_start(self, scope: str, message_id: int) -> tuple[Message | None, bool]:
+        """``(the stored message, whether it is answered)``, with the chat's settings and the
+        :meth:`recent` messages before it read in the same batch (one round trip on
+        PostgreSQL, not five) and kept for the rest of the :meth:`settings_read_once` block.
+
+        When the batch fails, each read is made on its own, with its own failure handling
+        (the settings' is fail-open), and nothing is kept."""
+        store = self.deps.store
+        read = getattr(self._read, "settings", None)
+        windows = getattr(self._read, "windows", None)
+        size = self.deps.settings.window
+        try:
+            queries = [store.get_query(scope, message_id), store.is_answered_query(message_id), chat_settings_query(scope)]
+            if size > 0:
+                queries += [store.window_query(scope, size, up_to=message_id - 1), store.messages_query(scope, after=message_id, limit=LATER_REPLIES)]
+            rows = store.query_batch(queries)
+        except Exception:
+            log.debug("the turn's first reads of %s in one batch failed; reading them one by one", scope, exc_info=True)
+            message = store.get(scope, message_id)
+            return message, message is not None and store.is_answered(message_id)
+        message = store.message_of_row(rows[0][0]) if rows[0] else None
+        if read is not None:
+            try:
+                read[scope] = chat_settings_of_rows(scope, rows[2])
+            except Exception:  # as chat_settings(): the defaults, logged
+                log.exception("settings of %s unavailable; answering with the defaults", scope)
+                read[scope] = ChatSettings(scope)
+        if windows is not None:
+            earlier = store.window_of_rows(rows[3]) if size > 0 else []
+            later = [store.message_of_row(row) for row in rows[4]] if size > 0 else []
+            windows[(scope, message_id)] = self._recent_of(earlier, later, message_id)
+        return message, store.answered_of_rows(rows[1])
 
     def chat_settings(self, scope: str) -> ChatSettings:
         """The chat's own settings (/settings); fail-open: a failure means the defaults, logged."""
@@ -194,16 +234,21 @@ class Sections:
         see it (A, A's reply, B). So replies stored later to messages before ``before_id``
         are taken in too (:func:`order_by_turn`).
         """
+        windows: dict[tuple[str, int], list[Message]] | None = getattr(self._read, "windows", None)
+        if windows is not None and (scope, before_id) in windows:
+            return list(windows[(scope, before_id)])
         store, size = self.deps.store, self.deps.settings.window
         earlier = store.window(scope, size, up_to=before_id - 1)
         if not earlier:
             return earlier
-        later = [
-            m
-            for m in store.messages(scope, after=before_id, limit=LATER_REPLIES)
-            if m.role == "agent" and m.reply_to is not None and m.reply_to < before_id
-        ]
-        return order_by_turn([*earlier, *later])[-size:] if later else earlier
+        return self._recent_of(earlier, store.messages(scope, after=before_id, limit=LATER_REPLIES), before_id)
+
+    def _recent_of(self, earlier: list[Message], after: list[Message], before_id: int) -> list[Message]:
+        """:meth:`recent` from the window before ``before_id`` and the messages after it."""
+        if not earlier:
+            return earlier
+        later = [m for m in after if m.role == "agent" and m.reply_to is not None and m.reply_to < before_id]
+        return order_by_turn([*earlier, *later])[-self.deps.settings.window :] if later else earlier
 
     def awareness_for(
         self,
