@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+REPLY_LOOKAHEAD = 200  # messages after one looked at for its stored reply (a queue's length)
+
 
 @dataclass
 class _Turn:
@@ -205,10 +207,12 @@ class Hub:
         finally:
             self.after_reply.resume(scope)
 
-    def store_inbound(self, inbound: Inbound) -> Message | None:
-        """Commit the message (before any model call); None when this delivery needs nothing more."""
+    def store_inbound(self, inbound: Inbound, *, ext_id_unseen: bool = False) -> Message | None:
+        """Commit the message (before any model call); None when this delivery needs nothing more.
+
+        ``ext_id_unseen``: the caller looked the delivery's id up in this session and found nothing."""
         with self._timed("intake"):
-            return store_inbound(self.store, inbound, self.deps.clock)
+            return store_inbound(self.store, inbound, self.deps.clock, ext_id_unseen=ext_id_unseen)
 
     async def answer_queued(
         self, message: Message, *, addressed: bool = True, on_text: Callable[[str], Awaitable[None]] | None = None
@@ -228,12 +232,20 @@ class Hub:
         finally:
             self.after_reply.resume(scope)
 
-    def stored_reply(self, message: Message) -> Message | None:
-        """The agent reply stored for ``message`` (None: not answered with a stored reply)."""
-        for later in self.store.messages(message.scope, after=message.id, limit=200):
-            if later.role == "agent" and later.reply_to == message.id:
-                return later
+    def stored_reply(self, message: Message, later: Sequence[Message] | None = None) -> Message | None:
+        """The agent reply stored for ``message`` (None: not answered with a stored reply).
+
+        ``later``: the messages after it, read already (:meth:`stored_reply_query`)."""
+        if later is None:
+            later = self.store.messages(message.scope, after=message.id, limit=REPLY_LOOKAHEAD)
+        for after in later:
+            if after.role == "agent" and after.reply_to == message.id:
+                return after
         return None
+
+    def stored_reply_query(self, scope: str, message_id: int) -> tuple[str, tuple[Any, ...]]:
+        """The read :meth:`stored_reply` makes, for a batch of reads (each row a message)."""
+        return self.store.messages_query(scope, after=message_id, limit=REPLY_LOOKAHEAD)
 
     async def answer_stalled(self, *, limit: int = 50) -> list[Reply]:
         """Answer the messages whose answer was claimed by a process that died mid-reply.

@@ -38,20 +38,22 @@ def has_content(text: str) -> bool:
     )
 
 
-def store_inbound(store: Store, inbound: Inbound, clock: Callable[[], float]) -> Message | None:
+def store_inbound(store: Store, inbound: Inbound, clock: Callable[[], float], *, ext_id_unseen: bool = False) -> Message | None:
     """Commit the message (before any model call); None when this delivery needs nothing more.
 
     A redelivery is never stored twice. It is worth answering only if the first delivery
     was stored but never answered (a crash in between); commands are not re-run, and
     chatter that was not addressed is not tagged again. A message that shows nothing
     (only whitespace or zero-width characters) says nothing: it is neither stored nor
-    answered, and costs no model call.
+    answered, and costs no model call. ``ext_id_unseen``: the caller looked ``inbound.ext_id``
+    up in this store session and found nothing (a delivery stored meanwhile by another
+    process is still caught: its append is refused as a duplicate).
     """
     scope = validate_scope(inbound.scope)
     if not has_content(inbound.text):
         log.info("message %s of %s shows nothing (empty or zero-width only); not stored, not answered", inbound.ext_id, scope)
         return None
-    message = store.find_ext(scope, inbound.ext_id) if inbound.ext_id is not None else None
+    message = store.find_ext(scope, inbound.ext_id) if inbound.ext_id is not None and not ext_id_unseen else None
     if message is None:
         reply_to = store.find_ext(scope, inbound.reply_to_ext) if inbound.reply_to_ext else None
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 
 import httpx
 import pytest
@@ -387,3 +388,43 @@ def test_a_plain_message_arrives_and_is_stored_in_one_store_step(tmp_path, monke
     assert len(model.calls) == 2  # the redelivery was not answered again
     user_rows = [r for r in rows(tmp_path / "hub.db", "user:42") if r[0] == "user"]
     assert [r[1] for r in user_rows] == ["add buy milk to my tasks", "make it oat milk"]
+
+
+def test_a_plain_message_is_looked_up_once_and_its_turn_reads_it_without_a_read_of_its_own(tmp_path, monkeypatch):
+    """The delivery's id is looked up once on arrival (not again when it is stored), and
+    the turn that answers it reads the message, its stored reply, its settings and its
+    window in batches (one round trip each on PostgreSQL), with no ``get`` of its own."""
+    model = FunctionModel(echo)
+    hub = make_hub(tmp_path / "hub.db", model)
+    lookups: list[str] = []
+    turn_gets: list[str] = []
+    watching = False
+    find_ext, get = hub.store.find_ext, hub.store.get
+
+    def looked_up(*args, **kwargs):
+        if watching:
+            lookups.append(args[1])
+        return find_ext(*args, **kwargs)
+
+    def got(*args, **kwargs):
+        callers = {frame.name for frame in traceback.extract_stack()}
+        if watching and callers & {"_owed_state", "_begin_queued", "_take_turn_and_look"}:
+            turn_gets.append(" < ".join(sorted(callers & {"_owed_state", "_begin_queued", "_take_turn_and_look"})))
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(hub.store, "find_ext", looked_up)
+    monkeypatch.setattr(hub.store, "get", got)
+
+    async def scenario(hub, tg, bot):
+        nonlocal watching
+        watching = True
+        tg.push_message(42, "add buy milk to my tasks")
+        await tg.await_sent(1, chat_id=42)
+        await asyncio.sleep(0.2)
+        watching = False
+
+    bot_run(tmp_path, scenario, hub=hub)
+    assert len(lookups) == 1, lookups
+    assert turn_gets == []
+    assert len(model.calls) == 1
+    assert [r[1] for r in rows(tmp_path / "hub.db", "user:42") if r[0] == "user"] == ["add buy milk to my tasks"]

@@ -188,8 +188,15 @@ class Answers:
         """``(the stored message, the reply stored for it)`` of an owed message (any thread);
         the message None when it is gone, the reply None when not answered or only to tag."""
         hub = self.transport.hub
-        message = hub.store.get(scope, item.message_id)
-        return message, (hub.stored_reply(message) if message is not None and item.answer else None)
+        store = hub.store
+        if not item.answer:  # only to tag: no reply to look for
+            return store.get(scope, item.message_id), None
+        # Both reads in one batch (one round trip on PostgreSQL).
+        found, later = store.query_batch([store.get_query(scope, item.message_id), hub.stored_reply_query(scope, item.message_id)])
+        if not found:
+            return None, None
+        message = store.message_of_row(found[0])
+        return message, hub.stored_reply(message, [store.message_of_row(row) for row in later])
 
     async def _deliver_owed(
         self,

@@ -182,7 +182,7 @@ class Inbox:
                 self._not_stored(exc, ext_id, scope, bool(addressed), chat.id, thread_id)
                 return
         else:
-            resumed, handled = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
+            resumed, handled, _ = await in_db_thread(self.hub.store, self._arrived, chat.id, scope, ext_id, media is not None and not text)
         outbox.chat_is_back(chat.id, resumed=resumed)
         if handled:
             log.info("update for %s in %s already handled; skipping the redelivery", ext_id, scope)
@@ -279,9 +279,11 @@ class Inbox:
             self.transport.answers.note_thread(stored.id, thread_id)
         return stored
 
-    def _store_owed(self, inbound: Inbound) -> Any:
-        """The store's part of :meth:`accept` (any thread): the message stored and marked owed."""
-        stored = self.hub.store_inbound(inbound)
+    def _store_owed(self, inbound: Inbound, *, ext_id_unseen: bool = False) -> Any:
+        """The store's part of :meth:`accept` (any thread): the message stored and marked owed.
+
+        ``ext_id_unseen``: this session looked the delivery's id up already and found nothing."""
+        stored = self.hub.store_inbound(inbound, ext_id_unseen=ext_id_unseen)
         if stored is not None:
             self.transport.answers.turns.owe(inbound.scope, stored.id, inbound.text, answer=inbound.addressed)
         return stored
@@ -289,8 +291,8 @@ class Inbox:
     def _arrive_and_store(self, chat_id: int, scope: str, ext_id: str, inbound: Inbound) -> tuple[int, bool, Any]:
         """:meth:`_arrived`, then (unless handled already) :meth:`_store_owed`, in one store
         session (any thread): ``(reminders resumed, handled already, the stored message)``."""
-        resumed, handled = self._arrived(chat_id, scope, ext_id, False)
-        return resumed, handled, (None if handled else self._store_owed(inbound))
+        resumed, handled, existing = self._arrived(chat_id, scope, ext_id, False)
+        return resumed, handled, (None if handled else self._store_owed(inbound, ext_id_unseen=existing is None and inbound.ext_id == ext_id))
 
     @staticmethod
     def _not_stored(exc: Exception, ext_id: str, scope: str, addressed: bool, chat_id: int, thread_id: int | None) -> None:
@@ -305,13 +307,14 @@ class Inbox:
             raise ReplyOwed(chat_id, thread_id, False) from exc
         raise exc
 
-    def _arrived(self, chat_id: int, scope: str, ext_id: str, media_only: bool) -> tuple[int, bool]:
+    def _arrived(self, chat_id: int, scope: str, ext_id: str, media_only: bool) -> tuple[int, bool, Any]:
         """The store's part of a message's arrival (any thread): ``(reminders resumed, whether
-        this update was handled already)``. The chat wrote, so what a 403 paused resumes."""
+        this update was handled already, the message stored with its id)``. The chat wrote,
+        so what a 403 paused resumes."""
         store = self.hub.store
         resumed = self.transport.outbox.resume_chat(chat_id)
         existing = store.find_ext(scope, ext_id)
-        return resumed, existing is not None and (store.is_answered(existing.id) or media_only)
+        return resumed, existing is not None and (store.is_answered(existing.id) or media_only), existing
 
     def reply_target(self, scope: str, chat_id: int, message_id: int, text: str | None, *, chunk_span: bool = False) -> str:
         """The ext id a reply (or reaction) to Telegram message ``message_id`` points at.
