@@ -199,10 +199,10 @@ class Store(CallLog, ScopeAdmin):
         if not isinstance(message.text, str):
             raise InvalidRecord("text must be a string")
         ts = time.time() if message.ts is None else float(message.ts)
-        with self.transaction() as conn:
-            ensure_scope(conn, scope, time.time())
-            try:
-                new_id = conn.execute(
+        try:
+            with self.transaction() as conn:
+                ensure_scope(conn, scope, time.time())
+                inserted = conn.execute(
                     "INSERT INTO messages(scope, ext_id, chat, sender, role, text, ts, reply_to, agent, also_sees, via, needs)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (
@@ -219,9 +219,14 @@ class Store(CallLog, ScopeAdmin):
                         message.via,
                         json.dumps(list(message.needs)),
                     ),
-                ).fetchone()[0]
-            except self.dialect.integrity_errors as exc:
-                raise DuplicateMessage(f"message {message.ext_id!r} is already stored in {scope}") from exc
+                )
+                # SQLite must finish the statement before its COMMIT; on PostgreSQL the id is
+                # read once the block is done, so the INSERT travels with the COMMIT: one
+                # round trip rather than two.
+                returned = inserted.fetchone() if self.dialect.is_sqlite else None
+            new_id = (returned or inserted.fetchone())[0]
+        except self.dialect.integrity_errors as exc:
+            raise DuplicateMessage(f"message {message.ext_id!r} is already stored in {scope}") from exc
         return Message(
             id=new_id,
             scope=scope,

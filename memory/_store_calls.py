@@ -58,9 +58,10 @@ class CallLog:
             len(tool_calls) if isinstance(tool_calls := call.extra.get("tool_calls"), list) else 0,
         )
         with self.transaction() as conn:
-            return conn.execute(
-                f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id", values
-            ).fetchone()[0]
+            inserted = conn.execute(f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id", values)
+            # As in append(): read after the COMMIT on PostgreSQL (one round trip), before it on SQLite.
+            returned = inserted.fetchone() if self.dialect.is_sqlite else None
+        return (returned or inserted.fetchone())[0]
 
     def calls(self, scope: str) -> list[dict[str, Any]]:
         """The scope's recorded agent calls, oldest first."""

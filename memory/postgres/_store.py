@@ -123,7 +123,15 @@ def _savepoint(conn: PgConnection) -> Iterator[PgConnection]:
     # When a block ends its statements have run, nested or not: code may rely on a write
     # being on the server once its block is done (its id drawn, its lock held).
     conn.defer(f"RELEASE SAVEPOINT {name}")
-    conn.flush()
+    try:
+        conn.flush()
+    except BaseException:
+        # A statement sent with RELEASE failed (a block that read no result): the rest of
+        # the text did not run, so the outer transaction is aborted. Undo this block only.
+        conn.queue.clear()
+        with suppress(psycopg.Error):
+            conn.raw.execute(f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+        raise
 
 
 class PostgresStore(Store):
