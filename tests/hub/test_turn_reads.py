@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
 
 import pytest
 
@@ -18,7 +20,7 @@ from scopehub.hub.models.testing import ScriptedModel
 from scopehub.hub.orchestrator import Deps, Hub
 from scopehub.hub.settings import load_settings
 from scopehub.memory import NewMessage, Store, update_chat_settings
-from tests.helpers import registry_of
+from tests.helpers import ROOT, checkout_env, checkout_python, registry_of
 
 SCOPE = "user:7"
 
@@ -95,3 +97,24 @@ def test_a_failing_batch_falls_back_to_the_reads_one_by_one_and_the_settings_to_
         assert sent.index("Lima is the capital of Peru.") < sent.index("and of Chile?")
         assert "answering with the defaults" in caplog.text
 
+
+def test_start_up_heap_is_frozen_once_per_process_by_the_warm_up(tmp_path) -> None:
+    """What start-up built is out of the collector's reach after the warm-up, once."""
+    code = (
+        "import gc\n"
+        "from scopehub.hub.models.testing import ScriptedModel\n"
+        "from scopehub.hub.orchestrator import Deps, Hub\n"
+        "from scopehub.hub.settings import load_settings\n"
+        "from scopehub.memory import Store\n"
+        "from tests.helpers import registry_of\n"
+        "from scopehub.hub.orchestrator._hub import freeze_start_up_heap\n"
+        "store = Store(':memory:')\n"
+        "hub = Hub(Deps(store=store, settings=load_settings(db=':memory:'), model=ScriptedModel(default='hi')), registry_of())\n"
+        "before = gc.get_freeze_count()\n"
+        "hub.warm_up()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "print(before, frozen > 10_000, freeze_start_up_heap(), gc.get_freeze_count() == frozen)\n"
+    )
+    done = subprocess.run(checkout_python(code), capture_output=True, text=True, timeout=120, cwd=ROOT, env=checkout_env(tmp_path, os.environ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "True", "False", "True"]
