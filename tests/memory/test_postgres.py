@@ -472,3 +472,18 @@ def test_a_forgotten_fact_and_an_edited_message_leave_no_dead_version_after_flus
     pg.flush_deleted()  # what `facts forget` and an edit's clean-up call
     for table in ("facts", "messages"):
         assert pg.query(f"SELECT dead_tuple_count FROM pgstattuple('{table}')")[0][0] == 0, table
+
+
+def test_a_duplicate_caught_inside_a_transaction_leaves_the_rest_of_it_to_commit(pg):
+    """A nested append refused as a duplicate undoes only itself, also when its INSERT was
+    sent with the nested block's RELEASE: what the outer block writes after it commits."""
+    from scopehub.memory import add_task, list_tasks
+
+    pg.append(NewMessage(scope=A, role="user", text="first", ext_id="9"))
+    with pg.transaction():
+        add_task(pg, A, "before")
+        with pytest.raises(DuplicateMessage):
+            pg.append(NewMessage(scope=A, role="user", text="again", ext_id="9"))
+        add_task(pg, A, "after")
+    assert [t.title for t in list_tasks(pg, A)] == ["before", "after"]
+    assert [m.text for m in pg.window(A, 5)] == ["first"]
