@@ -514,10 +514,14 @@ def get_feedback(store: Store, scope: str, feedback_id: int) -> Feedback | None:
     return Feedback(*rows[0]) if rows else None
 
 
-def pending_feedback(store: Store, scope: str, *, limit: int = 20) -> list[Feedback]:
-    """The scope's feedback not yet learnt, oldest first."""
-    rows = store.query(
-        f"SELECT {_FEEDBACK_COLUMNS} FROM feedback WHERE scope = ? AND status = 'pending' ORDER BY id LIMIT ?",
-        (scope, int(limit)),
-    )
+def pending_feedback(store: Store, scope: str, *, limit: int = 20, rows: Sequence[Sequence[Any]] | None = None) -> list[Feedback]:
+    """The scope's feedback not yet learnt, oldest first (``rows``: read already, by
+    :func:`pending_feedback_query`)."""
+    if rows is None:
+        rows = store.query(*pending_feedback_query(scope, limit=limit))
     return [Feedback(*row) for row in rows]
+
+
+def pending_feedback_query(scope: str, *, limit: int = 20) -> tuple[str, tuple[Any, ...]]:
+    """The read of :func:`pending_feedback`, for a batch of reads."""
+    return f"SELECT {_FEEDBACK_COLUMNS} FROM feedback WHERE scope = ? AND status = 'pending' ORDER BY id LIMIT ?", (scope, int(limit))

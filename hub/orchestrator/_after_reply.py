@@ -29,6 +29,7 @@ from scopehub.memory import (
     Lesson,
     Message,
     pending_feedback,
+    pending_feedback_query,
     record_feedback,
 )
 
@@ -44,6 +45,7 @@ class _AfterRead:
     pending: list[Feedback] = field(default_factory=list)  # the scope's feedback not learnt yet
     message: Message | None = None  # the message answered
     plan: Any = None  # what learning facts from it needs (None: nothing to learn)
+    finding: tuple[list[tuple], list[tuple]] | None = None  # the rows keep_finding reads (None: not read)
 
 
 class AfterReply:
@@ -107,14 +109,34 @@ class AfterReply:
         message answered, and what learning facts from it needs read."""
         assert reply.scope is not None
         deps, read = self.deps, _AfterRead()
+        store, scope = deps.store, reply.scope
+        learns = answered and deps.facts is not None
+        # The pending feedback, the message answered, and the reply with its call record
+        # (keep_finding's reads): one batch, one round trip on PostgreSQL. A failing batch
+        # leaves each to be read on its own, with its own failure handling.
+        batch = [pending_feedback_query(scope)]
+        if learns:
+            batch.append(store.get_query(scope, reply.message_id))
+        if self._finding_read(reply):
+            batch += [store.get_query(scope, reply.reply_id), call_extra_query(scope, reply.message_id, reply.agent)]  # type: ignore[arg-type]
         try:
-            read.pending = pending_feedback(deps.store, reply.scope)
+            rows: list[list[tuple]] | None = store.query_batch(batch)
+        except Exception:
+            log.debug("the reads after a reply in %s in one batch failed; reading them one by one", scope, exc_info=True)
+            rows = None
+        try:
+            read.pending = pending_feedback(store, scope, rows=rows[0] if rows is not None else None)
         except Exception:
             log.exception("pending feedback of %s unreadable; learning later", reply.scope)
-        if not answered or deps.facts is None:
+        if rows is not None and self._finding_read(reply):
+            read.finding = (rows[-2], rows[-1])
+        if not learns:
             return read
         try:
-            read.message = deps.store.get(reply.scope, reply.message_id)  # type: ignore[arg-type]
+            if rows is not None:
+                read.message = store.message_of_row(rows[1][0]) if rows[1] else None
+            else:
+                read.message = store.get(scope, reply.message_id)  # type: ignore[arg-type]
             if read.message is not None:
                 read.plan = deps.facts.plan_learning(read.message.scope, read.message)
         except Exception:
@@ -130,7 +152,7 @@ class AfterReply:
                 deps.facts.keep_learnt(read.plan, exchange)  # type: ignore[union-attr]
             except Exception:
                 log.exception("fact extraction failed for %s; the reply was not affected", reply.scope)
-        self.keep_finding(reply, read.message)
+        self.keep_finding(reply, read.message, read.finding)
         if deps.digest is None:
             return None
         try:
@@ -139,19 +161,24 @@ class AfterReply:
             log.exception("digest of %s: cannot tell whether it is due; asking again", reply.scope)
             return None
 
-    def keep_finding(self, reply: Reply, question: Message | None = None) -> None:
+    @staticmethod
+    def _finding_read(reply: Reply) -> bool:
+        """Whether :meth:`keep_finding` reads the stored reply with its call record."""
+        return reply.reply_id is not None and bool(reply.scope) and reply.message_id is not None and bool(reply.agent)
+
+    def keep_finding(self, reply: Reply, question: Message | None = None, read: tuple[list[tuple], list[tuple]] | None = None) -> None:
         """Knowledge extraction: what the request found in the archive, kept as the agent's
         research (:mod:`scopehub.hub.digest.findings`); fail-open. ``question``: the message
         answered, read already. The stored reply and its call record are read in one batch
-        (one round trip on PostgreSQL)."""
+        (one round trip on PostgreSQL); ``read``: their rows, read already."""
         if reply.reply_id is None or not reply.scope:
             return
         store, settings = self.deps.store, self.deps.settings
         try:
             call_rows = None
-            if reply.message_id is not None and reply.agent:
-                answer_rows, call_rows = store.query_batch(
-                    [store.get_query(reply.scope, reply.reply_id), call_extra_query(reply.scope, reply.message_id, reply.agent)]
+            if self._finding_read(reply):
+                answer_rows, call_rows = read if read is not None else store.query_batch(
+                    [store.get_query(reply.scope, reply.reply_id), call_extra_query(reply.scope, reply.message_id, reply.agent)]  # type: ignore[arg-type]
                 )
                 answer = store.message_of_row(answer_rows[0]) if answer_rows else None
             else:

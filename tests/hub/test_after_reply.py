@@ -82,3 +82,56 @@ def test_a_digest_due_after_a_reply_is_compacted_from_the_due_check_of_the_secon
     assert threads.steps[:2] == ["_read_after", "_keep_after"] and "due" not in threads.steps, threads.steps
     assert threads.on_the_loop() == set()
 
+
+
+def test_the_reads_after_a_reply_are_one_batch_and_the_fact_is_still_learnt(tmp_path, monkeypatch):
+    """The pending feedback, the message answered, the reply and its call record are read in
+    one batch (one round trip on PostgreSQL, three before), and the fact is still learnt."""
+    from scopehub.hub.orchestrator._after_reply import AfterReply
+
+    hub = make_hub(tmp_path, digest_every=1000, extractor=ScriptedModel([extraction("User's email is ram@example.com", "user.email")]))
+    fill(hub.store, 6)
+    reads: list[str] = []
+    first_step = AfterReply._read_after
+
+    def recorded(self, reply, answered):
+        for name in ("query", "query_batch", "get"):
+            method = getattr(hub.store, name)
+            monkeypatch.setattr(hub.store, name, lambda *a, _m=method, _n=name, **kw: reads.append(_n) or _m(*a, **kw))
+        try:
+            return first_step(self, reply, answered)
+        finally:
+            for name in ("query", "query_batch", "get"):
+                monkeypatch.delattr(hub.store, name)
+
+    monkeypatch.setattr(AfterReply, "_read_after", recorded)
+    threads = StoreThreads(hub.store, monkeypatch, names=())
+    reply = answer_and_learn(hub, threads, "my email is ram@example.com, and what did Ram pack?")
+    assert reply.kind == "agent"
+    # One batch, no lone reads of the message or the reply; the known facts are read after
+    # it for the extractor (only when the message holds something to learn).
+    assert reads[0] == "query_batch" and reads.count("query_batch") == 1 and "get" not in reads, reads
+    assert any("ram@example.com" in fact.text for fact in current_facts(hub.store, SCOPE))
+
+
+def test_a_failing_batch_after_a_reply_falls_back_to_the_reads_one_by_one(tmp_path, monkeypatch):
+    hub = make_hub(tmp_path, digest_every=1000, extractor=ScriptedModel([extraction("User's email is ram@example.com", "user.email")]))
+    fill(hub.store, 6)
+    real = hub.store.query_batch
+    failing = {"on": False}
+
+    def query_batch(statements):
+        if failing["on"] and any("FROM feedback" in sql for sql, _ in statements):
+            raise RuntimeError("the batch failed")
+        return real(statements)
+
+    monkeypatch.setattr(hub.store, "query_batch", query_batch)
+
+    async def run():
+        reply = await hub.handle(Inbound(scope=SCOPE, text="my email is ram@example.com"))
+        failing["on"] = True
+        await hub.after_send(reply)
+        return reply
+
+    assert asyncio.run(run()).kind == "agent"
+    assert any("ram@example.com" in fact.text for fact in current_facts(hub.store, SCOPE))
