@@ -146,7 +146,9 @@ class Sections:
     @contextmanager
     def settings_read_once(self) -> Iterator[None]:
         """Within the block (one step of a turn, in one thread), each chat's settings are read
-        once: the route, the facts block and the call's time zone ask for them (three reads)."""
+        once: the route, the facts block and the call's time zone ask for them (three reads).
+        What :meth:`read_turn_start` read ahead (the settings, the recent messages) is kept
+        for the block too."""
         outer = getattr(self._read, "settings", None)
         outer_windows = getattr(self._read, "windows", None)
         self._read.settings = {} if outer is None else outer
