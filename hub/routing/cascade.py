@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from scopehub.hub.routing.also_sees import predict_also_sees
-from scopehub.hub.routing.classifier import LocalClassifier
+from scopehub.hub.routing.classifier import REQUEST_SHAPES, LocalClassifier, shape_features
 from scopehub.hub.routing.lexicon import adds_something, opens_addition, readable, switch_cue
 from scopehub.memory import Message
 
@@ -146,7 +146,14 @@ def _choose(
     if not evidence:
         return (current, "sticky", 0.0) if current else (default_agent, "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold_for(text, current) * _cue(text, classifier, window)
+    cue = _cue(text, classifier, window)
+    threshold = classifier.switch_threshold_for(text, current)
+    if cue == ADDITION_FACTOR and current is not None and not REQUEST_SHAPES.intersection(shape_features(text)):
+        # "und den Müll rausbringen" after an addition: one more of the same in any language; the
+        # margin is not shrunk for words the lexicon cannot read (a keyword of another agent's,
+        # "Müll", would otherwise take it). A request of its own ("Außerdem muss ich ...") is weighed as before.
+        threshold = max(threshold, classifier.switch_threshold)
+    margin = threshold * cue
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
         # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
         best = current
