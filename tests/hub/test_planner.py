@@ -894,3 +894,11 @@ def test_an_answer_asked_for_again_is_said_as_a_repeat_not_copied():
     # Not asked again, or not said before: unchanged.
     assert said_again("what was the shed code?", "the shed code is 5512", ["the shed code is 5512"]) == "the shed code is 5512"
     assert said_again("what was it again?", "the shed code is 5512", ["Saved note #1"]) == "the shed code is 5512"
+
+
+def test_an_irregular_past_or_ringing_names_the_task_its_verb_says():
+    from scopehub.hub.models.references import pick_line
+
+    listing = "#1 call the garage to book the MOT\n#2 buy stamps for the cards"
+    assert pick_line(listing, "rang the garage people") == 1 and pick_line(listing, "rang them") == 1
+    assert pick_line(listing, "bought them") == 2
