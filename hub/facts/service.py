@@ -23,6 +23,7 @@ from scopehub.hub.facts.keys import infer_key, is_explicit, looks_factual
 from scopehub.hub.facts.reconcile import Decision, learn
 from scopehub.hub.facts.text import KNOWN_IN_PROMPT, MAX_FACT_CHARS, quote
 from scopehub.hub.models import ChatModel, ModelResponse
+from scopehub.hub.routing.lexicon import passes_on
 from scopehub.memory import (
     CallRecord,
     Fact,
@@ -217,6 +218,10 @@ class FactKeeper:
         if self.model is None or message.role != "user" or message.scope != scope:
             return None
         words = own_words(message.text)  # a pasted email is someone else's words, not facts the person states
+        if passes_on(words):
+            # "let the finance team know my address changed": news for a team, not a fact told to
+            # the hub (the small extractor turned it into "The user's email is now changed ...").
+            return None
         return words if looks_factual(words) else None
 
     def _plan(self, scope: str, message: Message, words: str) -> LearningPlan:

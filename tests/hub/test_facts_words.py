@@ -268,3 +268,11 @@ def test_a_french_address_of_ones_own_is_worth_a_look():
     from scopehub.hub.facts.keys import looks_factual
 
     assert looks_factual("J'habite au 12 rue Victor Hugo") and infer_key("J'habite au 12 rue Victor Hugo")[0] == "user.home"
+
+
+def test_a_candidate_that_stops_at_its_verb_states_nothing_and_is_refused():
+    from scopehub.hub.facts.grounding import grounded
+
+    assert not grounded("The user's email is", "user.email", "I bank with Corvell")
+    assert not grounded("User lives in", "user.home", "I live in Leeds")
+    assert grounded("User banks with Corvell", "user.bank", "I bank with Corvell")
