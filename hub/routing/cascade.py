@@ -154,6 +154,12 @@ def _choose(
         # "Müll", would otherwise take it). A request of its own ("Außerdem muss ich ...") is weighed as before.
         threshold = max(threshold, classifier.switch_threshold)
     margin = threshold * cue
+    shapes = REQUEST_SHAPES.intersection(shape_features(text))
+    if current is not None and best != current and shapes and all(classifier.shape_leader(shape) == best for shape in shapes):
+        # "Tengo que enviar la copia del DNI" after a Spanish email: a request shape of its own
+        # (a duty, something done, a move, a reply asked for ...) whose examples are the leader's
+        # needs half the margin to leave; the words of the email it speaks of hold it otherwise.
+        margin *= SHAPE_MARGIN
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
         # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
         best = current
@@ -175,6 +181,8 @@ def _choose(
 # does ("also email the insurer" after a task was added). A clear request elsewhere ("also
 # remind me at 9 to ...", "also tell the sales team ...") wins by three times the margin.
 ADDITION_FACTOR = 2.0
+# The share of the switch margin a message with a request shape of the winning agent's needs.
+SHAPE_MARGIN = 0.5
 
 
 def _cue(text: str, classifier: LocalClassifier, window: Sequence[Message] = ()) -> float:

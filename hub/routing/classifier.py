@@ -512,6 +512,13 @@ class LocalClassifier:
         # If everything named is a back-reference, nothing is: keep the scoring as it is.
         return referenced if referenced != named else set()
 
+    def shape_leader(self, shape: str) -> str | None:
+        """The agent whose examples say ``shape`` most (its learnt row's best), or None."""
+        row = self._weights.get(shape)
+        if row is None:
+            return None
+        return self.agents[max(range(len(row)), key=row.__getitem__)]
+
     def has_content(self, text: str) -> bool:
         """Whether the message has a content word the classifier knows, or asks to pass
         something on ("pass it on to accounting", whose words its examples may not say), else

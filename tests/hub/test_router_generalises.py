@@ -624,3 +624,14 @@ def test_a_bare_und_after_an_addition_stays_an_addition_whatever_its_words_lean_
     assert route("und den Müll rausbringen", classifier=classifier, window=window).agent == "tasks"
     # A request of its own still leaves: "Außerdem muss ich ..." after a note (see above).
     assert route("und erinnere mich in 10 Minuten an den Ofen", classifier=classifier, window=window).agent == "reminders"
+
+
+@pytest.mark.parametrize("text", ["Tengo que enviar la copia del seguro antes del viernes", "Ich muss den Zählerstand bis Montag melden"])
+def test_a_duty_right_after_an_email_in_its_language_leaves_the_inbox_for_the_tasks(text):
+    window = [
+        msg(1, "inbox", "From: Gestoría Ruiz <info@ruiz.example>\nSubject: Pago pendiente\n\nEstimado cliente:\nnecesitamos el justificante de pago y el contrato firmado antes del lunes.\nAtentamente,\nGestoría Ruiz"),
+        msg(2, "inbox", "Kept email #1", role="agent"),
+        msg(3, "inbox", "Responde a la gestoría que lo mando mañana"),
+        msg(4, "inbox", "Draft #1 saved (not sent).", role="agent"),
+    ]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
