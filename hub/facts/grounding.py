@@ -39,6 +39,7 @@ _FRAMING = frozenset(
     father mom mum dad parent parents friend friends colleague has is
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
+_DANGLING = re.compile(r"\b(?:is|are|was|were|be|to|at|in|of|for|with|from|by)\s*[.!:,]?\s*$", re.I)
 _SUBJECTS = frozenset({"user", "we", "us", "i", "me", "my", "person", "speaker"})
 
 
@@ -86,6 +87,8 @@ def grounded(fact_text: str, key: str | None, source: str) -> bool:
     every other word outside the third-person framing.
     """
     text = fact_text.translate(APOSTROPHES)
+    if _DANGLING.search(text):
+        return False  # "The user's email is": a statement that stops at its verb states nothing
     plain = source.translate(APOSTROPHES)
     lowered = plain.casefold()
     for pattern in (_EMAIL, _URL):

@@ -105,6 +105,13 @@ _LIVES = re.compile(
     re.I,
 )
 _WORKS = re.compile(r"\b(?P<owner>[a-z][\w-]*)(?:'m|'re| am| are| is)?\s+(?:work|works|working)\s+(?:at|for)\b", re.I)
+# Whom one is a customer or member of, by the verb of what one does there: "I bank with Northway",
+# "I shop at Lidl", "we're insured with Aviva", "I'm registered with Dr Patel", "I study at Leeds".
+_WITH = re.compile(
+    r"\b(?P<owner>i|we)(?:'m|'re| am| are)?\s+(?P<verb>bank|shop|study|train|volunteer|insured|registered|signed\s+up|"
+    r"subscribed|enrolled|member|customer|client|banking|shopping|studying|training|volunteering)\s+(?:with|at|of|to)\s+(?:the\s+)?\S",
+    re.I,
+)
 _JOB = re.compile(r"\b(?P<owner>[a-z][\w-]*)\s+(?:work|works)\s+as\b", re.I)
 _NAME = re.compile(r"\b(?:call me|i'm called|i am called|my name's)\b", re.I)
 _AGE = re.compile(r"\b(?:i'm|i am)\s+\d{1,3}(?:\s+years?\s+old)?\b", re.I)
@@ -237,6 +244,10 @@ def infer_key(text: str, *, subject: str = "user") -> tuple[str | None, str]:
     elif match := _WORKS.search(text):
         owner = _owner(match, subject)
         key = f"{owner}.employer" if owner else None
+    elif match := _WITH.search(text):
+        owner = _owner(match, subject)
+        verb = re.sub(r"ing$", "", match["verb"].split()[0].lower())
+        key = f"{owner}.{_WITH_KEYS.get(verb, verb)}" if owner else None
     elif _AGE.search(text):
         key = f"{subject}.age"
     elif match := _BORN.search(text):
@@ -258,6 +269,7 @@ def infer_key(text: str, *, subject: str = "user") -> tuple[str | None, str]:
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"\+?\d[\d\s().-]{6,}\d")
+_WITH_KEYS = {"insured": "insurer", "registered": "registered_with", "signed": "signed_up_with", "subscribed": "subscription", "enrolled": "school", "train": "gym", "shopp": "shop", "studi": "school", "study": "school"}
 _FACTLIKE = re.compile(
     "|".join(
         [
@@ -265,7 +277,7 @@ _FACTLIKE = re.compile(
             r"\bmy\s+[\w'-]+(?:\s+[\w'-]+){0,2}\s*:",
             r"\bi(?:'m| am)\s+(?!(?:going|gonna|trying|looking|wondering|not sure|sure|here|back|done|fine|good|ok|okay|"
             r"just|so|very|really|still looking|interested|asking|thinking|afraid|sorry|glad|happy|hoping)\b)\w",
-            r"\bi\s+(?:live|work|moved|prefer|like|love|hate|dislike|speak|was born|don't eat|do not eat|can't eat|"
+            r"\bi\s+(?:live|work|bank|shop|study|moved|prefer|like|love|hate|dislike|speak|was born|don't eat|do not eat|can't eat|"
             r"cannot eat|never eat|have (?:a|an|two|three|\d+)|own)\b",
             r"\bcall me\b",
             r"\b(?:is|are)\s+my\b",
@@ -297,7 +309,7 @@ def looks_factual(text: str) -> bool:
     if not readable(text):
         # Patterns below read English; another language is let through when it speaks of
         # the person ("Ich bin Vegetarier", "Я вегетарианец"): the extractor reads it.
-        return contact or first_person(text)
+        return contact or first_person(text) or own_key_i18n(text) is not None
     # What the local key reader understands ("Priya lives in Pune") is worth one look too.
     return contact or bool(_FACTLIKE.search(text)) or infer_key(text)[0] is not None
 

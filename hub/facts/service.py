@@ -23,6 +23,7 @@ from scopehub.hub.facts.keys import infer_key, is_explicit, looks_factual
 from scopehub.hub.facts.reconcile import Decision, learn
 from scopehub.hub.facts.text import KNOWN_IN_PROMPT, MAX_FACT_CHARS, quote
 from scopehub.hub.models import ChatModel, ModelResponse
+from scopehub.hub.routing.lexicon import passes_on
 from scopehub.memory import (
     CallRecord,
     Fact,
@@ -217,6 +218,10 @@ class FactKeeper:
         if self.model is None or message.role != "user" or message.scope != scope:
             return None
         words = own_words(message.text)  # a pasted email is someone else's words, not facts the person states
+        if passes_on(words):
+            # "let the finance team know my address changed": news for a team, not a fact told to
+            # the hub (the small extractor turned it into "The user's email is now changed ...").
+            return None
         return words if looks_factual(words) else None
 
     def _plan(self, scope: str, message: Message, words: str) -> LearningPlan:
@@ -237,7 +242,11 @@ class FactKeeper:
         subject, _ = subject_of(self.store, scope, message.id)
         # Only sentences that start with the speaker ("my phone number is", "I live in"):
         # the key reader also finds "my boss" in "here is an email from my boss: ...".
-        stated = [candidate for candidate in own_sentences(words, subject) if _SPEAKER_FIRST.match(candidate.text)]
+        stated = [
+            candidate.model_copy(update={"text": _IN_PASSING.sub("", candidate.text)})
+            for candidate in own_sentences(words, subject)
+            if _SPEAKER_FIRST.match(candidate.text)
+        ]
         return self._keep(scope, message, stated, words, subject)
 
     def _keep(self, scope: str, message: Message, candidates: Sequence[Candidate], words: str, subject: str) -> list[Decision]:
@@ -270,8 +279,15 @@ class FactKeeper:
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 # German, French and Spanish speakers too ("Ich wohne ...", "J'habite ...", "Mi hija ..."),
 # and Spanish verbs that carry their own subject ("Vivo en ...", "Trabajo en ...", "Me llamo ...").
+# Words that say a fact is told in passing: "btw my flat is number 12", "Au fait, j'habite ...",
+# "Por cierto, mi banco es ...": the fact is what follows them.
+_IN_PASSING = re.compile(
+    r"^\s*(?:(?:btw|by\s+the\s+way|fyi|oh|also|and|just\s+so\s+you\s+know|übrigens|ach\s+ja|au\s+fait|d['’]ailleurs|et|por\s+cierto|y)[,:!]?\s+)+",
+    re.I,
+)
 _SPEAKER_FIRST = re.compile(
-    r"^\s*(?:my|i|i'm|i am|i've|our|we|we're|ich|mein|meine|wir|unser|unsere|je|j'|mon|ma|nous|notre|yo|mi|mis|nuestro|nuestra"
+    rf"(?:{_IN_PASSING.pattern})?"
+    r"(?:my|i|i'm|i am|i've|our|we|we're|ich|mein|meine|wir|unser|unsere|je|j'|mon|ma|nous|notre|yo|mi|mis|nuestro|nuestra"
     r"|me llamo|vivo|resido|trabajo)(?:\b|(?<=')|(?=\s))",
     re.I,
 )

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from scopehub.hub.models.references import content_words, read_email_number, stem
-from scopehub.hub.models.turns import is_copy
+from scopehub.hub.models.turns import is_copy, same_words
 from scopehub.hub.routing.lexicon import is_header_line
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "answer_from_hits",
     "is_question",
     "result_reply",
+    "said_again",
     "tidy",
     "usable",
 ]
@@ -445,3 +446,21 @@ def first_sentence(text: str) -> str:
 
 def join_lines(lines: Sequence[str]) -> str:
     return "\n".join(line for line in lines if line)
+
+
+# A question said to be asked again ("what was the code again?", "Wie war das nochmal?", "C'est
+# quoi encore ?", "¿Cuál era otra vez?") gets the same answer as before: said as a repeat, so it
+# reads as an answer to this question, not as a reply copied from earlier.
+_AGAIN = re.compile(r"\b(?:again|once\s+more|nochmal|noch\s+einmal|wieder|encore|de\s+nouveau|otra\s+vez|de\s+nuevo)\b", re.I)
+_AS_SAID = {"en": "As I said: ", "de": "Wie gesagt: ", "fr": "Comme je disais : ", "es": "Como te decía: "}
+
+
+def said_again(message: str, reply: str, earlier: Iterable[str]) -> str:
+    """``reply``, marked as said before when ``message`` asks again and ``reply`` repeats an
+    ``earlier`` reply word for word; else ``reply`` unchanged."""
+    from scopehub.hub.routing.lexicon import language_of
+
+    if not _AGAIN.search(message) or not same_words(reply, earlier):
+        return reply
+    said = reply[:1].lower() + reply[1:] if reply[1:2].islower() else reply
+    return _AS_SAID.get(language_of(message), _AS_SAID["en"]) + said

@@ -30,10 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from scopehub.hub.errors import ModelUnavailable
+from scopehub.hub.models.answers import said_again
 from scopehub.hub.models.base import ModelResponse, ToolCall
 from scopehub.hub.models.engine import Completion, Engine, Job, XLlamaEngine
 from scopehub.hub.models.planner import Call, Demo, Generate, Planner, Reply, planner_embedder
 from scopehub.hub.models.templates import CHATML, Template
+from scopehub.hub.models.turns import split_turn
 from scopehub.hub.models.weights import INSTALL_HINT, find_weights
 
 __all__ = ["INSTALL_HINT", "JSON_GBNF", "LocalModel", "render_prompt"]
@@ -206,7 +208,9 @@ class LocalModel:
             if isinstance(step, Call):
                 call = ToolCall(id=f"call_{next(self._ids)}", name=step.name, arguments=json.dumps(step.arguments, ensure_ascii=False))
                 return ModelResponse(tool_calls=(call,), **usage)
-            return ModelResponse(content=step.text, **usage)
+            turn = split_turn(messages)
+            earlier = [item["content"] for item in turn.history if item["role"] == "assistant"]
+            return ModelResponse(content=said_again(turn.message, step.text, earlier), **usage)
         job = Job(
             render_prompt(messages, self.template),
             JSON_TOKENS if json_mode else PLAIN_TOKENS,

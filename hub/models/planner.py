@@ -590,6 +590,10 @@ class Planner:
         if choice == ANSWER and turn.last_reply and extract.opens_keeping(turn.message) and _BACK_REFERENCE.search(turn.message):
             # "Schreib das auf", "Apunta eso": keep what the last reply said, with the tool that keeps things.
             choice = self._keeping(turn.message, tools) or choice
+        if choice == ANSWER and announces_question(turn.message):
+            # "Wanted to ask about the invoice from last week" with an invoice email kept: the
+            # question announced is about that email; it is read, not answered with a greeting.
+            choice = self._email_named(turn, offered) or choice
         if opens_addition(turn.message):
             if not (choice in offered and _creates(offered[choice])):
                 # "also call the bank tomorrow", "und außerdem die Steuer", "y también comprar pilas":
@@ -602,6 +606,22 @@ class Planner:
         if choice == ANSWER:
             return self._answer(turn, offered)
         return self._call(turn, offered, offered[choice])
+
+    @staticmethod
+    def _email_named(turn: Turn, offered: Mapping[str, Mapping[str, Any]]) -> str | None:
+        """The email reader, when the message names a word of the email kept in the last few
+        messages (its subject, its sender); None else."""
+        kept = _recent_kept_email(turn.history)
+        readers = [
+            name for name, f in offered.items()
+            if name.startswith(_TELLING) and references.number_parameter(f) is not None and _EMAILS.search(name.replace("_", " "))
+        ]
+        if not kept or not readers:
+            return None
+        # Only what names the email (its sender and subject), not what it says ("the bin collection").
+        header = " ".join(line.split(":", 1)[1].split("<")[0] for line in kept.splitlines() if line.startswith(("From:", "Subject:")))
+        named = {references.stem(word) for word in references.content_words(turn.message)} & {references.stem(word) for word in references.content_words(header)}
+        return readers[0] if named else None
 
     def _keeping(self, message: str, tools: Sequence[Mapping[str, Any]]) -> str | None:
         """The likeliest offered tool that stores something new (not the pasted-email keeper)."""

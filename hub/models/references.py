@@ -53,13 +53,24 @@ def stem(word: str) -> str:
     return word
 
 
+# Irregular past forms meet their verb, and ringing meets calling: "rang the vets" names the
+# task "call the vets to book ...", "bought the stamps" names "buy stamps". Keyed by stem.
+_SAME_VERB = {
+    "rang": "call", "rung": "call", "ring": "call", "phon": "call",
+    "bought": "buy", "paid": "pay", "sent": "send", "wrote": "write", "written": "write", "took": "take", "taken": "take",
+    "brought": "bring", "gave": "give", "given": "give", "sold": "sell", "found": "find", "told": "tell", "spoke": "speak",
+    "spoken": "speak", "drove": "drive", "driven": "drive", "ate": "eat", "eaten": "eat",
+}
+
+
 def content_words(text: str) -> set[str]:
     """The stems of the words that can name an item (not "delete", "the", "task")."""
     found = set()
     for word in _WORD.findall(text):
         word = _ELIDED.sub("", _POSSESSIVE.sub("", word.casefold()))
         if word not in _NOT_CONTENT and not word.isdigit():
-            found.add(stem(word))
+            root = stem(word)
+            found.add(_SAME_VERB.get(root, root))
     return found
 
 

@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from scopehub.hub.routing.also_sees import predict_also_sees
-from scopehub.hub.routing.classifier import LocalClassifier
+from scopehub.hub.routing.classifier import REQUEST_SHAPES, LocalClassifier, shape_features
 from scopehub.hub.routing.lexicon import adds_something, opens_addition, readable, switch_cue
 from scopehub.memory import Message
 
@@ -146,7 +146,20 @@ def _choose(
     if not evidence:
         return (current, "sticky", 0.0) if current else (default_agent, "default", 0.0)
     best = max(evidence, key=evidence.__getitem__)
-    margin = classifier.switch_threshold_for(text, current) * _cue(text, classifier, window)
+    cue = _cue(text, classifier, window)
+    threshold = classifier.switch_threshold_for(text, current)
+    if cue == ADDITION_FACTOR and current is not None and not REQUEST_SHAPES.intersection(shape_features(text)):
+        # "und den Müll rausbringen" after an addition: one more of the same in any language; the
+        # margin is not shrunk for words the lexicon cannot read (a keyword of another agent's,
+        # "Müll", would otherwise take it). A request of its own ("Außerdem muss ich ...") is weighed as before.
+        threshold = max(threshold, classifier.switch_threshold)
+    margin = threshold * cue
+    shapes = REQUEST_SHAPES.intersection(shape_features(text))
+    if current is not None and best != current and shapes and all(classifier.shape_leader(shape) == best for shape in shapes):
+        # "Tengo que enviar la copia del DNI" after a Spanish email: a request shape of its own
+        # (a duty, something done, a move, a reply asked for ...) whose examples are the leader's
+        # needs half the margin to leave; the words of the email it speaks of hold it otherwise.
+        margin *= SHAPE_MARGIN
     if current is not None and best != current and evidence[best] - evidence[current] < margin:
         # Stay unless another agent wins by a clear margin (log-odds): most turns are follow-ups.
         best = current
@@ -168,6 +181,8 @@ def _choose(
 # does ("also email the insurer" after a task was added). A clear request elsewhere ("also
 # remind me at 9 to ...", "also tell the sales team ...") wins by three times the margin.
 ADDITION_FACTOR = 2.0
+# The share of the switch margin a message with a request shape of the winning agent's needs.
+SHAPE_MARGIN = 0.5
 
 
 def _cue(text: str, classifier: LocalClassifier, window: Sequence[Message] = ()) -> float:

@@ -24,6 +24,7 @@ from rapidfuzz import fuzz, process
 from scopehub.hub.routing.lexicon import (
     STOPWORDS,
     about_the_bot,
+    asks_note,
     asks_reply,
     asks_whats_left,
     content_terms,
@@ -217,9 +218,15 @@ def shape_features(text: str) -> list[str]:
         found.append(REPLY_SHAPE)
     if asks_whats_left(text):
         found.append(LEFT_SHAPE)
-    if keeps_what_was_said(text):
+    if keeps_what_was_said(text) or asks_note(text):
+        # "write down that the alarm code is 3396" is kept as "write that down" is: in a note.
         found.append(KEPT_SHAPE)
     return found
+
+
+# The shapes that ask for something of one agent's own: a message that has one has content
+# though none of its words is known ("What's outstanding at the moment?", "Contéstales que ...").
+REQUEST_SHAPES = frozenset({DUTY_SHAPE, DONE_SHAPE, PASS_ON_SHAPE, MOVED_SHAPE, REPLY_SHAPE, LEFT_SHAPE, KEPT_SHAPE})
 
 
 def _featurize(words: Sequence[str]) -> list[str]:
@@ -505,13 +512,20 @@ class LocalClassifier:
         # If everything named is a back-reference, nothing is: keep the scoring as it is.
         return referenced if referenced != named else set()
 
+    def shape_leader(self, shape: str) -> str | None:
+        """The agent whose examples say ``shape`` most (its learnt row's best), or None."""
+        row = self._weights.get(shape)
+        if row is None:
+            return None
+        return self.agents[max(range(len(row)), key=row.__getitem__)]
+
     def has_content(self, text: str) -> bool:
         """Whether the message has a content word the classifier knows, or asks to pass
         something on ("pass it on to accounting", whose words its examples may not say), else
         it never switches. Other shapes do not count: "how are you" is a follow-up still."""
         if any(_is_content(word) and stem(word) in self._vocabulary for word in terms(text)):
             return True
-        return PASS_ON_SHAPE in self._weights and passes_on(text)
+        return any(shape in self._weights for shape in REQUEST_SHAPES.intersection(shape_features(text)))
 
     def evidence(self, text: str) -> dict[str, float]:
         """Log-scale score per agent (differences are log-odds); empty when no feature of

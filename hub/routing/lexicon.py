@@ -62,10 +62,16 @@ _UNSPACED_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaf
 _OPTIONAL_MARKS_RE = re.compile(r"[\u064b-\u065f\u0670\u0640]")
 
 
+# French "rappeler" is "to remind" only with whom it reminds ("Rappelle-moi demain ..."); with a
+# subject of its own ("il faut que je rappelle le plombier", "je rappelle ma banque") it is "to
+# call back": read as "appeler", so the duty does not reach the reminders, which need a moment.
+_CALL_BACK_FR = re.compile(r"\b(je|tu|on|nous|vous)\s+rappel(?=le\b|les\b|ons\b|ez\b|er\b|lerai\b)")
+
+
 def terms(text: str) -> list[str]:
     """Lower-cased word tokens of ``text`` (any script; unspaced scripts as character pairs)."""
     words = []
-    for match in _WORD_RE.finditer(_OPTIONAL_MARKS_RE.sub("", text.lower())):
+    for match in _WORD_RE.finditer(_CALL_BACK_FR.sub(r"\1 appel", _OPTIONAL_MARKS_RE.sub("", text.lower()))):
         word = match.group(0).replace("’", "'")
         if _UNSPACED_RE.search(word) is None:
             words.append(word)
@@ -364,10 +370,19 @@ _ADDS = re.compile(
 )
 
 
+# German's verb of keeping comes last: "Kannst du 'Fenster putzen' auf meine Liste setzen?", "... notieren".
+_ADDS_LAST = re.compile(
+    r"\b(?:(?:auf|in|zu)\s+(?:meine[rn]?|die|der)\s+\w*(?:liste|aufgaben)\s+(?:setzen|schreiben|packen|tun|nehmen|aufnehmen|eintragen)"
+    r"|hinzufügen|hinzuzufügen|aufschreiben|notieren|eintragen)\s*[?.!]*\s*$",
+    re.I,
+)
+
+
 def adds_something(text: str) -> bool:
-    """Whether ``text`` asked for something to be kept ("add ...", "Setz ...", "Ajoute ...") or
-    said a duty ("I have to ..."), or was itself one more of the same: what an "also" adds to."""
-    return bool(text.strip()) and (bool(_ADDS.match(text)) or states_duty(text) or opens_addition(text))
+    """Whether ``text`` asked for something to be kept ("add ...", "Setz ...", "Ajoute ...",
+    "... auf meine Liste setzen?") or said a duty ("I have to ..."), or was itself one more of
+    the same: what an "also" adds to."""
+    return bool(text.strip()) and (bool(_ADDS.match(text)) or bool(_ADDS_LAST.search(text)) or states_duty(text) or opens_addition(text))
 
 
 def without_addition(text: str) -> str:
@@ -547,7 +562,12 @@ _DUTY = re.compile(
     r"gotta|(?:still\s+|really\s+)?(?:need|have|got)\s+to(?!\s+(?:know|see|ask|check)\b)|must|"
     r"ich\s+(?:muss|müsste|sollte|soll)|wir\s+müssen|je\s+dois|il\s+(?:faut|faudrait)\s+(?:aussi\s+|encore\s+)?que\s+je|il\s+me\s+faut|"
     r"tengo\s+que|debo|necesito|hay\s+que)\b"
-    r"|^\s*(?!(?:was|wann|wo|wie|warum|wieso|welche\w*|wer|wen|wem)\b)[^\W\d_]+,?\s+(?:muss|müsste|sollte|soll)\s+ich\b",
+    r"|^\s*(?!(?:was|wann|wo|wie|warum|wieso|welche\w*|wer|wen|wem)\b)[^\W\d_]+,?\s+(?:muss|müsste|sollte|soll)\s+ich\b"
+    # A thing that wants doing, said of the thing ("the toner needs ordering", "the boiler needs to
+    # be serviced", "the car has to go in for its MOT", "die Steuer muss noch gemacht werden"): a duty too.
+    r"|^\s*(?:(?:and|also|oh|so|plus)[,!]?\s+)?(?:the|my|our|this|that)\s+(?:[\w'’-]+\s+){0,3}?(?:needs|need|wants)\s+(?:[a-z]+ing\b|to\s+be\s+[a-z]+)"
+    r"|^\s*(?:the|my|our|this|that)\s+(?:[\w'’-]+\s+){0,3}?(?:has|have|must)\s+(?:to\s+)?be\s+[a-z]+(?:ed|en|t)\b"
+    r"|^\s*(?:der|die|das|mein|meine|unser|unsere)\s+(?:[\w'’-]+\s+){0,3}?muss\s+(?:noch\s+|dringend\s+|bis\s+\S+\s+)*(?:[\w'’-]+\s+){0,3}?(?:ge\w+(?:t|en)|\w+ge\w+(?:t|en))\s+werden\b",
     re.I,
 )
 
@@ -583,6 +603,10 @@ _DONE = re.compile(
     rf"|^\s*(?:(?:ok|okay|so|right|yes)[,!]?\s+)?(?:just\s+|already\s+|finally\s+)?{_PAST}\b(?!\s+{_PAST}\b)(?=\s+\S|\s*[.!]*$)"
     r"|\b(?:is|are|'s|’s)\s+(?:now\s+|all\s+|already\s+)?(?:done|finished|sorted|completed|taken care of|dealt with|paid|booked|fixed|renewed|handled|over)\b"
     r"|\b(?:done|finished)\s+with\b|\b(?:all\s+)?(?:done|sorted|finished)\s*[.!]*$"
+    # "the toner's been ordered", "the forms have been sent", "library books are back", "the parcel's
+    # picked up": a state reached, said of the thing
+    r"|\b(?:has|have|'s|’s)\s+(?:now\s+|already\s+|finally\s+|just\s+)?been\s+(?:(?!(?:told|asked|invited|waiting|trying|thinking|looking)\b)[a-z]+(?:ed|en|t)|paid|sent|done|sorted|made|bought|taken|given|sold|found|brought)\b"
+    r"|\b(?:is|are|'s|’s)\s+(?:now\s+|all\s+|already\s+|finally\s+)?(?:back|returned|collected|picked\s+up|sent\s+off|handed\s+in|posted|ordered|cancelled|canceled)\s*[.!]*$"
     r"|\b(?:erledigt|geschafft|fertig|abgehakt)\b|^\s*(?:ich\s+)?(?:hab|habe|hab['’])\s+.*\b\w*ge\w+(?:t|en)\s*[.!]*$"
     r"|\bc['’]est\s+(?:fait|bon|réglé|fini)\b|\b(?:fini|terminé|réglé)\b|^\s*j['’]ai\s+(?:déjà\s+|enfin\s+)?\w+(?:é|i|u|is|it)\b"
     r"|(?:^|(?<=\s))ya\s+(?:está|esta|lo\s+\w+(?:é|í)|\w+(?:é|í))(?!\w)|\b(?:hecho|listo|terminad[oa]|resuelto)\b"
@@ -675,6 +699,9 @@ _REPLY = re.compile(
     r"|sag\w*\s+(?-i:[A-ZÄÖÜ][\w'’.-]*)[,\s]+(?:dass|ich|wir|es)\b|dis\s+(?:à|a)\s+(?-i:[A-ZÀ-Þ][\w'’.-]*)\s+qu|dis-(?:lui|leur)\s+qu"
     r"|d[ií]le(?:s)?\s+(?:a\s+(?-i:[A-ZÁÉÍÓÚÑ][\w'’.-]*)\s+)?que\b"
     r"|respond[ea]\s+(?:a|al)\b|contesta\w*\s+(?:a|al)\b|resp[oó]nde(?:le|les)\b"
+    # the one answered said by a pronoun fused to the verb: "Contéstales que ...", "Escríbele que ...",
+    # "Réponds-leur que ...", "Réponds-lui"
+    r"|cont[ée]sta(?:le|les)(?:lo|la)?\b|escr[íi]be(?:le|les)\s+que\b|r[ée]pond(?:s|ez)-(?:lui|leur)\b"
     r")",
     re.I,
 )
@@ -708,7 +735,15 @@ _MOVED = re.compile(
     rf"^\s*(?:(?:please|bitte|and|also|und|et|y|can\s+you|could\s+you|kannst\s+du|peux-tu)[,\s]+)*(?:{_MOVE_VERB})\b"
     # "move it to saturday": a bare pointer names no item; the conversation's own is meant.
     rf"(?!\s+(?:it|that|this|es|das|ça|ca|le|la|lo)\s+(?:to|auf|à|a|al)\b)(?:\s+[^\s]+){{1,6}}?\s+(?:to|till|until|auf|à|a|au|al|para\s+el|el)\s+(?:(?:next|this|le|el|den|dem)\s+)?(?:{_DAY})\b"
-    rf"|^\s*(?:[^\s]+\s+){{1,4}}?auf\s+(?:{_DAY})\s+(?:verschieben|verlegen|schieben|legen)\b",
+    rf"|^\s*(?:[^\s]+\s+){{1,4}}?auf\s+(?:{_DAY})\s+(?:verschieben|verlegen|schieben|legen)\b"
+    # the particle after the item: "put the landlord call off to friday", "push the dentist back to Monday"
+    rf"|^\s*(?:(?:please|and|also|can\s+you|could\s+you)[,\s]+)*(?:put|push|move|bump|set)\s+(?:[^\s]+\s+){{1,5}}?(?:off|back)\s+(?:to|till|until|for)\s+(?:(?:next|this)\s+)?(?:{_DAY})\b"
+    # the item first, then that it can wait: "the card can wait until Saturday", "Die Steuer kann bis
+    # Freitag warten", "L'assurance peut attendre jeudi", "Lo del pasaporte puede esperar al lunes"
+    rf"|^\s*(?:[^\s]+\s+){{1,5}}?(?:can|could)\s+wait\s+(?:till|until|for|to)\s+(?:(?:next|this)\s+)?(?:{_DAY})\b"
+    rf"|^\s*(?:[^\s]+\s+){{1,5}}?(?:kann|könnte)\s+(?:noch\s+)?bis\s+(?:(?:nächsten|zum)\s+)?(?:{_DAY})\s+warten\b"
+    rf"|^\s*(?:[^\s]+\s+){{1,5}}?(?:peut|pourra)\s+attendre\s+(?:jusqu['’]\s?(?:à|a|au)\s+)?(?:(?:le|la)\s+)?(?:{_DAY})\b"
+    rf"|^\s*(?:[^\s]+\s+){{1,5}}?puede\s+esperar\s+(?:hasta\s+(?:el\s+)?|al\s+|a\s+)?(?:{_DAY})\b",
     re.I,
 )
 
@@ -786,6 +821,25 @@ _KEPT_BACK = re.compile(
     r"|(?:apúnta|anóta|guárda|escríbe)(?:me|te)?(?:lo|la))(?:\s*[:.!]|\s*$)",
     re.I,
 )
+
+
+# A note asked for, opening the message: "write down that the alarm code is 3396", "note: ...",
+# "jot down ...", "Notier dir, dass ...", "Note que ...", "Apunta que ...": what follows is kept as
+# a note, whatever the conversation was about (a pasted email, whose reply it is not).
+_NOTE_ASKED = re.compile(
+    r"^\s*(?:(?:please|pls|bitte|por\s+favor|and|und|et|y|ok|okay|can\s+you|could\s+you)[,\s]+)*"
+    r"(?:note(?:\s+down)?\s*(?::|that\b|this\b)|jot\s+(?:down\b|this\b|that\b)|write\s+(?:down\b|this\s+down\b|that\s+down\b)|make\s+a\s+note\b|take\s+a\s+note\b"
+    r"|notier\w*(?:\s+dir)?(?:\s*:|,?\s+dass\b)|schreib\w*\s+(?:dir\s+)?auf(?:\s*:|,?\s+dass\b)|merk\s+dir(?:\s*:|,?\s+dass\b)"
+    r"|note[sz]?\s*(?::|que\b|qu['’])|prends?\s+note\b"
+    r"|apunta(?:te)?\s*(?::|que\b)|anota(?:te)?\s*(?::|que\b))",
+    re.I,
+)
+
+
+def asks_note(text: str) -> bool:
+    """Whether ``text`` opens by asking for a note ("write down that ...", "note: ...",
+    "Notier dir, dass ...", "Note que ...", "Apunta que ...")."""
+    return bool(_NOTE_ASKED.match(text))
 
 
 def keeps_what_was_said(text: str) -> bool:

@@ -28,6 +28,8 @@ from scopehub.eval.local import (
     TUNE3_PATH,
     TUNE4_HELD_PATH,
     TUNE4_PATH,
+    TUNE5_HELD_PATH,
+    TUNE5_PATH,
     TUNE_HELD_PATH,
     TUNE_PATH,
     frozen_sessions,
@@ -101,6 +103,17 @@ def test_round_8_sessions_are_two_halves_of_five_twelve_message_sessions_in_four
     assert "Held-out" in halves[1]["about"] and "before any" in halves[1]["about"] and "random.seed(812)" in halves[1]["about"]
 
 
+def test_round_9_sessions_are_two_halves_of_five_twelve_message_sessions_in_four_languages():
+    halves = [json.loads(path.read_text(encoding="utf-8")) for path in (TUNE5_PATH, TUNE5_HELD_PATH)]
+    names = [[session["name"] for session in half["sessions"]] for half in halves]
+    assert all(len(n) == 5 for n in names) and not set(names[0]) & set(names[1])
+    for path in (TUNE5_PATH, TUNE5_HELD_PATH):
+        assert [len(steps) for _, steps in frozen_sessions(path)] == [12] * 5
+    languages = Counter(session["lang"] for half in halves for session in half["sessions"])
+    assert languages == {"en": 6, "de": 2, "fr": 1, "es": 1}
+    assert "Held-out" in halves[1]["about"] and "before any" in halves[1]["about"] and "random.seed(913)" in halves[1]["about"]
+
+
 def test_expect_keys_are_the_ones_check_of_reads():
     source = inspect.getsource(local_checks.check_of) + inspect.getsource(local_checks._row_where)
     read = set(re.findall(r'expect(?:\.get\(|\[)"(\w+)"', source)) | set(re.findall(r'"(\w+)" in expect', source))
@@ -122,7 +135,7 @@ def test_a_file_with_an_unknown_intent_or_a_misspelt_key_is_refused_by_name(tmp_
         frozen_sessions(_one_session_file(tmp_path, expect={"new": "tasks", "word": ["milk"]}))
 
 
-@pytest.mark.parametrize("which", ["frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "tune3", "tune3-held", "tune4", "tune4-held"])
+@pytest.mark.parametrize("which", ["frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "tune3", "tune3-held", "tune4", "tune4-held", "tune5", "tune5-held"])
 def test_eval_local_takes_frozen_and_dev(monkeypatch, which):
     assert SESSION_FILES[which].exists()
     monkeypatch.setitem(sys.modules, "xllamacpp", None)

@@ -153,7 +153,7 @@ def test_learning_after_the_reply_reaches_the_next_call(tmp_path):
         [extraction({"text": "User's office is in Cyber Hub", "kind": "identity", "key": "user.office", "op": "add"})]
     )
     hub = make_hub(tmp_path, agent=agent, extractor=extractor)
-    say(hub, "by the way, my office is in Cyber Hub")
+    say(hub, "by the way, the office I work from is in Cyber Hub")  # words the local key reader does not know
     assert len(extractor.calls) == 1
     [fact] = current_facts(hub.store, SCOPE)
     assert fact.confidence == "derived"

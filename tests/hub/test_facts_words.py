@@ -244,3 +244,35 @@ def test_a_thing_of_ones_own_named_with_de_is_a_statement_about_oneself_in_frenc
     assert own_key_i18n("Mi número de teléfono es 612 345 678") == "numero"
     assert own_key_i18n("Mon numéro de téléphone est le 06 12 34 56 78") == "numero"
     assert own_key_i18n("Mi hermana se llama Lucía") == "hermana"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [("I bank with Corvell", "user.bank"), ("I shop at Greenmart", "user.shop"), ("we're insured with Halvo", "we.insurer"), ("I'm registered with Dr Osei", "user.registered_with")],
+)
+def test_whom_one_banks_shops_or_is_insured_with_is_a_fact_of_ones_own(text, key):
+    from scopehub.hub.facts.keys import looks_factual
+
+    assert looks_factual(text) and infer_key(text)[0] == key
+    assert infer_key("I met with Sarah at noon")[0] is None
+
+
+@pytest.mark.parametrize(("text", "said"), [("btw my flat is number 9", "my flat is number 9"), ("Au fait, j'habite au 3 rue Pasteur", "j'habite au 3 rue Pasteur")])
+def test_a_fact_told_in_passing_is_learnt_before_the_reply_without_the_words_that_say_so(text, said):
+    from scopehub.hub.facts.service import _IN_PASSING, _SPEAKER_FIRST
+
+    assert _SPEAKER_FIRST.match(text) and _IN_PASSING.sub("", text) == said
+
+
+def test_a_french_address_of_ones_own_is_worth_a_look():
+    from scopehub.hub.facts.keys import looks_factual
+
+    assert looks_factual("J'habite au 12 rue Victor Hugo") and infer_key("J'habite au 12 rue Victor Hugo")[0] == "user.home"
+
+
+def test_a_candidate_that_stops_at_its_verb_states_nothing_and_is_refused():
+    from scopehub.hub.facts.grounding import grounded
+
+    assert not grounded("The user's email is", "user.email", "I bank with Corvell")
+    assert not grounded("User lives in", "user.home", "I live in Leeds")
+    assert grounded("User banks with Corvell", "user.bank", "I bank with Corvell")

@@ -874,3 +874,31 @@ def test_a_reply_that_ignores_the_thanks_given_is_never_sent(planner, agents, me
     assert isinstance(retry, Generate) and retry.purpose == "retry"
     assert retry.finish(ignoring) == Reply(reply)
     assert step.finish("No problem, happy to help!") == Reply("No problem, happy to help!")
+
+
+def test_a_question_announced_about_a_kept_email_reads_that_email(planner, agents):
+    kept = "Kept email #1.\nFrom: Tallis Gas <bills@tallis.example>\nSubject: Your statement\nAction items:\n- please pay by 4 March."
+    head = [("user", "From: Tallis Gas ..."), ("assistant", f"[inbox agent] {kept}")]
+    step = planner.plan(conversation(*head, ("user", "Just wanted to ask about the statement from Tallis")), tools_of(agents, "inbox"))
+    assert step == Call("list_emails", {})  # looked up, then read: the email it names
+    # A question announced about something the email does not name is still answered in words.
+    step = planner.plan(conversation(*head, ("user", "Just wanted to check something about the parking permit")), tools_of(agents, "inbox"))
+    assert not isinstance(step, Call)
+
+
+def test_an_answer_asked_for_again_is_said_as_a_repeat_not_copied():
+    from scopehub.hub.models.answers import said_again
+
+    assert said_again("what was the shed code again?", "From your notes: the shed code is 5512", ["From your notes: the shed code is 5512"]) == "As I said: from your notes: the shed code is 5512"
+    assert said_again("Wie war der Code nochmal?", "Der Code ist 5512.", ["Der Code ist 5512."]).startswith("Wie gesagt: ")
+    # Not asked again, or not said before: unchanged.
+    assert said_again("what was the shed code?", "the shed code is 5512", ["the shed code is 5512"]) == "the shed code is 5512"
+    assert said_again("what was it again?", "the shed code is 5512", ["Saved note #1"]) == "the shed code is 5512"
+
+
+def test_an_irregular_past_or_ringing_names_the_task_its_verb_says():
+    from scopehub.hub.models.references import pick_line
+
+    listing = "#1 call the garage to book the MOT\n#2 buy stamps for the cards"
+    assert pick_line(listing, "rang the garage people") == 1 and pick_line(listing, "rang them") == 1
+    assert pick_line(listing, "bought them") == 2

@@ -548,3 +548,90 @@ def test_a_person_told_something_by_name_is_a_reply_not_a_dispatch(text):
     assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "inbox"
     assert passes_on("let the sales team know the price list is out") and passes_on("Avisa a soporte de que el portátil no enciende")
     assert not asks_reply("Tell me a joke") and not asks_reply("tell the design team the logo is ready")
+
+
+_EMAIL_WINDOW = [
+    msg(1, "inbox", "From: Kay Moss <kay@moss.example>\nSubject: Delivery\n\nHello,\nwe can deliver on Monday. Could you confirm?\nBest,\nKay"),
+    msg(2, "inbox", "Kept email #1", role="agent"),
+]
+_TASK_WINDOW = [msg(1, "tasks", "add sign the lease to my to-do list"), msg(2, "tasks", "Added #1 sign the lease", role="agent")]
+
+
+@pytest.mark.parametrize("text", ["The car needs washing before the weekend", "the gutters need to be cleared", "Our printer has to be repaired", "Die Garage muss noch aufgeräumt werden"])
+def test_a_thing_that_wants_doing_is_a_duty_and_reaches_the_tasks(text):
+    from scopehub.hub.routing.lexicon import states_duty
+
+    assert states_duty(text)
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=_EMAIL_WINDOW).agent == "tasks"
+    assert not states_duty("what needs doing?") and not states_duty("the kids need a lift")
+
+
+@pytest.mark.parametrize("text", ["The forms have been posted.", "the parcel's been collected", "the hire car is back", "The keys are returned"])
+def test_a_state_reached_said_of_the_thing_is_something_done(text):
+    from scopehub.hub.routing.lexicon import says_done
+
+    assert says_done(text)
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=_EMAIL_WINDOW).agent == "tasks"
+    assert not says_done("I have been told to wait") and not says_done("the kids are back from school at 4")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["put the plumber off to Monday", "put the MOT back to Thursday", "the gift shopping can wait until Sunday",
+     "Der Ölwechsel kann bis Montag warten", "Le garage peut attendre jusqu'à mardi", "Lo del banco puede esperar al jueves"],
+)
+def test_a_move_with_its_particle_after_the_item_or_said_as_waiting_is_a_move(text):
+    from scopehub.hub.routing.lexicon import moves_to_a_day
+
+    assert moves_to_a_day(text)
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=_EMAIL_WINDOW).agent == "tasks"
+    assert not moves_to_a_day("put the milk on my list for friday") and not moves_to_a_day("can it wait until Monday?")
+
+
+@pytest.mark.parametrize("text", ["Contéstale que el martes me va bien", "Escríbeles que llego tarde", "Réponds-lui que c'est bon"])
+def test_a_reply_whose_recipient_is_a_pronoun_fused_to_the_verb_is_a_reply(text):
+    from scopehub.hub.routing.lexicon import asks_reply
+
+    assert asks_reply(text)
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=_TASK_WINDOW).agent == "inbox"
+
+
+@pytest.mark.parametrize("text", ["Please write down that the bike shed code is 5512", "jot down the plumber's number 0161 555 0199", "Notier dir, dass der Keller offen ist", "Note que la clé est chez Paul", "Apunta que el vecino tiene la llave"])
+def test_a_note_asked_for_after_a_pasted_email_reaches_the_notes(text):
+    from scopehub.hub.routing.lexicon import asks_note
+
+    assert asks_note(text)
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=_EMAIL_WINDOW).agent == "notes"
+    assert not asks_note("note 3") and not asks_note("notes please")
+
+
+def test_a_request_shape_is_content_though_none_of_its_words_is_known():
+    classifier = LocalClassifier(hub_profiles())
+    assert not classifier.has_content("how are you")  # small talk stays a follow-up
+    assert route("What's outstanding at the moment?", classifier=classifier, window=_EMAIL_WINDOW).agent == "tasks"
+
+
+@pytest.mark.parametrize("text", ["Il faut que je rappelle le garagiste", "Il faut aussi que je rappelle la mairie"])
+def test_french_rappeler_with_a_subject_of_its_own_is_calling_back_a_duty(text):
+    classifier = LocalClassifier(hub_profiles())
+    assert route(text, classifier=classifier, window=_TASK_WINDOW).agent == "tasks"
+    assert route("Rappelle-moi dans 10 minutes de sortir le linge", classifier=classifier, window=_TASK_WINDOW).agent == "reminders"
+
+
+def test_a_bare_und_after_an_addition_stays_an_addition_whatever_its_words_lean_to():
+    classifier = LocalClassifier(hub_profiles())
+    window = [msg(1, "tasks", "Kannst du 'Fenster putzen' auf meine Liste setzen?"), msg(2, "tasks", "Added #1 Fenster putzen", role="agent")]
+    assert route("und den Müll rausbringen", classifier=classifier, window=window).agent == "tasks"
+    # A request of its own still leaves: "Außerdem muss ich ..." after a note (see above).
+    assert route("und erinnere mich in 10 Minuten an den Ofen", classifier=classifier, window=window).agent == "reminders"
+
+
+@pytest.mark.parametrize("text", ["Tengo que enviar la copia del seguro antes del viernes", "Ich muss den Zählerstand bis Montag melden"])
+def test_a_duty_right_after_an_email_in_its_language_leaves_the_inbox_for_the_tasks(text):
+    window = [
+        msg(1, "inbox", "From: Gestoría Ruiz <info@ruiz.example>\nSubject: Pago pendiente\n\nEstimado cliente:\nnecesitamos el justificante de pago y el contrato firmado antes del lunes.\nAtentamente,\nGestoría Ruiz"),
+        msg(2, "inbox", "Kept email #1", role="agent"),
+        msg(3, "inbox", "Responde a la gestoría que lo mando mañana"),
+        msg(4, "inbox", "Draft #1 saved (not sent).", role="agent"),
+    ]
+    assert route(text, classifier=LocalClassifier(hub_profiles()), window=window).agent == "tasks"
