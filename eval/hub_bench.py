@@ -16,7 +16,9 @@ of a turn (intake and store; route; context build and token counting; run, which
 the fake is the model client's own overhead: litellm, openai, httpx; record; after the
 reply), the local router alone with and without the embedder on the same messages, and
 the whole message. CPU is the hub's: the process's CPU time less that of the fakes'
-threads and of the bench's own poster thread. ``--profile N`` adds cProfile's top N
+threads and of the bench's own poster thread. On PostgreSQL the title also gives the
+database round trips of a message and the statements they carry (the bench's own lookups
+left out). ``--profile N`` adds cProfile's top N
 functions (the database work then runs inline, so the profile shows all of it).
 
 Scale: ``--fill N`` fills each of ``--scopes K`` scopes with N earlier messages (imported
@@ -156,6 +158,43 @@ def bench_database(db: str, workdir: Path) -> Iterator[tuple[str, str]]:
 # -- one run ----------------------------------------------------------------------------------------
 
 
+class RoundTrips:
+    """The PostgreSQL round trips the hub makes, and the statements they carry, counted at
+    the connection's one place of sending (``PgConnection.flush``), from every thread."""
+
+    def __init__(self) -> None:
+        self.trips = 0
+        self.statements = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def counting(self, backend: str) -> Iterator[RoundTrips]:
+        if backend != "postgresql":
+            yield self
+            return
+        from scopehub.memory.postgres._conn import PgConnection
+
+        sending = PgConnection.flush
+        counter = self
+
+        def flush(conn: PgConnection) -> None:
+            if conn.queue:
+                with counter._lock:
+                    counter.trips += 1
+                    counter.statements += len(conn.queue)
+            sending(conn)
+
+        PgConnection.flush = flush  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            PgConnection.flush = sending  # type: ignore[method-assign]
+
+    def now(self) -> tuple[int, int]:
+        with self._lock:
+            return self.trips, self.statements
+
+
 @dataclass
 class HubBench:
     """One configuration: backend, transport, scale; what it measured."""
@@ -175,6 +214,8 @@ class HubBench:
     profile_text: str = ""
     fill_seconds: float = 0.0
     embedder: str | None = None
+    round_trips: list[tuple[int, int]] = field(default_factory=list)  # (round trips, statements) per message, PostgreSQL
+    counter: RoundTrips = field(default_factory=RoundTrips, repr=False)
 
 
 async def _warm(hub: Any) -> None:
@@ -217,6 +258,7 @@ async def _measure(bench: HubBench, hub: Any, clock: Clock, send: Callable[[int,
                 profiler.enable()
         scope = scopes[index % len(scopes)]
         text = bench.texts[index % len(bench.texts)]
+        trips = bench.counter.now()
         cpu, wall = clock.cpu(), time.perf_counter()
         stored_id = await send(index, scope, text)
         with times.stage("after_reply"):
@@ -225,6 +267,10 @@ async def _measure(bench: HubBench, hub: Any, clock: Clock, send: Callable[[int,
         times.end_turn()
         if measured:
             bench.totals.append(spent)
+            # The bench's own lookups (stored_id, the side-by-side routing) come after this.
+            if bench.backend == "postgresql":
+                after = bench.counter.now()
+                bench.round_trips.append((after[0] - trips[0], after[1] - trips[1]))
             if profiler is not None:
                 profiler.disable()
             _route_side_by_side(bench, hub, lexical, scope, text, stored_id())
@@ -368,7 +414,8 @@ def run_one(bench: HubBench, hub_db: str, workdir: Path) -> HubBench:
         clock = Clock(foreign=[t for t in (model._thread, bot_api._thread if bot_api else None) if t is not None])
         try:
             runner = _run_webhook(bench, hub, clock, bot_api) if bot_api is not None else _run_terminal(bench, hub, clock)
-            asyncio.run(runner)
+            with bench.counter.counting(bench.backend):
+                asyncio.run(runner)
         finally:
             hub.store.close()
     finally:
@@ -404,6 +451,9 @@ def summary(bench: HubBench) -> dict[str, Any]:
         "wall_p95": _ms(wall, 0.95),
         "cpu_mean": round(1000 * statistics.fmean(cpu), 2) if cpu else float("nan"),
     }
+    if bench.round_trips:  # PostgreSQL: what a message costs the database client
+        rows["message"]["round_trips_mean"] = round(statistics.fmean(t for t, _ in bench.round_trips), 1)
+        rows["message"]["statements_mean"] = round(statistics.fmean(n for _, n in bench.round_trips), 1)
     return {
         "backend": bench.backend,
         "transport": bench.transport,
@@ -428,7 +478,13 @@ def format_summary(result: dict[str, Any]) -> str:
     title = (
         f"{result['transport']} on {result['backend']}: {result['messages']} messages over {result['scopes']} scope(s)"
         f" of {result['fill']:,} earlier messages each; embedder {result['embedder'] or 'none'}"
-        f"; mean CPU {result['stages']['message'].get('cpu_mean')} ms per message (ms, p50 and p95)"
+        f"; mean CPU {result['stages']['message'].get('cpu_mean')} ms per message"
+        + (
+            f", {message['round_trips_mean']} database round trips carrying {message['statements_mean']} statements"
+            if "round_trips_mean" in (message := result["stages"]["message"])
+            else ""
+        )
+        + " (ms, p50 and p95)"
     )
     return _report.format_table(["stage", "cpu p50", "cpu p95", "wall p50", "wall p95"], rows, title=title)
 

@@ -45,3 +45,19 @@ def test_bench_import_compares_sqlite_and_postgresql_side_by_side(postgres_serve
     report = json.loads(out.read_text())
     assert set(report["median_s"]) == {"import sqlite", "import postgresql", "migrate sqlite -> postgresql"}
     assert report["ratio_to_sqlite_import"]["import sqlite"] == 1.0
+
+
+def test_bench_hub_on_postgresql_counts_the_database_round_trips_of_a_message(postgres_server, tmp_path):
+    out = tmp_path / "hub.json"
+    result = CliRunner().invoke(
+        cli, ["bench", "hub", "--db", postgres_server.url, "--messages", "4", "--transport", "webhook", "--json", str(out)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    message = json.loads(out.read_text())["runs"][0]["stages"]["message"]
+    # Every message is stored, routed, answered and recorded: several round trips, each
+    # carrying at least one statement.
+    assert 5 <= message["round_trips_mean"] <= message["statements_mean"]
+    assert f"{message['round_trips_mean']} database round trips carrying {message['statements_mean']} statements" in result.output
+    sqlite = tmp_path / "sqlite.json"
+    CliRunner().invoke(cli, ["bench", "hub", "--messages", "2", "--transport", "terminal", "--json", str(sqlite)], catch_exceptions=False)
+    assert "round_trips_mean" not in json.loads(sqlite.read_text())["runs"][0]["stages"]["message"]
