@@ -215,8 +215,9 @@ class PgConnection:
         self.queue: list[str | PgCursor] = []  # to send, in order: control statements and pending cursors
         self.depth = 0  # transaction nesting (0: autocommit, between transactions)
         self._quoting = raw.cursor()  # a ClientCursor: mogrify quotes parameters in, client-side
-        # The cursor every flush sends its text with: one for the connection's life, as a new
-        # cursor per round trip cost about a tenth of its client CPU (its adapters copied).
+        # The cursor every flush sends its text with: one per PgConnection (a session or a
+        # transaction), as a new cursor per round trip cost about a tenth of its client CPU
+        # (its adapters copied). Each result is read off it as it comes in (PgCursor._settle).
         self._sending = raw.cursor()
         self.encoding = raw.info.encoding  # of column names in results
 

@@ -309,8 +309,8 @@ class Inbox:
 
     def _arrived(self, chat_id: int, scope: str, ext_id: str, media_only: bool) -> tuple[int, bool, Any]:
         """The store's part of a message's arrival (any thread): ``(reminders resumed, whether
-        this update was handled already, the message stored with its id)``. The chat wrote,
-        so what a 403 paused resumes."""
+        this update was handled already, the message already stored under its id or None)``.
+        The chat wrote, so what a 403 paused resumes."""
         store = self.hub.store
         resumed = self.transport.outbox.resume_chat(chat_id)
         existing = store.find_ext(scope, ext_id)
