@@ -545,9 +545,10 @@ _heap_frozen = False
 def freeze_start_up_heap() -> bool:
     """Once per process, when start-up is done: what it built (modules, classes, the agents,
     the models' tables: about 120,000 objects) is moved out of the collector's reach, so a
-    full collection scans only what turns made since. Under ``bench hub`` one such pass fell
-    from about 70 ms to a few, which every turn paid for on average and one reply in full.
-    Garbage is collected first, so none is frozen. True when this call froze the heap."""
+    full collection scans only what turns made since. Under ``bench hub`` a full pass during
+    the turns took about 70 ms, paid by one reply in full and by every turn on average; with
+    the heap frozen it scans about 14,000 objects instead of 133,000. Garbage is collected
+    first, so none is frozen. True when this call froze the heap."""
     global _heap_frozen
     with _freezing:
         if _heap_frozen:
