@@ -24,10 +24,22 @@ _READ_CHARS = 3000
 _MAX_ACTIONS = 8
 
 _HEADER_RE = re.compile(
-    r"^[>\s*]*(from|to|cc|subject|date|sent)\s*:\s*\**\s*(.*?)\s*$", re.IGNORECASE
+    r"^[>\s*]*(from|to|cc|subject|date|sent|von|an|betreff|datum|gesendet|de|à|objet|envoyé|para|asunto|fecha|enviado)"
+    r"\s*:\s*\**\s*(.*?)\s*$",
+    re.IGNORECASE,
 )
+# A header's name in the router's other languages (German, French, Spanish), as its English name.
+_HEADER_NAMES = {
+    "von": "from", "de": "from", "an": "to", "à": "to", "para": "to",
+    "betreff": "subject", "objet": "subject", "asunto": "subject",
+    "datum": "date", "fecha": "date", "gesendet": "sent", "envoyé": "sent", "enviado": "sent",
+}
 _ADDRESS_RE = re.compile(r"^\s*/\w+(?:@\w+)?\s+")  # "/inbox ..." or "/inbox@bot ..."
-_FORWARD_RE = re.compile(r"^[-\s]*(?:forwarded message|original message|begin forwarded message)[-:\s]*$", re.IGNORECASE)
+_FORWARD_RE = re.compile(
+    r"^[-\s]*(?:forwarded message|original message|begin forwarded message|weitergeleitete nachricht|ursprüngliche nachricht"
+    r"|message d'origine|message transféré|mensaje original|mensaje reenviado)[-:\s]*$",
+    re.IGNORECASE,
+)
 # A salutation in front of a sentence ("Dear customer, your invoice is due...") is dropped.
 _SALUTATION_RE = re.compile(r"^(?:hi|hello|hey|dear|good (?:morning|afternoon|evening))\b[^,.!?]{0,40}[,!]\s*", re.IGNORECASE)
 _SIGN_OFF_RE = re.compile(
@@ -132,6 +144,7 @@ def parse_email(text: str, today: date) -> ParsedEmail:
                 break
             continue
         name, value = match[1].lower(), match[2].strip("* ")
+        name = _HEADER_NAMES.get(name, name)
         if name == "from" and not parsed.sender:
             parsed.sender = value
         elif name == "to" and not parsed.to:

@@ -32,7 +32,12 @@ real embedded model, each session on a fresh database. Two sets:
   moves, pasted emails referred to, facts stated in passing, saved-note and list questions,
   an indirect office manager, small talk, a request the bot cannot do), ten sessions split
   at random, five and five, into ``local_sessions_tune5.json`` and
-  ``local_sessions_tune5_held.json``.
+  ``local_sessions_tune5_held.json``;
+- ``tune6`` and ``tune6-held``: round 10's sessions (terse phone typing, rambling messages
+  with the request buried, polite indirect office-manager phrasing, forwarded emails with
+  signatures and quotes referred to loosely, reminders cancelled indirectly, notes asked
+  back in passing, small talk and impossible requests), ten sessions split at random, five
+  and five, into ``local_sessions_tune6.json`` and ``local_sessions_tune6_held.json``.
 
 For every message it reports the agent, the tool calls, what was stored (read back from
 the store), whether the expectation holds and whether the reply answers (no raw search
@@ -66,7 +71,7 @@ from scopehub.eval.local_session import Observation, RecordingModel, Step, run_s
 
 __all__ = [
     "BLIND_PATH", "DEV_PATH", "EXPECT_KEYS", "FROZEN_PATH", "INTENTS", "NEWCOMER", "SESSION_FILES", "TUNE2_HELD_PATH", "TUNE2_PATH",
-    "TUNE3_HELD_PATH", "TUNE3_PATH", "TUNE4_HELD_PATH", "TUNE4_PATH", "TUNE5_HELD_PATH", "TUNE5_PATH", "TUNE_HELD_PATH", "TUNE_PATH",
+    "TUNE3_HELD_PATH", "TUNE3_PATH", "TUNE4_HELD_PATH", "TUNE4_PATH", "TUNE5_HELD_PATH", "TUNE5_PATH", "TUNE6_HELD_PATH", "TUNE6_PATH", "TUNE_HELD_PATH", "TUNE_PATH",
     "frozen_sessions", "local_command",
 ]
 
@@ -83,11 +88,14 @@ TUNE4_PATH = _DATA / "local_sessions_tune4.json"
 TUNE4_HELD_PATH = _DATA / "local_sessions_tune4_held.json"
 TUNE5_PATH = _DATA / "local_sessions_tune5.json"
 TUNE5_HELD_PATH = _DATA / "local_sessions_tune5_held.json"
+TUNE6_PATH = _DATA / "local_sessions_tune6.json"
+TUNE6_HELD_PATH = _DATA / "local_sessions_tune6_held.json"
 BLIND_PATH = _DATA / "local_sessions_blind.json"
 SESSION_FILES = {
     "frozen": FROZEN_PATH, "dev": DEV_PATH, "tune": TUNE_PATH, "tune-held": TUNE_HELD_PATH,
     "tune2": TUNE2_PATH, "tune2-held": TUNE2_HELD_PATH, "tune3": TUNE3_PATH, "tune3-held": TUNE3_HELD_PATH,
     "tune4": TUNE4_PATH, "tune4-held": TUNE4_HELD_PATH, "tune5": TUNE5_PATH, "tune5-held": TUNE5_HELD_PATH,
+    "tune6": TUNE6_PATH, "tune6-held": TUNE6_HELD_PATH,
     "blind": BLIND_PATH,
 }
 
@@ -255,10 +263,10 @@ async def _run_all(settings_of: Any, model: Any, sessions: Sequence[tuple[str, l
 @click.option(
     "--sessions",
     "which",
-    type=click.Choice(["newcomer", "frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "tune3", "tune3-held", "tune4", "tune4-held", "tune5", "tune5-held", "blind"]),
+    type=click.Choice(["newcomer", "frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "tune3", "tune3-held", "tune4", "tune4-held", "tune5", "tune5-held", "tune6", "tune6-held", "blind"]),
     default="newcomer",
     show_default=True,
-    help="the newcomer's session; frozen: the twelve frozen sessions (never tuned on); dev: the earlier twelve, seen while tuning; a development set; tune / tune-held: round 5's new sessions, the half tuned on and the half held out; tune2 / tune2-held: round 6's, split the same way; tune3 / tune3-held: round 7's, split the same way; tune4 / tune4-held: round 8's, split the same way; tune5 / tune5-held: round 9's, split the same way; blind: twelve sessions written blind on 2026-12-03, never tuned on: run once, at the end of a round",
+    help="the newcomer's session; frozen: the twelve frozen sessions (never tuned on); dev: the earlier twelve, seen while tuning; a development set; tune / tune-held: round 5's new sessions, the half tuned on and the half held out; tune2 / tune2-held: round 6's, split the same way; tune3 / tune3-held: round 7's, split the same way; tune4 / tune4-held: round 8's, split the same way; tune5 / tune5-held: round 9's, split the same way; tune6 / tune6-held: round 10's, split the same way; blind: twelve sessions written blind on 2026-12-03, never tuned on: run once, at the end of a round",
 )
 @click.option("--model", "choice", type=click.Choice(["auto", "smollm2", "gemma3"]), default=None, help="which embedded weights (default: HUB_LOCAL_MODEL, auto)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True), default=None, help="write the report as JSON here ('-' for standard output)")

@@ -142,3 +142,21 @@ def test_a_german_ordinal_date_does_not_cut_an_action_item() -> None:
     from scopehub.agents.inbox import _actions
 
     assert _actions("Bitte zahlen Sie bis Freitag, 12. Dezember, die Miete.") == ["Bitte zahlen Sie bis Freitag, 12. Dezember, die Miete."]
+
+
+def test_german_french_and_spanish_headers_give_the_sender_and_subject() -> None:
+    # "Von: ... / Betreff: ..." was kept as "(no subject)" and its reply went "To: (fill in)".
+    from datetime import date
+
+    from scopehub.agents.inbox import parse_email
+
+    pasted = {
+        "Von: Hausverwaltung Weber <info@hv-weber.example>\nBetreff: Heizungsablesung\n\nGuten Tag,\nam Montag wird abgelesen.": "Heizungsablesung",
+        "De : Garage Petit <contact@garage-petit.example>\nObjet : Votre devis\n\nBonjour,\nle devis est prêt.\n\n-----Message d'origine-----\n> Bonjour": "Votre devis",
+        "De: Colegio Luna <info@colegioluna.example>\nAsunto: Excursión\n\nHola,\nla excursión es el martes.": "Excursión",
+    }
+    for text, subject in pasted.items():
+        parsed = parse_email(text, date(2026, 12, 8))
+        assert parsed.subject == subject
+        assert "@" in parsed.sender and parsed.sender.split("<")[1].startswith(("info@", "contact@"))
+        assert "Betreff" not in parsed.body and "Asunto" not in parsed.body and "Objet" not in parsed.body

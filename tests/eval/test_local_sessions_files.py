@@ -135,7 +135,7 @@ def test_a_file_with_an_unknown_intent_or_a_misspelt_key_is_refused_by_name(tmp_
         frozen_sessions(_one_session_file(tmp_path, expect={"new": "tasks", "word": ["milk"]}))
 
 
-@pytest.mark.parametrize("which", ["frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "tune3", "tune3-held", "tune4", "tune4-held", "tune5", "tune5-held"])
+@pytest.mark.parametrize("which", ["frozen", "dev", "tune", "tune-held", "tune2", "tune2-held", "tune3", "tune3-held", "tune4", "tune4-held", "tune5", "tune5-held", "tune6", "tune6-held"])
 def test_eval_local_takes_frozen_and_dev(monkeypatch, which):
     assert SESSION_FILES[which].exists()
     monkeypatch.setitem(sys.modules, "xllamacpp", None)
