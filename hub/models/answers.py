@@ -63,7 +63,9 @@ _CLAIMED_ACTION = re.compile(
     r"\b(?:i(?:'ll| will|'ve| have| just)|i am going to|i'm going to|let me)\s+(?:\w+\s+){0,2}?"
     r"(?:add|added|book|booked|save|saved|remind|set|schedule|scheduled|send|sent|forward|forwarded|"
     r"mark|marked|update|updated|delete|deleted|remove|removed|cancel|cancelled|canceled|make sure|take care|"
-    r"put|create|created|draft|drafted|move|moved|change|changed|complete|completed|pass|passed)\b"
+    r"put|create|created|draft|drafted|move|moved|change|changed|complete|completed|pass|passed|"
+    # a promise no tool keeps: "You're welcome! I'll try that again soon."
+    r"try|tried|check|checked|look into|get back)\b"
     r"|^\W*(?:done|all done|added|saved|booked|scheduled)\b",
     re.I,
 )

@@ -902,3 +902,15 @@ def test_an_irregular_past_or_ringing_names_the_task_its_verb_says():
     listing = "#1 call the garage to book the MOT\n#2 buy stamps for the cards"
     assert pick_line(listing, "rang the garage people") == 1 and pick_line(listing, "rang them") == 1
     assert pick_line(listing, "bought them") == 2
+
+
+@pytest.mark.parametrize(
+    "promise", ["You're welcome! I'll try that again soon.", "You're welcome, I will check that for you.", "No problem! Let me look into it and get back to you."]
+)
+def test_a_reply_that_promises_what_no_tool_does_is_never_sent(planner, agents, promise):
+    """Found in the terminal chat: "thanks!" got "You're welcome! I'll try that again soon."
+    A promise no tool keeps is written again, then the plain answer."""
+    step = planner.plan(conversation(("user", "thanks!"), system="You are the general agent."), tools_of(agents, "general"))
+    retry = step.finish(promise)
+    assert isinstance(retry, Generate) and retry.purpose == "retry"
+    assert retry.finish(promise) == Reply("You're welcome!")
