@@ -23,7 +23,7 @@ from ._dialect import SQLITE, Dialect
 from ._model import Message, NewMessage, validate_scope
 from ._schema import SCHEMA_VERSION, ensure_scope, migrate
 from ._store_admin import ScopeAdmin
-from ._store_calls import CallLog
+from ._store_calls import CallLog, returned_id
 from .errors import DuplicateMessage, InvalidRecord, StoreError
 
 __all__ = ["Store"]
@@ -220,11 +220,8 @@ class Store(CallLog, ScopeAdmin):
                         json.dumps(list(message.needs)),
                     ),
                 )
-                # SQLite must finish the statement before its COMMIT; on PostgreSQL the id is
-                # read once the block is done, so the INSERT travels with the COMMIT: one
-                # round trip rather than two.
-                returned = inserted.fetchone() if self.dialect.is_sqlite else None
-            new_id = (returned or inserted.fetchone())[0]
+                taken = returned_id(self.dialect, inserted)
+            new_id = taken()
         except self.dialect.integrity_errors as exc:
             raise DuplicateMessage(f"message {message.ext_id!r} is already stored in {scope}") from exc
         return Message(

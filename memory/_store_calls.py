@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ._model import CallRecord, Usage
@@ -16,6 +17,17 @@ from ._redact import MAX_ERROR_CHARS, redact_secrets
 __all__ = ["CallLog"]
 
 _SECTIONS = ("persona", "rules", "tools", "facts", "lessons", "awareness", "digest", "history", "message", "total")
+
+
+def returned_id(dialect: Any, inserted: Any) -> Callable[[], int]:
+    """The id an ``INSERT ... RETURNING id`` gives, to be taken once its transaction block is
+    done. SQLite must finish the statement before its COMMIT, so it is read now; on
+    PostgreSQL it is read after the block, so the INSERT travels with the COMMIT: one round
+    trip rather than two."""
+    if dialect.is_sqlite:
+        new_id = inserted.fetchone()[0]
+        return lambda: new_id
+    return lambda: inserted.fetchone()[0]
 
 
 class CallLog:
@@ -58,10 +70,8 @@ class CallLog:
             len(tool_calls) if isinstance(tool_calls := call.extra.get("tool_calls"), list) else 0,
         )
         with self.transaction() as conn:
-            inserted = conn.execute(f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id", values)
-            # As in append(): read after the COMMIT on PostgreSQL (one round trip), before it on SQLite.
-            returned = inserted.fetchone() if self.dialect.is_sqlite else None
-        return (returned or inserted.fetchone())[0]
+            new_id = returned_id(self.dialect, conn.execute(f"INSERT INTO calls({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id", values))
+        return new_id()
 
     def calls(self, scope: str) -> list[dict[str, Any]]:
         """The scope's recorded agent calls, oldest first."""
