@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -181,11 +181,7 @@ class Sections:
             return message, message is not None and store.is_answered(message_id)
         message = store.message_of_row(rows[0][0]) if rows[0] else None
         if read is not None:
-            try:
-                read[scope] = chat_settings_of_rows(scope, rows[2])
-            except Exception:  # as chat_settings(): the defaults, logged
-                log.exception("settings of %s unavailable; answering with the defaults", scope)
-                read[scope] = ChatSettings(scope)
+            read[scope] = self._settings_or_defaults(scope, lambda: chat_settings_of_rows(scope, rows[2]))
         if windows is not None:
             earlier = store.window_of_rows(rows[3]) if size > 0 else []
             later = [store.message_of_row(row) for row in rows[4]] if size > 0 else []
@@ -197,14 +193,19 @@ class Sections:
         read: dict[str, ChatSettings] | None = getattr(self._read, "settings", None)
         if read is not None and scope in read:
             return read[scope]
-        try:
-            found = chat_settings(self.deps.store, scope)
-        except Exception:
-            log.exception("settings of %s unavailable; answering with the defaults", scope)
-            found = ChatSettings(scope)
+        found = self._settings_or_defaults(scope, lambda: chat_settings(self.deps.store, scope))
         if read is not None:
             read[scope] = found
         return found
+
+    @staticmethod
+    def _settings_or_defaults(scope: str, read: Callable[[], ChatSettings]) -> ChatSettings:
+        """``read()``, fail-open: a failure means the defaults, logged."""
+        try:
+            return read()
+        except Exception:
+            log.exception("settings of %s unavailable; answering with the defaults", scope)
+            return ChatSettings(scope)
 
     def allowed_agents(self, scope: str) -> tuple[str, ...] | None:
         """The agents that answer in the chat (its /settings), None for all of them."""
